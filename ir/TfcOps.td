@@ -1,0 +1,434 @@
+//===- TfcOps.td - the tfc dialect: a Transformer graph IR -----*- tablegen -*-===//
+//
+// The `tfc` dialect is the graph IR between the YAML frontend and the execution plan.
+// The frontend emits only primitive tensor ops (matmul, softmax, masked_fill, ...);
+// fused ops such as `tfc.attention` and `tfc.layer_norm` are produced by the passes.
+//
+// Shapes: batch and sequence lengths are symbolic (`?`); their names and declared
+// maximums live on the function (`tfc.dims` on arguments, `tfc.dim_max` on the
+// function). Every op infers its result type from its operands and attributes
+// (InferTypeOpInterface), and the verifier checks the written type against it.
+//
+//===----------------------------------------------------------------------------===//
+
+#ifndef TFC_OPS_TD
+#define TFC_OPS_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/EnumAttr.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+//===----------------------------------------------------------------------------===//
+// Dialect
+//===----------------------------------------------------------------------------===//
+
+def Tfc_Dialect : Dialect {
+  let name = "tfc";
+  let summary = "Transformer graph IR for the tfc compiler";
+  let description = [{
+    Tensor-level ops for Transformer inference. Ops carry the YAML location of the
+    model-description node that produced them, so diagnostics point at the user's line.
+  }];
+  let cppNamespace = "::mlir::tfc";
+  let useDefaultAttributePrinterParser = 1;
+  let useFoldAPI = kEmitFoldAdaptorFolder;
+}
+
+class Tfc_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Tfc_Dialect, mnemonic, !listconcat(traits,
+        [Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>])>;
+
+//===----------------------------------------------------------------------------===//
+// Enums. Append-only: their integer values may be serialized.
+//===----------------------------------------------------------------------------===//
+
+def Tfc_MaskKind : I32EnumAttr<"MaskKind", "attention mask meaning", [
+    I32EnumAttrCase<"none", 0>,
+    I32EnumAttrCase<"key_padding", 1>,
+    I32EnumAttrCase<"causal", 2>,
+    I32EnumAttrCase<"padding_causal", 3>,
+    I32EnumAttrCase<"additive", 4>]> {
+  let cppNamespace = "::mlir::tfc";
+  let genSpecializedAttr = 0;
+}
+def Tfc_MaskKindAttr : EnumAttr<Tfc_Dialect, Tfc_MaskKind, "mask">;
+
+def Tfc_NormVariant : I32EnumAttr<"NormVariant", "normalization variant", [
+    // gamma * (x - mean) / sqrt(var_biased + eps) + beta  (nn.LayerNorm)
+    I32EnumAttrCase<"layer_norm", 0>,
+    // gamma * (x - mean) / (std_unbiased + eps) + beta    (the tutorials' Norm)
+    I32EnumAttrCase<"std_norm", 1>]> {
+  let cppNamespace = "::mlir::tfc";
+  let genSpecializedAttr = 0;
+}
+def Tfc_NormVariantAttr : EnumAttr<Tfc_Dialect, Tfc_NormVariant, "norm">;
+
+def Tfc_PEVariant : I32EnumAttr<"PEVariant", "sinusoidal table variant", [
+    // sin/cos(pos * exp(-ln(10000) * 2k / d)) computed in f32, column pairs (2k, 2k+1)
+    I32EnumAttrCase<"standard", 0>,
+    // sin/cos(pos / 10000^(2i/d)) with i the even column index, same exponent (seed 001)
+    I32EnumAttrCase<"exp2i", 1>,
+    // sin(pos / 10000^(2i/d)), cos(pos / 10000^(2(i+1)/d)) (seed 003)
+    I32EnumAttrCase<"exp2i_cos_next", 2>]> {
+  let cppNamespace = "::mlir::tfc";
+  let genSpecializedAttr = 0;
+}
+def Tfc_PEVariantAttr : EnumAttr<Tfc_Dialect, Tfc_PEVariant, "pe">;
+
+def Tfc_CmpPredicate : I32EnumAttr<"CmpPredicate", "comparison predicate", [
+    I32EnumAttrCase<"eq", 0>, I32EnumAttrCase<"ne", 1>, I32EnumAttrCase<"lt", 2>,
+    I32EnumAttrCase<"le", 3>, I32EnumAttrCase<"gt", 4>, I32EnumAttrCase<"ge", 5>]> {
+  let cppNamespace = "::mlir::tfc";
+  let genSpecializedAttr = 0;
+}
+def Tfc_CmpPredicateAttr : EnumAttr<Tfc_Dialect, Tfc_CmpPredicate, "cmp">;
+
+def Tfc_GeluApprox : I32EnumAttr<"GeluApprox", "GELU approximation", [
+    I32EnumAttrCase<"none", 0>,   // 0.5 x (1 + erf(x / sqrt 2))
+    I32EnumAttrCase<"tanh", 1>]> {
+  let cppNamespace = "::mlir::tfc";
+  let genSpecializedAttr = 0;
+}
+def Tfc_GeluApproxAttr : EnumAttr<Tfc_Dialect, Tfc_GeluApprox, "gelu">;
+
+def Tfc_Float : AnyTypeOf<[F32, F16, BF16]>;
+def Tfc_FloatTensor : RankedTensorOf<[F32, F16, BF16]>;
+def Tfc_IdTensor : RankedTensorOf<[I64, I32]>;
+def Tfc_BoolTensor : RankedTensorOf<[I1]>;
+def Tfc_AnyTensor : RankedTensorOf<[F32, F16, BF16, I64, I32, I1]>;
+
+//===----------------------------------------------------------------------------===//
+// Sources: weights, constants, generated tables
+//===----------------------------------------------------------------------------===//
+
+def Tfc_WeightOp : Tfc_Op<"weight"> {
+  let summary = "a named weight tensor from the checkpoint";
+  let description = [{
+    References the tensor `name` of the model's weight store. The data lives
+    outside the IR (in the safetensors file, or generated from the seed), so the
+    printed IR stays small.
+
+    ```mlir
+    %w = tfc.weight "encoder.layers.0.attn.q_linear.weight" : tensor<512x512xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, TypeAttr:$type);
+  let results = (outs Tfc_FloatTensor:$result);
+  let assemblyFormat = "$name attr-dict `:` $type";
+  let hasVerifier = 1;
+}
+
+def Tfc_ConstantOp : Tfc_Op<"constant", [ConstantLike]> {
+  let summary = "a small constant tensor";
+  let description = [{
+    ```mlir
+    %c = tfc.constant dense<8.0> : tensor<f32>
+    ```
+  }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs Tfc_AnyTensor:$result);
+  let assemblyFormat = "attr-dict $value";
+  let hasFolder = 1;
+}
+
+def Tfc_SinusoidTableOp : Tfc_Op<"sinusoid_table"> {
+  let summary = "a sinusoidal positional-encoding table, computed at compile time";
+  let description = [{
+    Produces a `[rows, dim]` f32 table. `variant` selects the formula: the
+    standard log-space one, or the exponents used by tutorials 001 and 003.
+
+    ```mlir
+    %pe = tfc.sinusoid_table #tfc<pe exp2i_cos_next> {rows = 80, dim = 512} : tensor<80x512xf32>
+    ```
+  }];
+  let arguments = (ins Tfc_PEVariantAttr:$variant, I64Attr:$rows, I64Attr:$dim);
+  let results = (outs Tfc_FloatTensor:$result);
+  let assemblyFormat = "$variant attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Tfc_PositionsOp : Tfc_Op<"positions"> {
+  let summary = "0, 1, 2, ... along one axis of a token tensor";
+  let description = [{
+    For `ids` of shape [d0, ..., dn], returns an i64 tensor of the same rank whose
+    dims are all 1 except `axis`, holding arange(d_axis). Positions for a learned or
+    sinusoidal table are `positions(ids) {axis = 1}`.
+
+    ```mlir
+    %p = tfc.positions %ids {axis = 1 : i64} : tensor<?x?xi64> -> tensor<1x?xi64>
+    ```
+  }];
+  let arguments = (ins Tfc_AnyTensor:$input, I64Attr:$axis);
+  let results = (outs Tfc_IdTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
+def Tfc_NopeakMaskOp : Tfc_Op<"nopeak_mask"> {
+  let summary = "the no-peek (causal) mask of a sequence: allowed[i][j] = j <= i";
+  let description = [{
+    For `ids` of shape [B, S], returns `tensor<1xSxSxi1>`, true where query i may
+    attend key j. It is `triu(ones(1, S, S), k=1) == 0` from the tutorials.
+
+    ```mlir
+    %m = tfc.nopeak_mask %tgt : tensor<?x?xi64> -> tensor<1x?x?xi1>
+    ```
+  }];
+  let arguments = (ins Tfc_AnyTensor:$input);
+  let results = (outs Tfc_BoolTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
+//===----------------------------------------------------------------------------===//
+// Primitive tensor ops
+//===----------------------------------------------------------------------------===//
+
+def Tfc_EmbeddingOp : Tfc_Op<"embedding"> {
+  let summary = "gather rows of a table by integer ids";
+  let description = [{
+    `table` is [V, D]; the result has shape ids.shape + [D].
+
+    ```mlir
+    %x = tfc.embedding %table, %ids : (tensor<100x64xf32>, tensor<?x?xi64>) -> tensor<?x?x64xf32>
+    ```
+  }];
+  let arguments = (ins Tfc_FloatTensor:$table, Tfc_IdTensor:$ids);
+  let results = (outs Tfc_FloatTensor:$result);
+  let assemblyFormat = "$table `,` $ids attr-dict `:` functional-type(operands, results)";
+}
+
+def Tfc_LinearOp : Tfc_Op<"linear"> {
+  let summary = "y = x W^T + b, as torch.nn.Linear";
+  let description = [{
+    `weight` is [N, K] (out, in), `bias` (optional) is [N]; `x` is [..., K].
+
+    ```mlir
+    %y = tfc.linear %x, %w, %b : (tensor<?x?x64xf32>, tensor<128x64xf32>, tensor<128xf32>) -> tensor<?x?x128xf32>
+    ```
+  }];
+  let arguments = (ins Tfc_FloatTensor:$input, Tfc_FloatTensor:$weight,
+                       Optional<Tfc_FloatTensor>:$bias);
+  let results = (outs Tfc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight (`,` $bias^)? attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Tfc_MatmulOp : Tfc_Op<"matmul"> {
+  let summary = "batched matrix product with broadcast batch dims";
+  let description = [{
+    [..., M, K] x [..., K, N] -> [..., M, N]; with `transpose_b` the right operand is
+    [..., N, K]. Batch dims broadcast as in torch.matmul.
+
+    ```mlir
+    %s = tfc.matmul %q, %k {transpose_b = true} : (tensor<?x4x?x16xf32>, tensor<?x4x?x16xf32>) -> tensor<?x4x?x?xf32>
+    ```
+  }];
+  let arguments = (ins Tfc_FloatTensor:$lhs, Tfc_FloatTensor:$rhs,
+                       DefaultValuedAttr<BoolAttr, "false">:$transpose_b);
+  let results = (outs Tfc_FloatTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+}
+
+class Tfc_BinaryOp<string mnemonic, string what>
+    : Tfc_Op<mnemonic> {
+  let summary = "elementwise " # what # " with numpy broadcasting";
+  let arguments = (ins Tfc_AnyTensor:$lhs, Tfc_AnyTensor:$rhs);
+  let results = (outs Tfc_AnyTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+}
+def Tfc_AddOp : Tfc_BinaryOp<"add", "addition">;
+def Tfc_SubOp : Tfc_BinaryOp<"sub", "subtraction">;
+def Tfc_MulOp : Tfc_BinaryOp<"mul", "multiplication">;
+def Tfc_DivOp : Tfc_BinaryOp<"div", "division">;
+def Tfc_AndOp : Tfc_BinaryOp<"and", "logical and (i1)">;
+
+def Tfc_CompareOp : Tfc_Op<"compare"> {
+  let summary = "elementwise comparison producing i1, with broadcasting";
+  let description = [{
+    ```mlir
+    %keep = tfc.compare #tfc<cmp ne> %ids, %pad : (tensor<?x?xi64>, tensor<i64>) -> tensor<?x?xi1>
+    ```
+  }];
+  let arguments = (ins Tfc_CmpPredicateAttr:$predicate, Tfc_AnyTensor:$lhs,
+                       Tfc_AnyTensor:$rhs);
+  let results = (outs Tfc_BoolTensor:$result);
+  let assemblyFormat = [{
+    $predicate $lhs `,` $rhs attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Tfc_NotOp : Tfc_Op<"not"> {
+  let summary = "logical not of an i1 tensor";
+  let arguments = (ins Tfc_BoolTensor:$input);
+  let results = (outs Tfc_BoolTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
+def Tfc_CastOp : Tfc_Op<"cast"> {
+  let summary = "elementwise conversion to another element type";
+  let description = [{
+    The result element type is given by the written result type; true becomes 1.
+
+    ```mlir
+    %f = tfc.cast %keep : tensor<?x?xi1> -> tensor<?x?xf32>
+    ```
+  }];
+  let arguments = (ins Tfc_AnyTensor:$input, TypeAttr:$element_type);
+  let results = (outs Tfc_AnyTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` $element_type";
+}
+
+def Tfc_MaskedFillOp : Tfc_Op<"masked_fill"> {
+  let summary = "x where mask is false, `value` where it is true (torch masked_fill)";
+  let description = [{
+    `mask` broadcasts against `x`. `value` may be -inf.
+
+    ```mlir
+    %y = tfc.masked_fill %s, %m {value = -1.0e9 : f64} : (tensor<?x4x?x?xf32>, tensor<?x1x1x?xi1>) -> tensor<?x4x?x?xf32>
+    ```
+  }];
+  let arguments = (ins Tfc_FloatTensor:$input, Tfc_BoolTensor:$mask, F64Attr:$value);
+  let results = (outs Tfc_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $mask attr-dict `:` functional-type(operands, results)";
+}
+
+def Tfc_SelectOp : Tfc_Op<"select"> {
+  let summary = "cond ? a : b, elementwise with broadcasting";
+  let arguments = (ins Tfc_BoolTensor:$cond, Tfc_AnyTensor:$on_true,
+                       Tfc_AnyTensor:$on_false);
+  let results = (outs Tfc_AnyTensor:$result);
+  let assemblyFormat = [{
+    $cond `,` $on_true `,` $on_false attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Tfc_ReshapeOp : Tfc_Op<"reshape"> {
+  let summary = "reshape; 0 copies the input dim at that index, -1 is inferred";
+  let description = [{
+    ```mlir
+    %h = tfc.reshape %x {shape = array<i64: 0, 0, 4, 16>} : tensor<?x?x64xf32> -> tensor<?x?x4x16xf32>
+    ```
+  }];
+  let arguments = (ins Tfc_AnyTensor:$input, DenseI64ArrayAttr:$shape);
+  let results = (outs Tfc_AnyTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
+def Tfc_TransposeOp : Tfc_Op<"transpose"> {
+  let summary = "permute dims: result dim i is input dim perm[i]";
+  let arguments = (ins Tfc_AnyTensor:$input, DenseI64ArrayAttr:$perm);
+  let results = (outs Tfc_AnyTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
+def Tfc_SliceOp : Tfc_Op<"slice"> {
+  let summary = "static slice [start, start + size) along one axis";
+  let arguments = (ins Tfc_AnyTensor:$input, I64Attr:$axis, I64Attr:$start, I64Attr:$size);
+  let results = (outs Tfc_AnyTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
+class Tfc_ReduceOp<string mnemonic, string what> : Tfc_Op<mnemonic> {
+  let summary = what # " over one axis";
+  let arguments = (ins Tfc_FloatTensor:$input, I64Attr:$axis,
+                       DefaultValuedAttr<BoolAttr, "true">:$keepdim);
+  let results = (outs Tfc_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+def Tfc_ReduceMeanOp : Tfc_ReduceOp<"reduce_mean", "mean">;
+def Tfc_ReduceSumOp : Tfc_ReduceOp<"reduce_sum", "sum">;
+
+class Tfc_UnaryOp<string mnemonic, string what, list<Trait> traits = []>
+    : Tfc_Op<mnemonic, traits> {
+  let summary = "elementwise " # what;
+  let arguments = (ins Tfc_FloatTensor:$input);
+  let results = (outs Tfc_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+def Tfc_SqrtOp : Tfc_UnaryOp<"sqrt", "square root">;
+def Tfc_ReluOp : Tfc_UnaryOp<"relu", "max(x, 0)">;
+
+def Tfc_GeluOp : Tfc_Op<"gelu"> {
+  let summary = "elementwise GELU, exact (erf) or tanh-approximated";
+  let arguments = (ins Tfc_FloatTensor:$input,
+                       DefaultValuedAttr<Tfc_GeluApproxAttr, "GeluApprox::none">:$approximate);
+  let results = (outs Tfc_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+def Tfc_SoftmaxOp : Tfc_Op<"softmax"> {
+  let summary = "softmax over one axis";
+  let arguments = (ins Tfc_FloatTensor:$input, I64Attr:$axis);
+  let results = (outs Tfc_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+def Tfc_LogSoftmaxOp : Tfc_Op<"log_softmax"> {
+  let summary = "log-softmax over one axis";
+  let arguments = (ins Tfc_FloatTensor:$input, I64Attr:$axis);
+  let results = (outs Tfc_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------------===//
+// Fused ops (produced by the passes; also accepted from the frontend's `ops:`)
+//===----------------------------------------------------------------------------===//
+
+def Tfc_LayerNormOp : Tfc_Op<"layer_norm"> {
+  let summary = "normalization over the last axis, in one of two variants";
+  let description = [{
+    `layer_norm`: gamma * (x - mean) / sqrt(var + eps) + beta, biased variance.
+    `std_norm`:   gamma * (x - mean) / (std + eps) + beta, unbiased std (the
+    tutorials' Norm class).
+
+    ```mlir
+    %y = tfc.layer_norm #tfc<norm std_norm> %x, %g, %b {eps = 1.0e-6 : f64} : (tensor<?x?x64xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<?x?x64xf32>
+    ```
+  }];
+  let arguments = (ins Tfc_NormVariantAttr:$variant, Tfc_FloatTensor:$input,
+                       Tfc_FloatTensor:$gamma, Tfc_FloatTensor:$beta, F64Attr:$eps);
+  let results = (outs Tfc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $variant $input `,` $gamma `,` $beta attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tfc_AttentionOp : Tfc_Op<"attention"> {
+  let summary = "multi-head scaled dot-product attention with a typed mask";
+  let description = [{
+    `query` is [B, Sq, D], `key` and `value` are [B, Sk, D]; D splits into
+    `num_heads` heads. Computes, per head,
+    softmax(scale * Q K^T, masked) V and merges the heads back to [B, Sq, D].
+
+    The mask is typed, so a backend never needs a materialized [B, Sq, Sk] mask:
+    - `none`: no operand;
+    - `key_padding`: `mask` is the key-side token ids [B, Sk]; keys equal to
+      `pad_id` are masked;
+    - `causal`: no operand; key j > query i is masked;
+    - `padding_causal`: both of the above;
+    - `additive`: `mask` is a float tensor broadcastable to [B, H, Sq, Sk], added
+      to the scaled scores.
+    Masked scores are set to `mask_value` (for example -1e9 or -inf) before the softmax.
+
+    ```mlir
+    %o = tfc.attention #tfc<mask key_padding> %q, %k, %v, %src {num_heads = 8 : i64, scale = 0.125 : f64, mask_value = -1.0e9 : f64, pad_id = 0 : i64} : (tensor<?x?x512xf32>, tensor<?x?x512xf32>, tensor<?x?x512xf32>, tensor<?x?xi64>) -> tensor<?x?x512xf32>
+    ```
+  }];
+  let arguments = (ins Tfc_MaskKindAttr:$mask_kind, Tfc_FloatTensor:$query,
+                       Tfc_FloatTensor:$key, Tfc_FloatTensor:$value,
+                       Optional<Tfc_AnyTensor>:$mask, I64Attr:$num_heads, F64Attr:$scale,
+                       DefaultValuedAttr<F64Attr, "-1.0e9">:$mask_value,
+                       DefaultValuedAttr<I64Attr, "0">:$pad_id);
+  let results = (outs Tfc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $mask_kind $query `,` $key `,` $value (`,` $mask^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // TFC_OPS_TD
