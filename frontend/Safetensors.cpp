@@ -15,7 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Safetensors.h"
+#include "frontend/Safetensors.h"
 
 #include <nlohmann/json.hpp>
 

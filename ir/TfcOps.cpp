@@ -223,7 +223,10 @@ TFC_INFER(MatmulOp) {
                              l.getRank(), " and ", r.getRank());
   if (l.getElementType() != r.getElementType())
     return emitOptionalError(loc, "matmul operand element types differ");
-  bool tb = a.getTransposeB();
+  // Read defaulted attributes from the dictionary: during inference the
+  // attribute may be absent, and the adaptor does not fill in defaults.
+  auto tbAttr = attrs ? attrs.get("transpose_b").dyn_cast_or_null<BoolAttr>() : BoolAttr();
+  bool tb = tbAttr && tbAttr.getValue();
   int64_t m = l.getDimSize(l.getRank() - 2), k = l.getDimSize(l.getRank() - 1);
   int64_t k2 = r.getDimSize(r.getRank() - (tb ? 1 : 2));
   int64_t n = r.getDimSize(r.getRank() - (tb ? 2 : 1));
@@ -365,6 +368,18 @@ TFC_INFER(TransposeOp) {
   return pushTensor(types, out, in.getElementType());
 }
 
+TFC_INFER(UnsqueezeOp) {
+  Adaptor a(operands, attrs, regions);
+  auto in = rankedOf(a.getInput());
+  int64_t axis = normalizeAxis((int64_t)a.getAxis(), in.getRank() + 1);
+  if (axis < 0)
+    return emitOptionalError(loc, "unsqueeze: axis ", (int64_t)a.getAxis(),
+                             " is out of range for rank ", in.getRank());
+  SmallVector<int64_t> out(in.getShape());
+  out.insert(out.begin() + axis, 1);
+  return pushTensor(types, out, in.getElementType());
+}
+
 TFC_INFER(SliceOp) {
   Adaptor a(operands, attrs, regions);
   auto in = rankedOf(a.getInput());
@@ -397,13 +412,18 @@ static LogicalResult inferReduce(std::optional<Location> loc, Value input,
   return pushTensor(types, out, in.getElementType());
 }
 
+static bool keepdimOf(DictionaryAttr attrs) {
+  auto k = attrs ? attrs.get("keepdim").dyn_cast_or_null<BoolAttr>() : BoolAttr();
+  return !k || k.getValue();
+}
+
 TFC_INFER(ReduceMeanOp) {
   Adaptor a(operands, attrs, regions);
-  return inferReduce(loc, a.getInput(), (int64_t)a.getAxis(), a.getKeepdim(), types);
+  return inferReduce(loc, a.getInput(), (int64_t)a.getAxis(), keepdimOf(attrs), types);
 }
 TFC_INFER(ReduceSumOp) {
   Adaptor a(operands, attrs, regions);
-  return inferReduce(loc, a.getInput(), (int64_t)a.getAxis(), a.getKeepdim(), types);
+  return inferReduce(loc, a.getInput(), (int64_t)a.getAxis(), keepdimOf(attrs), types);
 }
 
 #define TFC_SAME_TYPE(OpT)                                                     \

@@ -323,6 +323,13 @@ def Tfc_TransposeOp : Tfc_Op<"transpose"> {
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
 }
 
+def Tfc_UnsqueezeOp : Tfc_Op<"unsqueeze"> {
+  let summary = "insert a dim of size 1 at `axis` (torch.unsqueeze)";
+  let arguments = (ins Tfc_AnyTensor:$input, I64Attr:$axis);
+  let results = (outs Tfc_AnyTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
 def Tfc_SliceOp : Tfc_Op<"slice"> {
   let summary = "static slice [start, start + size) along one axis";
   let arguments = (ins Tfc_AnyTensor:$input, I64Attr:$axis, I64Attr:$start, I64Attr:$size);

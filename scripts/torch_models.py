@@ -46,6 +46,7 @@ import os
 import struct
 import sys
 import types
+import warnings
 
 import numpy as np
 import torch
@@ -688,7 +689,11 @@ def _seed004():
             x = x + self.pe[:, :x.size(1)]
             return self.dropout(x)
 
-    # QUIRK (004): a plain class, not an nn.Module (its dropout is not registered).
+    # QUIRK (004): a plain class, not an nn.Module, so its nn.Dropout is not registered
+    # as a submodule: model.eval() never reaches it and, in the tutorial as written,
+    # attention-probability dropout (p=0.1, MultiHeadAttention's default) STAYS ACTIVE
+    # in eval mode, making inference random.  A reference has to be deterministic, so
+    # build_wandb's Reference.train() switches these dropouts too (see there).
     class Attention:
         def __init__(self, dropout: float = 0.):
             super(Attention, self).__init__()
@@ -879,6 +884,15 @@ def build_wandb(p):
 
     class Reference(ns.EncoderDecoder):
         """004 EncoderDecoder; masks as the Annotated Transformer's Batch builds them."""
+        def train(self, mode=True):
+            # DEVIATION (see the Attention QUIRK): also put the unregistered attention
+            # dropouts in eval mode, so that eval() really makes dropout the identity.
+            super().train(mode)
+            for mod in self.modules():
+                if isinstance(mod, ns.MultiHeadAttention):
+                    mod.attn.dropout.train(mode)
+            return self
+
         def forward(self, src, tgt):
             src_mask = (src != pad).unsqueeze(-2)                                  # [B,1,S]
             tgt_mask = (tgt != pad).unsqueeze(-2) & subsequent_mask(tgt.size(-1))  # [B,T,T]
@@ -1417,6 +1431,8 @@ def cmd_names(a):
 
 
 def cmd_run(a):
+    # torch 1.13's TransformerEncoder fast path warns that nested tensors are a prototype.
+    warnings.filterwarnings('ignore', message='The PyTorch API of nested tensors')
     tensors, meta = load_safetensors(a.weights)
     if meta.get('model') not in (None, a.model):
         raise SystemExit(f'{a.weights} holds model {meta.get("model")!r}, not {a.model!r}')

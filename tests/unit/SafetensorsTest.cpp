@@ -8,11 +8,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Safetensors.h"
+#include "frontend/Safetensors.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>

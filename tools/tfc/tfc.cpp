@@ -1,0 +1,201 @@
+//===- tfc.cpp - the tfc compiler driver ----------------------------------===//
+//
+// `tfc compile model.yaml [-o OUT] [--emit=...]`: runs the frontend, then the pass
+// pipeline selected by --emit, and writes the result. The driver is thin: the
+// work lives in frontend/ and passes/. Diagnostics are printed one per line as
+// `file:line:col: error: message`, pointing at the user's YAML.
+//
+//===----------------------------------------------------------------------------===//
+#include "frontend/Importer.h"
+#include "ir/TfcDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+namespace cl = llvm::cl;
+
+namespace {
+
+cl::SubCommand compileCmd("compile",
+                          "Compile a YAML model description (see docs/model-format.md)");
+
+cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.yaml>"),
+                               cl::Required, cl::sub(compileCmd));
+cl::opt<std::string> outputFile("o", cl::desc("Write the output to <file> (default: stdout)"),
+                                cl::value_desc("file"), cl::init("-"),
+                                cl::sub(compileCmd));
+
+enum class Emit { MlirImport, Mlir };
+cl::opt<Emit> emit(
+    "emit", cl::desc("What to produce"), cl::init(Emit::Mlir),
+    cl::values(clEnumValN(Emit::MlirImport, "mlir-import",
+                          "the tfc IR straight from the frontend, before any pass"),
+               clEnumValN(Emit::Mlir, "mlir",
+                          "the tfc IR after the pass pipeline (canonicalize, CSE)")),
+    cl::sub(compileCmd));
+
+cl::list<std::string> setParams(
+    "set", cl::desc("Override a model parameter (repeatable), e.g. --set d_model=64"),
+    cl::value_desc("NAME=VALUE"), cl::sub(compileCmd));
+cl::opt<std::string> weightsFile(
+    "weights", cl::desc("Read weights from this safetensors file (overrides 'weights:' "
+                        "in the YAML)"),
+    cl::value_desc("file.safetensors"), cl::sub(compileCmd));
+cl::opt<long long> seedOpt(
+    "seed", cl::desc("Seed for the Xavier-uniform initialisation used without weights"),
+    cl::init(-1), cl::sub(compileCmd));
+
+/// Finds the YAML position inside a location (NameLoc / FusedLoc / CallSiteLoc).
+std::optional<FileLineColLoc> findFileLoc(Location loc) {
+  if (auto f = loc.dyn_cast<FileLineColLoc>())
+    return f;
+  if (auto n = loc.dyn_cast<NameLoc>())
+    return findFileLoc(n.getChildLoc());
+  if (auto c = loc.dyn_cast<CallSiteLoc>())
+    return findFileLoc(c.getCallee());
+  if (auto fu = loc.dyn_cast<FusedLoc>())
+    for (Location l : fu.getLocations())
+      if (auto r = findFileLoc(l))
+        return r;
+  return std::nullopt;
+}
+
+/// Prints `file:line:col: severity: message`, one line per diagnostic, as
+/// compilers do; notes follow on their own lines.
+LogicalResult printDiagnostic(Diagnostic &diag) {
+  auto &os = llvm::errs();
+  if (auto fl = findFileLoc(diag.getLocation()))
+    os << fl->getFilename().getValue() << ":" << fl->getLine() << ":"
+       << fl->getColumn() << ": ";
+  switch (diag.getSeverity()) {
+  case DiagnosticSeverity::Error:
+    os << "error: ";
+    break;
+  case DiagnosticSeverity::Warning:
+    os << "warning: ";
+    break;
+  case DiagnosticSeverity::Note:
+    os << "note: ";
+    break;
+  case DiagnosticSeverity::Remark:
+    os << "remark: ";
+    break;
+  }
+  os << diag.str() << "\n";
+  for (Diagnostic &note : diag.getNotes())
+    (void)printDiagnostic(note);
+  return success();
+}
+
+/// Writes |text| to |path| through a temporary file and a rename, so a failure
+/// never leaves a half-written output behind.
+LogicalResult writeAtomically(StringRef path, StringRef text) {
+  if (path == "-") {
+    llvm::outs() << text;
+    llvm::outs().flush();
+    return success();
+  }
+  llvm::SmallString<256> tmp;
+  int fd;
+  std::string model = (path + ".tmp-%%%%%%").str();
+  if (auto ec = llvm::sys::fs::createUniqueFile(model, fd, tmp)) {
+    llvm::errs() << "error: cannot write '" << path << "': " << ec.message() << "\n";
+    return failure();
+  }
+  {
+    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
+    os << text;
+    os.close();
+    if (os.has_error()) {
+      llvm::errs() << "error: cannot write '" << path << "': " << os.error().message()
+                   << "\n";
+      llvm::sys::fs::remove(tmp);
+      return failure();
+    }
+  }
+  if (auto ec = llvm::sys::fs::rename(tmp, path)) {
+    llvm::errs() << "error: cannot write '" << path << "': " << ec.message() << "\n";
+    llvm::sys::fs::remove(tmp);
+    return failure();
+  }
+  return success();
+}
+
+int runCompile() {
+  DialectRegistry registry;
+  registry.insert<mlir::tfc::TfcDialect, func::FuncDialect>();
+  MLIRContext ctx(registry);
+  ctx.loadAllAvailableDialects();
+  // One diagnostic, one line: don't append the failing op's text as a note.
+  ctx.printOpOnDiagnostic(false);
+  ScopedDiagnosticHandler handler(&ctx, printDiagnostic);
+
+  ::tfc::ImportOptions opts;
+  opts.yamlPath = inputFile;
+  for (const std::string &s : setParams) {
+    size_t eq = s.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == s.size()) {
+      llvm::errs() << "error: --set expects NAME=VALUE, got '" << s << "'\n";
+      return 1;
+    }
+    opts.overrides.emplace_back(s.substr(0, eq), s.substr(eq + 1));
+  }
+  opts.weightsPath = weightsFile;
+  if (seedOpt >= 0)
+    opts.seed = (uint64_t)seedOpt;
+
+  auto model = ::tfc::importModel(ctx, opts);
+  if (failed(model))
+    return 1;
+  ModuleOp module = model->module.get();
+
+  if (emit == Emit::Mlir) {
+    PassManager pm(&ctx);
+    applyPassManagerCLOptions(pm);
+    pm.addPass(createCanonicalizerPass());
+    pm.addPass(createCSEPass());
+    if (failed(pm.run(module)))
+      return 1;
+  }
+
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  OpPrintingFlags flags;
+  flags.enableDebugInfo(false);
+  module.print(os, flags);
+  os.flush();
+  return failed(writeAtomically(outputFile, text)) ? 1 : 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  registerMLIRContextCLOptions();
+  registerPassManagerCLOptions();
+  registerAsmPrinterCLOptions();
+  // MLIR's own options (e.g. --mlir-print-ir-after-all) apply to `compile` too.
+  for (auto &opt : cl::getRegisteredOptions(cl::SubCommand::getTopLevel()))
+    if (opt.getKey().startswith("mlir-"))
+      opt.getValue()->addSubCommand(compileCmd);
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "tfc: a compiler for Transformer inference\n\n"
+      "  tfc compile model.yaml --emit=mlir-import    print the IR from the frontend\n"
+      "  tfc compile model.yaml --set d_model=64 ...  override parameters\n");
+  if (compileCmd)
+    return runCompile();
+  llvm::errs() << "tfc: no command given; try 'tfc --help' or 'tfc compile --help'\n";
+  return 1;
+}
