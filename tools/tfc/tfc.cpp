@@ -27,14 +27,16 @@ namespace cl = llvm::cl;
 
 namespace {
 
+cl::OptionCategory tfcCategory("tfc compile options");
+
 cl::SubCommand compileCmd("compile",
                           "Compile a YAML model description (see docs/model-format.md)");
 
 cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.yaml>"),
-                               cl::Required, cl::sub(compileCmd));
+                               cl::Required, cl::sub(compileCmd), cl::cat(tfcCategory));
 cl::opt<std::string> outputFile("o", cl::desc("Write the output to <file> (default: stdout)"),
                                 cl::value_desc("file"), cl::init("-"),
-                                cl::sub(compileCmd));
+                                cl::sub(compileCmd), cl::cat(tfcCategory));
 
 enum class Emit { MlirImport, Mlir };
 cl::opt<Emit> emit(
@@ -43,18 +45,18 @@ cl::opt<Emit> emit(
                           "the tfc IR straight from the frontend, before any pass"),
                clEnumValN(Emit::Mlir, "mlir",
                           "the tfc IR after the pass pipeline (canonicalize, CSE)")),
-    cl::sub(compileCmd));
+    cl::sub(compileCmd), cl::cat(tfcCategory));
 
 cl::list<std::string> setParams(
     "set", cl::desc("Override a model parameter (repeatable), e.g. --set d_model=64"),
-    cl::value_desc("NAME=VALUE"), cl::sub(compileCmd));
+    cl::value_desc("NAME=VALUE"), cl::sub(compileCmd), cl::cat(tfcCategory));
 cl::opt<std::string> weightsFile(
     "weights", cl::desc("Read weights from this safetensors file (overrides 'weights:' "
                         "in the YAML)"),
-    cl::value_desc("file.safetensors"), cl::sub(compileCmd));
+    cl::value_desc("file.safetensors"), cl::sub(compileCmd), cl::cat(tfcCategory));
 cl::opt<long long> seedOpt(
     "seed", cl::desc("Seed for the Xavier-uniform initialisation used without weights"),
-    cl::init(-1), cl::sub(compileCmd));
+    cl::init(-1), cl::sub(compileCmd), cl::cat(tfcCategory));
 
 /// Finds the YAML position inside a location (NameLoc / FusedLoc / CallSiteLoc).
 std::optional<FileLineColLoc> findFileLoc(Location loc) {
@@ -189,11 +191,15 @@ int main(int argc, char **argv) {
   for (auto &opt : cl::getRegisteredOptions(cl::SubCommand::getTopLevel()))
     if (opt.getKey().startswith("mlir-"))
       opt.getValue()->addSubCommand(compileCmd);
+  // libLLVM registers hundreds of codegen options; show only ours in --help.
+  cl::HideUnrelatedOptions(tfcCategory);
   cl::ParseCommandLineOptions(
       argc, argv,
       "tfc: a compiler for Transformer inference\n\n"
       "  tfc compile model.yaml --emit=mlir-import    print the IR from the frontend\n"
-      "  tfc compile model.yaml --set d_model=64 ...  override parameters\n");
+      "  tfc compile model.yaml --set d_model=64 ...  override parameters\n\n"
+      "MLIR's debugging flags also apply to 'compile' (see --help-hidden), e.g.\n"
+      "--mlir-print-ir-after-all, --mlir-print-ir-before-all, --mlir-timing.\n");
   if (compileCmd)
     return runCompile();
   llvm::errs() << "tfc: no command given; try 'tfc --help' or 'tfc compile --help'\n";
