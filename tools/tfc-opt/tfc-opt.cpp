@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------------===//
 #include "ir/TfcDialect.h"
+#include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -15,6 +16,7 @@
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   registry.insert<mlir::tfc::TfcDialect, mlir::func::FuncDialect>();
+  mlir::tfc::registerTfcPasses();
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
   mlir::registerSymbolDCEPass();

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------------===//
 #include "frontend/Importer.h"
 #include "ir/TfcDialect.h"
+#include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
@@ -21,6 +22,8 @@
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
+
+#include <map>
 
 using namespace mlir;
 namespace cl = llvm::cl;
@@ -54,6 +57,18 @@ cl::opt<std::string> weightsFile(
     "weights", cl::desc("Read weights from this safetensors file (overrides 'weights:' "
                         "in the YAML)"),
     cl::value_desc("file.safetensors"), cl::sub(compileCmd), cl::cat(tfcCategory));
+cl::opt<bool> noFusion(
+    "no-fusion", cl::desc("Skip the fusion passes (an unfused model, for fused-vs-unfused checks)"),
+    cl::sub(compileCmd), cl::cat(tfcCategory));
+cl::opt<bool> report(
+    "report", cl::desc("Print, layer by layer, what fused into what, and why any "
+                       "attention-like softmax did not fuse"),
+    cl::sub(compileCmd), cl::cat(tfcCategory));
+cl::opt<bool> requireFusion(
+    "require-fusion",
+    cl::desc("Make any softmax left outside a tfc.attention (other than over the "
+             "output vocabulary) an error"),
+    cl::sub(compileCmd), cl::cat(tfcCategory));
 cl::opt<long long> seedOpt(
     "seed", cl::desc("Seed for the Xavier-uniform initialisation used without weights"),
     cl::init(-1), cl::sub(compileCmd), cl::cat(tfcCategory));
@@ -134,6 +149,71 @@ LogicalResult writeAtomically(StringRef path, StringRef text) {
   return success();
 }
 
+/// The layer an op belongs to: the NameLoc the frontend put on it.
+std::string layerOf(Operation *op) {
+  if (auto n = op->getLoc().dyn_cast<NameLoc>())
+    return n.getName().str();
+  return "(model)";
+}
+
+std::string where(Operation *op) {
+  if (auto fl = findFileLoc(op->getLoc()))
+    return (fl->getFilename().getValue() + ":" + Twine(fl->getLine()) + ":" +
+            Twine(fl->getColumn()))
+        .str();
+  return "?";
+}
+
+/// `--report`: fused ops per layer, and every softmax that is still a softmax.
+void printReport(ModuleOp module) {
+  auto &os = llvm::outs();
+  os << "== tfc fusion report ==\n";
+  std::vector<std::pair<std::string, std::map<std::string, int>>> layers;
+  auto bump = [&](const std::string &layer, const std::string &what) {
+    if (layers.empty() || layers.back().first != layer)
+      layers.push_back({layer, {}});
+    layers.back().second[what]++;
+  };
+  int attention = 0, norms = 0, leftover = 0;
+  module.walk([&](Operation *op) {
+    if (auto a = dyn_cast<mlir::tfc::AttentionOp>(op)) {
+      ++attention;
+      bump(layerOf(op), ("attention(" + mlir::tfc::stringifyMaskKind(a.getMaskKind()) +
+                         ", heads=" + Twine((int64_t)a.getNumHeads()) + ")")
+                            .str());
+    } else if (auto n = dyn_cast<mlir::tfc::LayerNormOp>(op)) {
+      ++norms;
+      bump(layerOf(op), ("layer_norm(" + mlir::tfc::stringifyNormVariant(n.getVariant()) + ")")
+                            .str());
+    }
+  });
+  for (auto &[layer, counts] : layers) {
+    os << "  " << layer << ":";
+    for (auto &[what, n] : counts)
+      os << " " << what << (n > 1 ? " x" + std::to_string(n) : "");
+    os << "\n";
+  }
+  module.walk([&](mlir::tfc::SoftmaxOp sm) {
+    ++leftover;
+    os << "  not fused: softmax at " << where(sm) << " (" << layerOf(sm)
+       << "): " << mlir::tfc::explainAttentionMismatch(sm) << "\n";
+  });
+  os << "  total: " << attention << " tfc.attention, " << norms
+     << " tfc.layer_norm, " << leftover << " softmax left\n";
+}
+
+/// `--require-fusion`: any remaining softmax over [batch, heads, q, k] scores is
+/// an attention that did not fuse.
+LogicalResult checkFusion(ModuleOp module) {
+  LogicalResult result = success();
+  module.walk([&](mlir::tfc::SoftmaxOp sm) {
+    sm.emitError() << "attention did not fuse: "
+                   << mlir::tfc::explainAttentionMismatch(sm);
+    result = failure();
+  });
+  return result;
+}
+
 int runCompile() {
   DialectRegistry registry;
   registry.insert<mlir::tfc::TfcDialect, func::FuncDialect>();
@@ -165,11 +245,16 @@ int runCompile() {
   if (emit == Emit::Mlir) {
     PassManager pm(&ctx);
     applyPassManagerCLOptions(pm);
-    pm.addPass(createCanonicalizerPass());
-    pm.addPass(createCSEPass());
+    mlir::tfc::PipelineOptions popts;
+    popts.fusion = !noFusion;
+    mlir::tfc::buildCompilePipeline(pm, popts);
     if (failed(pm.run(module)))
       return 1;
   }
+  if (report)
+    printReport(module);
+  if (requireFusion && failed(checkFusion(module)))
+    return 1;
 
   std::string text;
   llvm::raw_string_ostream os(text);

@@ -1,0 +1,232 @@
+//===- FuseLayerNorm.cpp - norm primitives into tfc.layer_norm ------------===//
+//
+// Recognizes the two normalizations Transformers in the wild write by hand and
+// turns each into one tfc.layer_norm with a variant attribute, so a model that
+// wrote its Norm in primitives still gets one kernel:
+//
+//   layer_norm: (x - mean) / sqrt(mean((x - mean)^2) + eps) * gamma + beta
+//   std_norm:   gamma * (x - mean) / (sqrt(sum((x - mean)^2) / (N - 1)) + eps) + beta
+//
+// Commuted operands of add and mul are accepted. The match is rooted at the
+// final add; intermediates other than x, gamma and beta must have no other users.
+//
+//===----------------------------------------------------------------------------===//
+#include "passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace mlir::tfc {
+#define GEN_PASS_DEF_FUSELAYERNORM
+#include "passes/Passes.h.inc"
+} // namespace mlir::tfc
+
+using namespace mlir;
+using namespace mlir::tfc;
+
+namespace {
+
+std::optional<double> scalarConst(Value v) {
+  auto c = v.getDefiningOp<ConstantOp>();
+  if (!c)
+    return std::nullopt;
+  auto a = c.getValue().dyn_cast<DenseFPElementsAttr>();
+  if (!a || !a.isSplat())
+    return std::nullopt;
+  return a.getSplatValue<APFloat>().convertToDouble();
+}
+
+bool lastAxis(Operation *op, int64_t axis) {
+  auto t = op->getOperand(0).getType().cast<RankedTensorType>();
+  return normalizeAxis(axis, t.getRank()) == t.getRank() - 1;
+}
+
+/// A [D] vector (gamma or beta) for an input whose last dim is D.
+bool isParamVector(Value p, int64_t d) {
+  auto t = p.getType().cast<RankedTensorType>();
+  return t.getRank() == 1 && (d == ShapedType::kDynamic || t.getDimSize(0) == d);
+}
+
+/// Matches xc = sub(x, reduce_mean(x, -1, keepdim)); returns x.
+Value matchCentered(Value xc, SmallVectorImpl<Operation *> &chain) {
+  auto sub = xc.getDefiningOp<SubOp>();
+  if (!sub)
+    return {};
+  auto mean = sub.getRhs().getDefiningOp<ReduceMeanOp>();
+  if (!mean || mean.getInput() != sub.getLhs() || !mean.getKeepdim() ||
+      !lastAxis(mean, (int64_t)mean.getAxis()))
+    return {};
+  chain.push_back(sub);
+  chain.push_back(mean);
+  return sub.getLhs();
+}
+
+/// Matches sq = mul(xc, xc).
+bool isSquareOf(Value sq, Value xc) {
+  auto m = sq.getDefiningOp<MulOp>();
+  return m && m.getLhs() == xc && m.getRhs() == xc;
+}
+
+struct NormMatch {
+  NormVariant variant;
+  Value x, gamma, beta;
+  double eps;
+  SmallVector<Operation *> chain;
+};
+
+/// Splits a binary op's operands into (the one defined by OpT, the other).
+template <typename OpT, typename BinOp>
+std::optional<std::pair<OpT, Value>> operandDefinedBy(BinOp op) {
+  if (auto a = op.getLhs().template getDefiningOp<OpT>())
+    return std::make_pair(a, op.getRhs());
+  if (auto b = op.getRhs().template getDefiningOp<OpT>())
+    return std::make_pair(b, op.getLhs());
+  return std::nullopt;
+}
+
+/// std_norm: add(div(mul(gamma, xc), add(sqrt(div(reduce_sum(xc*xc), N-1)), eps)), beta)
+std::optional<NormMatch> matchStdNorm(AddOp root) {
+  NormMatch m{NormVariant::std_norm, {}, {}, {}, 0, {root}};
+  auto d = operandDefinedBy<DivOp>(root);
+  if (!d)
+    return std::nullopt;
+  auto [div, beta] = *d;
+  auto num = div.getLhs().getDefiningOp<MulOp>();
+  auto den = div.getRhs().getDefiningOp<AddOp>();
+  if (!num || !den)
+    return std::nullopt;
+  // numerator: gamma * xc (either order)
+  Value xc, gamma;
+  for (auto [a, b] : {std::pair<Value, Value>{num.getLhs(), num.getRhs()},
+                      {num.getRhs(), num.getLhs()}})
+    if (a.getDefiningOp<SubOp>() && !xc) {
+      xc = a;
+      gamma = b;
+    }
+  if (!xc)
+    return std::nullopt;
+  // denominator: sqrt(var) + eps
+  auto s = operandDefinedBy<SqrtOp>(den);
+  if (!s)
+    return std::nullopt;
+  auto [sqrt, epsV] = *s;
+  auto eps = scalarConst(epsV);
+  auto var = sqrt.getInput().getDefiningOp<DivOp>();
+  if (!eps || !var)
+    return std::nullopt;
+  auto sum = var.getLhs().getDefiningOp<ReduceSumOp>();
+  auto nm1 = scalarConst(var.getRhs());
+  if (!sum || !nm1 || !sum.getKeepdim() || !lastAxis(sum, (int64_t)sum.getAxis()) ||
+      !isSquareOf(sum.getInput(), xc))
+    return std::nullopt;
+  Value x = matchCentered(xc, m.chain);
+  if (!x)
+    return std::nullopt;
+  int64_t dim = x.getType().cast<RankedTensorType>().getShape().back();
+  if (dim == ShapedType::kDynamic || *nm1 != (double)(dim - 1) ||
+      !isParamVector(gamma, dim) || !isParamVector(beta, dim))
+    return std::nullopt;
+  m.chain.append({div, num, den, sqrt, var, sum, sum.getInput().getDefiningOp()});
+  m.x = x;
+  m.gamma = gamma;
+  m.beta = beta;
+  m.eps = *eps;
+  return m;
+}
+
+/// layer_norm: add(mul(div(xc, sqrt(add(reduce_mean(xc*xc), eps))), gamma), beta)
+std::optional<NormMatch> matchLayerNorm(AddOp root) {
+  NormMatch m{NormVariant::layer_norm, {}, {}, {}, 0, {root}};
+  auto mm = operandDefinedBy<MulOp>(root);
+  if (!mm)
+    return std::nullopt;
+  auto [mul, beta] = *mm;
+  auto dd = operandDefinedBy<DivOp>(mul);
+  if (!dd)
+    return std::nullopt;
+  auto [div, gamma] = *dd;
+  Value xc = div.getLhs();
+  auto sqrt = div.getRhs().getDefiningOp<SqrtOp>();
+  if (!sqrt)
+    return std::nullopt;
+  auto ve = sqrt.getInput().getDefiningOp<AddOp>();
+  if (!ve)
+    return std::nullopt;
+  auto vm = operandDefinedBy<ReduceMeanOp>(ve);
+  if (!vm)
+    return std::nullopt;
+  auto [var, epsV] = *vm;
+  auto eps = scalarConst(epsV);
+  if (!eps || !var.getKeepdim() || !lastAxis(var, (int64_t)var.getAxis()) ||
+      !isSquareOf(var.getInput(), xc))
+    return std::nullopt;
+  Value x = matchCentered(xc, m.chain);
+  if (!x)
+    return std::nullopt;
+  int64_t dim = x.getType().cast<RankedTensorType>().getShape().back();
+  if (!isParamVector(gamma, dim) || !isParamVector(beta, dim))
+    return std::nullopt;
+  m.chain.append({mul, div, sqrt, ve, var, var.getInput().getDefiningOp()});
+  m.x = x;
+  m.gamma = gamma;
+  m.beta = beta;
+  m.eps = *eps;
+  return m;
+}
+
+/// Every op in the chain except the root may only feed other chain ops.
+bool chainIsPrivate(const NormMatch &m) {
+  llvm::SmallPtrSet<Operation *, 16> in(m.chain.begin(), m.chain.end());
+  for (Operation *op : m.chain) {
+    if (op == m.chain.front())
+      continue;
+    for (Operation *user : op->getUsers())
+      if (!in.contains(user))
+        return false;
+  }
+  return true;
+}
+
+struct FuseLayerNormPass : public mlir::tfc::impl::FuseLayerNormBase<FuseLayerNormPass> {
+  void runOnOperation() override {
+    // A rewrite erases other adds (the eps add is one), so find one match per
+    // walk and start over; a model has tens of norms, so this stays cheap.
+    for (;;) {
+      std::optional<NormMatch> found;
+      AddOp foundRoot;
+      getOperation().walk([&](AddOp root) {
+        auto m = matchStdNorm(root);
+        if (!m)
+          m = matchLayerNorm(root);
+        if (!m || !chainIsPrivate(*m) || m->x.getType() != root.getType())
+          return WalkResult::advance();
+        found = std::move(m);
+        foundRoot = root;
+        return WalkResult::interrupt();
+      });
+      if (!found)
+        return;
+      rewrite(foundRoot, *found);
+    }
+  }
+
+  void rewrite(AddOp root, NormMatch &m) {
+    OpBuilder b(root);
+    auto ln = b.create<LayerNormOp>(
+        root.getLoc(), root.getType(), NormVariantAttr::get(b.getContext(), m.variant),
+        m.x, m.gamma, m.beta, b.getF64FloatAttr(m.eps));
+    root.getResult().replaceAllUsesWith(ln.getResult());
+    // The chain is not in use-before-def order: sweep until nothing more dies.
+    bool erased = true;
+    while (erased) {
+      erased = false;
+      for (Operation *&op : m.chain)
+        if (op && op->use_empty()) {
+          op->erase();
+          op = nullptr;
+          erased = true;
+        }
+    }
+  }
+};
+
+} // namespace

@@ -1,0 +1,42 @@
+//===- Passes.td - tfc pass definitions -------------------*- tablegen -*-===//
+//
+// Each pass has a `tfc-opt` flag and lit tests under tests/lit/passes/.
+//
+//===----------------------------------------------------------------------------===//
+#ifndef TFC_PASSES_TD
+#define TFC_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def FuseAttention : Pass<"tfc-fuse-attention", "::mlir::func::FuncOp"> {
+  let summary = "Fuse Q.K^T, scale, mask, softmax and P.V (with the head split "
+                "and merge around them) into one tfc.attention";
+  let description = [{
+    Starts from every `tfc.softmax` over the last axis and walks the chain the
+    frontend (or a hand-written model) produced:
+
+      reshape/transpose (head split) of Q, K, V
+      -> matmul(Q, K^T) -> div/mul by a constant (or none: scale folded into Q)
+      -> masked_fill(not(mask)) | add(additive) | nothing
+      -> softmax -> matmul(P, V) -> transpose/reshape (head merge)
+
+    The mask's meaning is recovered from where it came from: a comparison of token
+    ids with pad_id gives `key_padding`, `tfc.nopeak_mask` gives `causal`, their
+    conjunction gives `padding_causal`; anything else becomes an `additive` mask.
+    Every intermediate must have no other user, or the chain is left alone.
+  }];
+  let dependentDialects = ["::mlir::tfc::TfcDialect"];
+}
+
+def FuseLayerNorm : Pass<"tfc-fuse-layer-norm", "::mlir::func::FuncOp"> {
+  let summary = "Fuse the primitive sequences of LayerNorm and of the tutorials' "
+                "unbiased-std Norm into one tfc.layer_norm";
+  let description = [{
+    Recognizes, over the last axis:
+      layer_norm: (x - mean) / sqrt(mean((x - mean)^2) + eps) * gamma + beta
+      std_norm:   gamma * (x - mean) / (sqrt(sum((x - mean)^2) / (N - 1)) + eps) + beta
+  }];
+  let dependentDialects = ["::mlir::tfc::TfcDialect"];
+}
+
+#endif // TFC_PASSES_TD

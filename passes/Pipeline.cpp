@@ -1,0 +1,14 @@
+//===- Pipeline.cpp - the pass pipeline `tfc compile` runs -----------------===//
+#include "passes/Passes.h"
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
+
+void mlir::tfc::buildCompilePipeline(PassManager &pm, const PipelineOptions &opts) {
+  if (opts.fusion) {
+    pm.addNestedPass<func::FuncOp>(createFuseAttention());
+    pm.addNestedPass<func::FuncOp>(createFuseLayerNorm());
+  }
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+}
