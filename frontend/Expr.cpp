@@ -53,7 +53,7 @@ private:
   }
 
   bool expr(Number &out) {
-    if (++depth > 64)
+    if (++depth > 129)
       return fail("expression is nested too deeply");
     if (!term(out))
       return false;
@@ -98,7 +98,11 @@ private:
           return false;
         if (rhs.value == 0)
           return fail("division by zero");
-        out = {std::fmod(out.value, rhs.value), out.isInt && rhs.isInt};
+        // Python's modulo (sign of the divisor), consistent with floor division.
+        double r = std::fmod(out.value, rhs.value);
+        if (r != 0 && (r < 0) != (rhs.value < 0))
+          r += rhs.value;
+        out = {r, out.isInt && rhs.isInt};
       } else if (text.compare(pos, 2, "**") != 0 && accept("*")) {
         if (!unary(rhs))
           return false;
@@ -110,6 +114,15 @@ private:
   }
 
   bool unary(Number &out) {
+    // Unary chains and ** recurse here, so they count toward the depth limit.
+    if (++depth > 129)
+      return fail("expression is nested too deeply");
+    bool ok = unaryInner(out);
+    --depth;
+    return ok;
+  }
+
+  bool unaryInner(Number &out) {
     if (accept("-")) {
       if (!unary(out))
         return false;

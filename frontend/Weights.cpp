@@ -18,6 +18,11 @@ std::string shapeToString(const std::vector<int64_t> &shape) {
 }
 
 bool WeightStore::openCheckpoint(const std::string &p, std::string &error) {
+  if (!declared.empty() || file) {
+    // Weights declared without a checkpoint were never checked against it.
+    error = "the checkpoint must be opened before any weight is declared";
+    return false;
+  }
   file = SafetensorsFile::open(p, &error);
   if (!file)
     return false;
@@ -48,6 +53,11 @@ static bool isFloat(StDType t) {
 bool WeightStore::declare(const std::string &name,
                           const std::vector<int64_t> &shape, WeightRole role,
                           std::string &error) {
+  for (int64_t d : shape)
+    if (d < 0) {
+      error = "weight '" + name + "' has a negative dimension in " + shapeToString(shape);
+      return false;
+    }
   auto it = index.find(name);
   if (it != index.end()) {
     if (declared[it->second].shape != shape) {
@@ -172,8 +182,12 @@ std::vector<float> WeightStore::materialize(const std::string &name) const {
   for (int64_t d : w.shape)
     n *= (size_t)d;
   std::vector<float> out(n);
+  if (n == 0)
+    return out;
   if (file) {
     const StTensor *t = file->find(w.checkpointName);
+    if (!t)
+      return {};
     const uint8_t *p = t->data;
     for (size_t i = 0; i < n; ++i) {
       switch (t->dtype) {

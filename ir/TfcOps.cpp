@@ -12,6 +12,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/TypeUtilities.h"
 
 #include <cmath>
 
@@ -378,6 +379,79 @@ TFC_INFER(UnsqueezeOp) {
   SmallVector<int64_t> out(in.getShape());
   out.insert(out.begin() + axis, 1);
   return pushTensor(types, out, in.getElementType());
+}
+
+TFC_INFER(ConcatOp) {
+  Adaptor a(operands, attrs, regions);
+  if (operands.empty())
+    return emitOptionalError(loc, "concat needs at least one input");
+  auto first = rankedOf(operands[0]);
+  int64_t axis = normalizeAxis((int64_t)a.getAxis(), first.getRank());
+  if (axis < 0)
+    return emitOptionalError(loc, "concat: axis out of range");
+  SmallVector<int64_t> out(first.getShape());
+  for (Value v : operands.drop_front()) {
+    auto t = rankedOf(v);
+    if (t.getRank() != first.getRank() || t.getElementType() != first.getElementType())
+      return emitOptionalError(loc, "concat inputs differ in rank or element type");
+    for (int64_t i = 0; i < t.getRank(); ++i) {
+      if (i == axis) {
+        out[i] = (out[i] == kDyn || t.getDimSize(i) == kDyn) ? kDyn
+                                                              : out[i] + t.getDimSize(i);
+      } else if (!dimsAgree(out[i], t.getDimSize(i))) {
+        return emitOptionalError(loc, "concat inputs differ in dim ", i);
+      }
+    }
+  }
+  return pushTensor(types, out, first.getElementType());
+}
+
+OpFoldResult ConcatOp::fold(FoldAdaptor) {
+  // concat(slice(W, a, n), slice(W, a+n, m), ...) covering all of W along the
+  // same axis folds back to W (a packed checkpoint weight split then re-packed).
+  Value source;
+  int64_t next = 0;
+  int64_t axis = normalizeAxis((int64_t)getAxis(), getType().cast<RankedTensorType>().getRank());
+  for (Value in : getInputs()) {
+    auto s = in.getDefiningOp<SliceOp>();
+    if (!s || (source && s.getInput() != source) ||
+        normalizeAxis((int64_t)s.getAxis(), getType().cast<RankedTensorType>().getRank()) != axis ||
+        (int64_t)s.getStart() != next)
+      return {};
+    source = s.getInput();
+    next += (int64_t)s.getSize();
+  }
+  if (source && source.getType() == getType())
+    return source;
+  return {};
+}
+
+TFC_INFER(FusedLinearOp) {
+  Adaptor a(operands, attrs, regions);
+  SmallVector<Value, 3> lin{a.getInput(), a.getWeight()};
+  if (a.getBias())
+    lin.push_back(a.getBias());
+  if (failed(LinearOp::inferReturnTypes(ctx, loc, lin, nullptr, regions, types)))
+    return failure();
+  if (a.getResidual() && !succeeded(verifyCompatibleShape(types[0], a.getResidual().getType())))
+    return emitOptionalError(loc, "fused_linear residual ", a.getResidual().getType(),
+                             " does not match the result ", types[0]);
+  return success();
+}
+
+TFC_INFER(TokenEmbeddingOp) {
+  Adaptor a(operands, attrs, regions);
+  if (failed(EmbeddingOp::inferReturnTypes(ctx, loc, {a.getTable(), a.getIds()},
+                                           nullptr, regions, types)))
+    return failure();
+  for (Value t : {a.getPositions(), a.getTypeTable()})
+    if (t) {
+      auto tt = rankedOf(t);
+      if (tt.getRank() != 2 ||
+          !dimsAgree(tt.getDimSize(1), rankedOf(a.getTable()).getDimSize(1)))
+        return emitOptionalError(loc, "token_embedding tables differ in width");
+    }
+  return success();
 }
 
 TFC_INFER(SliceOp) {

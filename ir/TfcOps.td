@@ -93,6 +93,16 @@ def Tfc_GeluApprox : I32EnumAttr<"GeluApprox", "GELU approximation", [
 }
 def Tfc_GeluApproxAttr : EnumAttr<Tfc_Dialect, Tfc_GeluApprox, "gelu">;
 
+def Tfc_Activation : I32EnumAttr<"Activation", "activation fused into a linear", [
+    I32EnumAttrCase<"none", 0>,
+    I32EnumAttrCase<"relu", 1>,
+    I32EnumAttrCase<"gelu", 2>,
+    I32EnumAttrCase<"gelu_tanh", 3>]> {
+  let cppNamespace = "::mlir::tfc";
+  let genSpecializedAttr = 0;
+}
+def Tfc_ActivationAttr : EnumAttr<Tfc_Dialect, Tfc_Activation, "act">;
+
 def Tfc_Float : AnyTypeOf<[F32, F16, BF16]>;
 def Tfc_FloatTensor : RankedTensorOf<[F32, F16, BF16]>;
 def Tfc_IdTensor : RankedTensorOf<[I64, I32]>;
@@ -337,6 +347,22 @@ def Tfc_SliceOp : Tfc_Op<"slice"> {
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
 }
 
+def Tfc_ConcatOp : Tfc_Op<"concat"> {
+  let summary = "concatenate tensors along one axis";
+  let description = [{
+    Used for packed projection weights: concat(Wq, Wk, Wv) along axis 0. A concat of
+    consecutive slices of one tensor folds back to that tensor.
+
+    ```mlir
+    %w = tfc.concat %wq, %wk, %wv {axis = 0 : i64} : (tensor<64x64xf32>, tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<192x64xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Tfc_AnyTensor>:$inputs, I64Attr:$axis);
+  let results = (outs Tfc_AnyTensor:$result);
+  let assemblyFormat = "$inputs attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
 class Tfc_ReduceOp<string mnemonic, string what> : Tfc_Op<mnemonic> {
   let summary = what # " over one axis";
   let arguments = (ins Tfc_FloatTensor:$input, I64Attr:$axis,
@@ -403,6 +429,49 @@ def Tfc_LayerNormOp : Tfc_Op<"layer_norm"> {
     $variant $input `,` $gamma `,` $beta attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
+}
+
+def Tfc_FusedLinearOp : Tfc_Op<"fused_linear", [AttrSizedOperandSegments]> {
+  let summary = "y = act(x W^T + b) + residual, one GEMM with its epilogue";
+  let description = [{
+    The projection fusion's result: a linear layer with its bias, activation and a
+    residual add folded into the GEMM epilogue. `bias` and `residual` are optional.
+
+    ```mlir
+    %y = tfc.fused_linear %x, %w, %b {activation = #tfc<act relu>} : (tensor<?x?x64xf32>, tensor<128x64xf32>, tensor<128xf32>) -> tensor<?x?x128xf32>
+    ```
+  }];
+  let arguments = (ins Tfc_FloatTensor:$input, Tfc_FloatTensor:$weight,
+                       Optional<Tfc_FloatTensor>:$bias,
+                       Optional<Tfc_FloatTensor>:$residual,
+                       DefaultValuedAttr<Tfc_ActivationAttr, "Activation::none">:$activation);
+  let results = (outs Tfc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight (`,` `bias` $bias^)? (`,` `residual` $residual^)? attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Tfc_TokenEmbeddingOp : Tfc_Op<"token_embedding", [AttrSizedOperandSegments]> {
+  let summary = "table[ids] * scale + positions[pos(ids)] (+ types[type_ids])";
+  let description = [{
+    The embedding fusion's result: the token lookup, its scale and the positional
+    table in one kernel. Positions index `position_axis` of `ids` (1 = sequence
+    position; 0 reproduces tutorial 000's batch-indexed table).
+
+    ```mlir
+    %x = tfc.token_embedding %ids, %table, %pe {scale = 8.0 : f64, position_axis = 1 : i64} : (tensor<?x?xi64>, tensor<100x64xf32>, tensor<80x64xf32>) -> tensor<?x?x64xf32>
+    ```
+  }];
+  let arguments = (ins Tfc_IdTensor:$ids, Tfc_FloatTensor:$table,
+                       Optional<Tfc_FloatTensor>:$positions,
+                       Optional<Tfc_IdTensor>:$type_ids,
+                       Optional<Tfc_FloatTensor>:$type_table,
+                       DefaultValuedAttr<F64Attr, "1.0">:$scale,
+                       DefaultValuedAttr<I64Attr, "1">:$position_axis);
+  let results = (outs Tfc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $ids `,` $table (`,` `positions` $positions^)? (`,` `types` $type_ids^ `,` $type_table)? attr-dict `:` functional-type(operands, results)
+  }];
 }
 
 def Tfc_AttentionOp : Tfc_Op<"attention"> {

@@ -321,9 +321,19 @@ void rewrite(AttentionMatch &m) {
   st.addAttribute("pad_id", b.getI64IntegerAttr(m.padId));
   Operation *att = b.create(st);
   m.merge.getResult().replaceAllUsesWith(att->getResult(0));
-  for (Operation *op : m.chain)
-    if (op->use_empty())
-      op->erase();
+  // Erase the chain, then whatever only it used (head splits, mask plumbing),
+  // so later passes see true use counts without waiting for a DCE.
+  SmallVector<Operation *> work(m.chain.begin(), m.chain.end());
+  while (!work.empty()) {
+    Operation *op = work.pop_back_val();
+    if (!op->use_empty() || !isa<TfcDialect>(op->getDialect()))
+      continue;
+    for (Value operand : op->getOperands())
+      if (Operation *def = operand.getDefiningOp())
+        if (llvm::find(work, def) == work.end())
+          work.insert(work.begin(), def);
+    op->erase();
+  }
 }
 
 struct FuseAttentionPass : public mlir::tfc::impl::FuseAttentionBase<FuseAttentionPass> {

@@ -39,4 +39,25 @@ def FuseLayerNorm : Pass<"tfc-fuse-layer-norm", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::mlir::tfc::TfcDialect"];
 }
 
+def FuseProjections : Pass<"tfc-fuse-projections", "::mlir::func::FuncOp"> {
+  let summary = "Pack Q/K/V projections into one GEMM; fold bias, activation and "
+                "residual add into the linear's epilogue";
+  let description = [{
+    - matmul(x, W[in, out]) (+ b), GPT-2's Conv1D, becomes linear(x, W^T, b);
+    - the Q, K and V linears of one tfc.attention that read the same input become
+      one linear over concat(Wq, Wk, Wv) followed by slices (K and V alone for
+      cross-attention). Weights that were slices of one packed checkpoint tensor
+      fold back to it;
+    - linear followed by relu / gelu becomes tfc.fused_linear with an activation;
+    - add(r, linear(...)) with the linear used once becomes a residual epilogue.
+  }];
+  let dependentDialects = ["::mlir::tfc::TfcDialect"];
+}
+
+def FoldEmbeddings : Pass<"tfc-fold-embeddings", "::mlir::func::FuncOp"> {
+  let summary = "Fold embedding scale, positional table and token types into one "
+                "tfc.token_embedding";
+  let dependentDialects = ["::mlir::tfc::TfcDialect"];
+}
+
 #endif // TFC_PASSES_TD

@@ -8,7 +8,13 @@ void mlir::tfc::buildCompilePipeline(PassManager &pm, const PipelineOptions &opt
   if (opts.fusion) {
     pm.addNestedPass<func::FuncOp>(createFuseAttention());
     pm.addNestedPass<func::FuncOp>(createFuseLayerNorm());
+    pm.addNestedPass<func::FuncOp>(createFoldEmbeddings());
+    pm.addNestedPass<func::FuncOp>(createFuseProjections());
   }
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  // CSE merges the weight references that packed projections slice from, which
+  // lets concat(slice(W), ...) fold back to W.
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
 }
