@@ -32,14 +32,12 @@ namespace {
 
 cl::OptionCategory tfcCategory("tfc compile options");
 
-cl::SubCommand compileCmd("compile",
-                          "Compile a YAML model description (see docs/model-format.md)");
 
 cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.yaml>"),
-                               cl::Required, cl::sub(compileCmd), cl::cat(tfcCategory));
+                               cl::Required, cl::cat(tfcCategory));
 cl::opt<std::string> outputFile("o", cl::desc("Write the output to <file> (default: stdout)"),
                                 cl::value_desc("file"), cl::init("-"),
-                                cl::sub(compileCmd), cl::cat(tfcCategory));
+                                cl::cat(tfcCategory));
 
 enum class Emit { MlirImport, Mlir };
 cl::opt<Emit> emit(
@@ -47,31 +45,31 @@ cl::opt<Emit> emit(
     cl::values(clEnumValN(Emit::MlirImport, "mlir-import",
                           "the tfc IR straight from the frontend, before any pass"),
                clEnumValN(Emit::Mlir, "mlir",
-                          "the tfc IR after the pass pipeline (canonicalize, CSE)")),
-    cl::sub(compileCmd), cl::cat(tfcCategory));
+                          "the tfc IR after the pass pipeline (fusion, canonicalize, CSE)")),
+    cl::cat(tfcCategory));
 
 cl::list<std::string> setParams(
     "set", cl::desc("Override a model parameter (repeatable), e.g. --set d_model=64"),
-    cl::value_desc("NAME=VALUE"), cl::sub(compileCmd), cl::cat(tfcCategory));
+    cl::value_desc("NAME=VALUE"), cl::cat(tfcCategory));
 cl::opt<std::string> weightsFile(
     "weights", cl::desc("Read weights from this safetensors file (overrides 'weights:' "
                         "in the YAML)"),
-    cl::value_desc("file.safetensors"), cl::sub(compileCmd), cl::cat(tfcCategory));
+    cl::value_desc("file.safetensors"), cl::cat(tfcCategory));
 cl::opt<bool> noFusion(
     "no-fusion", cl::desc("Skip the fusion passes (an unfused model, for fused-vs-unfused checks)"),
-    cl::sub(compileCmd), cl::cat(tfcCategory));
+    cl::cat(tfcCategory));
 cl::opt<bool> report(
     "report", cl::desc("Print, layer by layer, what fused into what, and why any "
                        "attention-like softmax did not fuse"),
-    cl::sub(compileCmd), cl::cat(tfcCategory));
+    cl::cat(tfcCategory));
 cl::opt<bool> requireFusion(
     "require-fusion",
-    cl::desc("Make any softmax left outside a tfc.attention (other than over the "
-             "output vocabulary) an error"),
-    cl::sub(compileCmd), cl::cat(tfcCategory));
+    cl::desc("Make any softmax left outside a tfc.attention an error (an output "
+             "log_softmax is not a softmax)"),
+    cl::cat(tfcCategory));
 cl::opt<long long> seedOpt(
     "seed", cl::desc("Seed for the Xavier-uniform initialisation used without weights"),
-    cl::init(-1), cl::sub(compileCmd), cl::cat(tfcCategory));
+    cl::init(-1), cl::cat(tfcCategory));
 
 /// Finds the YAML position inside a location (NameLoc / FusedLoc / CallSiteLoc).
 std::optional<FileLineColLoc> findFileLoc(Location loc) {
@@ -272,21 +270,32 @@ int main(int argc, char **argv) {
   registerMLIRContextCLOptions();
   registerPassManagerCLOptions();
   registerAsmPrinterCLOptions();
-  // MLIR's own options (e.g. --mlir-print-ir-after-all) apply to `compile` too.
-  for (auto &opt : cl::getRegisteredOptions(cl::SubCommand::getTopLevel()))
-    if (opt.getKey().startswith("mlir-"))
-      opt.getValue()->addSubCommand(compileCmd);
   // libLLVM registers hundreds of codegen options; show only ours in --help.
+  // MLIR's own flags stay usable (and listed by --help-hidden).
   cl::HideUnrelatedOptions(tfcCategory);
-  cl::ParseCommandLineOptions(
-      argc, argv,
+  const char *overview =
       "tfc: a compiler for Transformer inference\n\n"
+      "USAGE: tfc compile <model.yaml> [options]\n\n"
       "  tfc compile model.yaml --emit=mlir-import    print the IR from the frontend\n"
-      "  tfc compile model.yaml --set d_model=64 ...  override parameters\n\n"
-      "MLIR's debugging flags also apply to 'compile' (see --help-hidden), e.g.\n"
-      "--mlir-print-ir-after-all, --mlir-print-ir-before-all, --mlir-timing.\n");
-  if (compileCmd)
-    return runCompile();
-  llvm::errs() << "tfc: no command given; try 'tfc --help' or 'tfc compile --help'\n";
-  return 1;
+      "  tfc compile model.yaml --set d_model=64 ...  override parameters\n"
+      "  tfc compile model.yaml --report              what fused into what\n\n"
+      "MLIR's debugging flags also apply (see --help-hidden), e.g.\n"
+      "--mlir-print-ir-after-all, --mlir-print-ir-before-all, --mlir-disable-threading.\n";
+  // `compile` is the only command: a plain word in front of the options, so the
+  // same flags serve `tfc --help` and `tfc compile --help`.
+  std::vector<const char *> args{argv[0]};
+  bool sawCompile = argc > 1 && StringRef(argv[1]) == "compile";
+  for (int i = sawCompile ? 2 : 1; i < argc; ++i)
+    args.push_back(argv[i]);
+  bool wantsHelp = llvm::any_of(args, [](const char *a) {
+    return StringRef(a).startswith("--help") || StringRef(a) == "-h";
+  });
+  if (!sawCompile && !wantsHelp) {
+    llvm::errs() << "tfc: expected a command: 'tfc compile <model.yaml> [options]' "
+                    "(see 'tfc --help')\n";
+    return 1;
+  }
+  inputFile.setNumOccurrencesFlag(wantsHelp ? cl::Optional : cl::Required);
+  cl::ParseCommandLineOptions((int)args.size(), args.data(), overview);
+  return runCompile();
 }
