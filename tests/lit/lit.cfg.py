@@ -15,3 +15,5 @@ config.environment["PATH"] = os.pathsep.join(
 config.substitutions.append(("%models", os.path.join(config.tfc_src_root, "models")))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
 config.substitutions.append(("%python", config.python_executable))
+config.substitutions.append(("%golden", os.path.join(config.tfc_src_root, "tests", "golden")))
+config.substitutions.append(("%interp", os.path.join(config.tfc_src_root, "scripts", "tfc_interp.py")))
