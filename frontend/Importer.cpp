@@ -68,6 +68,13 @@ std::string didYouMean(StringRef word, ArrayRef<std::string> candidates) {
   return best.empty() ? "" : "; did you mean '" + best + "'?";
 }
 
+std::string typeStr(Type t) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << t;
+  return os.str();
+}
+
 const char *kindName(const Node &n) {
   switch (n.kind) {
   case Node::Kind::Null:
@@ -492,8 +499,10 @@ FailureOr<Importer::LinearSpec> Importer::parseLinear(const Node &n, StringRef w
   }
   s.bias = prefix.empty() ? "" : qualify(prefix + ".bias");
   if (const Node *bn = n.get("bias")) {
-    if (bn->isScalar() && (bn->scalar == "true" || bn->scalar == "false")) {
-      if (bn->scalar == "false")
+    static const std::set<std::string> kBools = {"true", "false", "yes", "no",
+                                                 "on", "off"};
+    if (bn->isScalar() && kBools.count(bn->scalar)) {
+      if (bn->scalar == "false" || bn->scalar == "no" || bn->scalar == "off")
         s.bias.clear();
       else if (prefix.empty())
         return error(*bn, "'bias: true' needs 'name' to derive the bias tensor; "
@@ -605,6 +614,11 @@ FailureOr<Value> Importer::emitNorm(const Node &n, Value x, StringRef what) {
         return failure();
       *dst = *v;
     }
+  auto xt = x.getType().cast<RankedTensorType>();
+  if (!xt.getElementType().isa<FloatType>() || xt.getRank() < 1 ||
+      (xt.getShape().back() != kDyn && xt.getShape().back() != dModel))
+    return error(n, what + " normalizes over d_model (" + Twine(dModel) +
+                        ") features, but its input is " + typeStr(xt));
   std::string prefix = qualify(*name) + ".";
   auto g = weight(n, prefix + gain, {dModel}, WeightRole::Gain);
   auto s = weight(n, prefix + shift, {dModel}, WeightRole::Shift);
@@ -653,6 +667,13 @@ FailureOr<Value> Importer::emitAttention(const Node &n, Value x,
                         "scale", "divide_by", "mask_value", "mask_mode", "name"})))
     return failure();
   Location l = loc(n);
+  if (const Node *nm = n.get("name")) {
+    // The module path of the attention (e.g. encoder.layers.0.attn) for reports.
+    auto s = getString(*nm, "name");
+    if (failed(s))
+      return failure();
+    l = loc(n, qualify(*s));
+  }
   bool cross = false;
   if (const Node *t = n.get("type")) {
     auto v = getChoice(*t, "attention type", {"self", "cross"});
@@ -1033,13 +1054,13 @@ FailureOr<Value> Importer::emitOps(const Node &block, Value x, const StackEnv &e
       }
       return evalInt(*a, key, min);
     };
-    auto listAttr = [&](const char *key) -> FailureOr<SmallVector<int64_t>> {
+    auto listAttr = [&](const char *key, int64_t min = -1) -> FailureOr<SmallVector<int64_t>> {
       const Node *a = op.get(key);
       if (!a || !a->isSeq())
         return error(a ? *a : op, "op '" + *kind + "' needs '" + key + "' as a list");
       SmallVector<int64_t> out;
       for (const Node &i : a->items) {
-        auto v = evalInt(i, key, -1);
+        auto v = evalInt(i, key, min);
         if (failed(v))
           return failure();
         out.push_back(*v);
@@ -1054,7 +1075,7 @@ FailureOr<Value> Importer::emitOps(const Node &block, Value x, const StackEnv &e
       r = ins[0];
     } else if (k == "weight") {
       auto wn = require(op, "weight", "op 'weight'");
-      auto sh = listAttr("shape");
+      auto sh = listAttr("shape", 1);
       if (failed(wn) || failed(sh))
         return failure();
       auto s = getString(**wn, "weight");
@@ -1088,7 +1109,7 @@ FailureOr<Value> Importer::emitOps(const Node &block, Value x, const StackEnv &e
       if (failed(needInputs(1)))
         return failure();
       auto wn = require(op, "weight", "op 'embedding'");
-      auto sh = listAttr("shape");
+      auto sh = listAttr("shape", 1);
       if (failed(wn) || failed(sh))
         return failure();
       auto s = getString(**wn, "weight");
@@ -1692,7 +1713,8 @@ FailureOr<OwningOpRef<ModuleOp>> Importer::run() {
     decIn = *s;
     inputList.push_back({decIn, encDec ? "tgt_len" : "seq_len"});
   }
-  for (const Node *stack : {enc, dec})
+  for (auto [stack, dim] : {std::pair<const Node *, std::string>{enc, inputList.front().second},
+                             {dec, inputList.back().second}})
     if (stack && stack->isMap())
       if (const Node *tt = stack->get("token_types")) {
         std::string nm = "token_types";
@@ -1700,8 +1722,15 @@ FailureOr<OwningOpRef<ModuleOp>> Importer::run() {
           if (const Node *in = tt->get("input"))
             if (in->isScalar())
               nm = in->scalar;
-        inputList.push_back({nm, inputList.back().second});
+        inputList.push_back({nm, dim});
       }
+  {
+    std::set<std::string> seen;
+    for (const auto &in : inputList)
+      if (!seen.insert(in.first).second)
+        return error(dec ? *dec : root, "two model inputs are both named '" + in.first +
+                                            "'; give each stack its own 'input'");
+  }
 
   SmallVector<Type> argTypes(inputList.size(), idsType);
   auto func = b.create<func::FuncOp>(fileLoc(root), "forward",
