@@ -438,7 +438,7 @@ def Tfc_FusedLinearOp : Tfc_Op<"fused_linear", [AttrSizedOperandSegments]> {
     residual add folded into the GEMM epilogue. `bias` and `residual` are optional.
 
     ```mlir
-    %y = tfc.fused_linear %x, %w, %b {activation = #tfc<act relu>} : (tensor<?x?x64xf32>, tensor<128x64xf32>, tensor<128xf32>) -> tensor<?x?x128xf32>
+    %y = tfc.fused_linear %x, %w bias(%b) {activation = #tfc<act relu>} : (tensor<?x?x64xf32>, tensor<128x64xf32>, tensor<128xf32>) -> tensor<?x?x128xf32>
     ```
   }];
   let arguments = (ins Tfc_FloatTensor:$input, Tfc_FloatTensor:$weight,
@@ -447,7 +447,7 @@ def Tfc_FusedLinearOp : Tfc_Op<"fused_linear", [AttrSizedOperandSegments]> {
                        DefaultValuedAttr<Tfc_ActivationAttr, "Activation::none">:$activation);
   let results = (outs Tfc_FloatTensor:$result);
   let assemblyFormat = [{
-    $input `,` $weight (`,` `bias` $bias^)? (`,` `residual` $residual^)? attr-dict `:` functional-type(operands, results)
+    $input `,` $weight (`bias` `(` $bias^ `)`)? (`residual` `(` $residual^ `)`)? attr-dict `:` functional-type(operands, results)
   }];
 }
 
@@ -459,7 +459,7 @@ def Tfc_TokenEmbeddingOp : Tfc_Op<"token_embedding", [AttrSizedOperandSegments]>
     position; 0 reproduces tutorial 000's batch-indexed table).
 
     ```mlir
-    %x = tfc.token_embedding %ids, %table, %pe {scale = 8.0 : f64, position_axis = 1 : i64} : (tensor<?x?xi64>, tensor<100x64xf32>, tensor<80x64xf32>) -> tensor<?x?x64xf32>
+    %x = tfc.token_embedding %ids, %table positions(%pe) {scale = 8.0 : f64, position_axis = 1 : i64} : (tensor<?x?xi64>, tensor<100x64xf32>, tensor<80x64xf32>) -> tensor<?x?x64xf32>
     ```
   }];
   let arguments = (ins Tfc_IdTensor:$ids, Tfc_FloatTensor:$table,
@@ -470,7 +470,7 @@ def Tfc_TokenEmbeddingOp : Tfc_Op<"token_embedding", [AttrSizedOperandSegments]>
                        DefaultValuedAttr<I64Attr, "1">:$position_axis);
   let results = (outs Tfc_FloatTensor:$result);
   let assemblyFormat = [{
-    $ids `,` $table (`,` `positions` $positions^)? (`,` `types` $type_ids^ `,` $type_table)? attr-dict `:` functional-type(operands, results)
+    $ids `,` $table (`positions` `(` $positions^ `)`)? (`types` `(` $type_ids^ `,` $type_table `)`)? attr-dict `:` functional-type(operands, results)
   }];
 }
 

@@ -87,7 +87,8 @@ struct FoldEmbeddingsPass
     SmallVector<AddOp> adds;
     getOperation().walk([&](AddOp a) { adds.push_back(a); });
     llvm::SmallPtrSet<Operation *, 16> erased;
-    for (AddOp add : adds) {
+    // Outermost adds first, so a chain tok + types + positions folds as a whole.
+    for (AddOp add : llvm::reverse(adds)) {
       if (erased.contains(add))
         continue;
       // Flatten a chain of adds: tok (+ types) + positions, in any order.

@@ -238,9 +238,9 @@ def run(text, weights, inputs):
         if kw and op not in ("tfc.weight",):
             attrs["_kw"] = kw.group(1)
             head = head[kw.end():]
-        names = re.findall(r"(bias |residual |positions |types )?%([\w#]+)", head)
+        names = re.findall(r"(bias\(|residual\(|positions\(|types\()?%([\w#]+)", head)
         xs = [env[n] for _, n in names]
-        tags = [t.strip() for t, _ in names]
+        tags = [t.rstrip("(") for t, _ in names]
         f32 = np.float32
         if op == "tfc.weight":
             nm = re.match(r'\s*"([^"]+)"', rest).group(1)
