@@ -38,6 +38,9 @@ namespace tfc {
 namespace {
 
 constexpr int64_t kDyn = ShapedType::kDynamic;
+/// Largest size, count or id a description may use: 2^40 keeps every product of
+/// two sizes (a weight's element count) far from int64 overflow.
+constexpr double kMaxInt = 1099511627776.0;
 
 /// Levenshtein distance, for did-you-mean suggestions.
 size_t editDistance(StringRef a, StringRef b) {
@@ -150,10 +153,16 @@ private:
   std::string scopeName() const {
     return scope.empty() ? "" : scope.substr(0, scope.size() - 1);
   }
+  /// Emits the import's one error. The import stops at the first error, but
+  /// some checks run side by side (both weights of a norm); only the first is
+  /// reported so the user sees exactly one error line.
   LogicalResult error(const Node &n, const Twine &msg, int colOffset = 0) {
-    emitError(fileLoc(n, colOffset)) << msg;
+    if (!errored)
+      emitError(fileLoc(n, colOffset)) << msg;
+    errored = true;
     return failure();
   }
+  bool errored = false;
 
   //===--------------------------------------------------------------------===//
   // Schema helpers
@@ -298,9 +307,12 @@ private:
     if (!v->isInt || std::floor(v->value) != v->value)
       return error(n, "'" + what + "' must be an integer, got " +
                            llvm::formatv("{0}", v->value).str());
-    if (v->value < (double)min || v->value > 1e15)
+    if (v->value > kMaxInt)
+      return error(n, "'" + what + "' must be at most " + Twine((int64_t)kMaxInt) +
+                          ", got " + llvm::formatv("{0:F0}", v->value).str());
+    if (v->value < (double)min)
       return error(n, "'" + what + "' must be at least " + Twine(min) + ", got " +
-                           Twine((int64_t)v->value));
+                          Twine((int64_t)v->value));
     return (int64_t)v->value;
   }
 
@@ -315,6 +327,10 @@ private:
     }
     if (!v.isInt || v.value < min)
       return error(at, "parameter '" + name + "' must be an integer >= " + Twine(min));
+    if (v.value > kMaxInt)
+      return error(at, "parameter '" + name + "' must be at most " +
+                           Twine((int64_t)kMaxInt) + ", got " +
+                           llvm::formatv("{0:F0}", v.value).str());
     return (int64_t)v.value;
   }
 
@@ -329,9 +345,13 @@ private:
   FailureOr<Value> make(Location l, ValueRange operands,
                         ArrayRef<NamedAttribute> attrs = {}) {
     SmallVector<Type> types;
-    DictionaryAttr dict = DictionaryAttr::get(&ctx, attrs);
-    if (failed(OpT::inferReturnTypes(&ctx, l, operands, dict, {}, types)))
+    if (errored)
       return failure();
+    DictionaryAttr dict = DictionaryAttr::get(&ctx, attrs);
+    if (failed(OpT::inferReturnTypes(&ctx, l, operands, dict, {}, types))) {
+      errored = true;
+      return failure();
+    }
     OperationState st(l, OpT::getOperationName());
     st.addOperands(operands);
     st.addAttributes(attrs);

@@ -100,6 +100,15 @@ LogicalResult inferBroadcast(std::optional<Location> loc, ValueRange operands,
 } // namespace
 
 
+/// Inference runs before the ODS operand constraints are verified (the parser
+/// infers result types first), so it must not assume ranked tensors.
+static LogicalResult checkRanked(std::optional<Location> loc, ValueRange operands) {
+  for (Value v : operands)
+    if (!v.getType().isa<RankedTensorType>())
+      return emitOptionalError(loc, "expects ranked tensor operands, got ", v.getType());
+  return success();
+}
+
 #define TFC_INFER(OpT)                                                         \
   LogicalResult OpT::inferReturnTypes(                                         \
       MLIRContext *ctx, std::optional<Location> loc, ValueRange operands,      \
@@ -111,6 +120,8 @@ LogicalResult inferBroadcast(std::optional<Location> loc, ValueRange operands,
 //===----------------------------------------------------------------------------===//
 
 TFC_INFER(WeightOp) {
+  if (failed(checkRanked(loc, operands)))
+    return failure();
   Adaptor a(operands, attrs, regions);
   types.push_back(a.getType());
   return success();
@@ -126,6 +137,8 @@ LogicalResult WeightOp::verify() {
 }
 
 TFC_INFER(ConstantOp) {
+  if (failed(checkRanked(loc, operands)))
+    return failure();
   Adaptor a(operands, attrs, regions);
   types.push_back(a.getValue().getType());
   return success();
@@ -134,6 +147,8 @@ TFC_INFER(ConstantOp) {
 OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
 
 TFC_INFER(SinusoidTableOp) {
+  if (failed(checkRanked(loc, operands)))
+    return failure();
   Adaptor a(operands, attrs, regions);
   return pushTensor(types, {(int64_t)a.getRows(), (int64_t)a.getDim()},
                     Float32Type::get(ctx));
@@ -149,6 +164,8 @@ LogicalResult SinusoidTableOp::verify() {
 }
 
 TFC_INFER(PositionsOp) {
+  if (failed(checkRanked(loc, operands)))
+    return failure();
   Adaptor a(operands, attrs, regions);
   auto in = rankedOf(a.getInput());
   int64_t axis = normalizeAxis((int64_t)a.getAxis(), in.getRank());
@@ -161,6 +178,8 @@ TFC_INFER(PositionsOp) {
 }
 
 TFC_INFER(NopeakMaskOp) {
+  if (failed(checkRanked(loc, operands)))
+    return failure();
   Adaptor a(operands, attrs, regions);
   auto in = rankedOf(a.getInput());
   if (in.getRank() != 2)
@@ -175,6 +194,8 @@ TFC_INFER(NopeakMaskOp) {
 //===----------------------------------------------------------------------------===//
 
 TFC_INFER(EmbeddingOp) {
+  if (failed(checkRanked(loc, operands)))
+    return failure();
   Adaptor a(operands, attrs, regions);
   auto table = rankedOf(a.getTable());
   auto ids = rankedOf(a.getIds());
@@ -187,6 +208,8 @@ TFC_INFER(EmbeddingOp) {
 }
 
 TFC_INFER(LinearOp) {
+  if (failed(checkRanked(loc, operands)))
+    return failure();
   Adaptor a(operands, attrs, regions);
   auto x = rankedOf(a.getInput());
   auto w = rankedOf(a.getWeight());
@@ -216,6 +239,8 @@ TFC_INFER(LinearOp) {
 }
 
 TFC_INFER(MatmulOp) {
+  if (failed(checkRanked(loc, operands)))
+    return failure();
   Adaptor a(operands, attrs, regions);
   auto l = rankedOf(a.getLhs());
   auto r = rankedOf(a.getRhs());
@@ -259,12 +284,16 @@ TFC_INFER(SubOp) { return inferArith(loc, operands, types); }
 TFC_INFER(MulOp) { return inferArith(loc, operands, types); }
 TFC_INFER(DivOp) { return inferArith(loc, operands, types); }
 TFC_INFER(AndOp) {
+  if (failed(checkRanked(loc, operands)))
+    return failure();
   if (!rankedOf(operands[0]).getElementType().isInteger(1))
     return emitOptionalError(loc, "'and' expects i1 operands");
   return inferArith(loc, operands, types);
 }
 
 TFC_INFER(CompareOp) {
+  if (failed(checkRanked(loc, operands)))
+    return failure();
   Adaptor a(operands, attrs, regions);
   if (rankedOf(a.getLhs()).getElementType() != rankedOf(a.getRhs()).getElementType())
     return emitOptionalError(loc, "compare operand element types differ");
@@ -273,22 +302,30 @@ TFC_INFER(CompareOp) {
 }
 
 TFC_INFER(NotOp) {
+  if (failed(checkRanked(loc, operands)))
+    return failure();
   types.push_back(operands[0].getType());
   return success();
 }
 
 TFC_INFER(CastOp) {
+  if (failed(checkRanked(loc, operands)))
+    return failure();
   Adaptor a(operands, attrs, regions);
   return pushTensor(types, rankedOf(a.getInput()).getShape(), a.getElementType());
 }
 
 TFC_INFER(MaskedFillOp) {
+  if (failed(checkRanked(loc, operands)))
+    return failure();
   Adaptor a(operands, attrs, regions);
   return inferBroadcast(loc, {a.getInput(), a.getMask()},
                         rankedOf(a.getInput()).getElementType(), types);
 }
 
 TFC_INFER(SelectOp) {
+  if (failed(checkRanked(loc, operands)))
+    return failure();
   Adaptor a(operands, attrs, regions);
   Type el = rankedOf(a.getOnTrue()).getElementType();
   if (el != rankedOf(a.getOnFalse()).getElementType())
@@ -297,6 +334,8 @@ TFC_INFER(SelectOp) {
 }
 
 TFC_INFER(ReshapeOp) {
+  if (failed(checkRanked(loc, operands)))
+    return failure();
   Adaptor a(operands, attrs, regions);
   auto in = rankedOf(a.getInput());
   ArrayRef<int64_t> spec = a.getShape();
@@ -351,6 +390,8 @@ TFC_INFER(ReshapeOp) {
 }
 
 TFC_INFER(TransposeOp) {
+  if (failed(checkRanked(loc, operands)))
+    return failure();
   Adaptor a(operands, attrs, regions);
   auto in = rankedOf(a.getInput());
   ArrayRef<int64_t> perm = a.getPerm();
@@ -370,6 +411,8 @@ TFC_INFER(TransposeOp) {
 }
 
 TFC_INFER(UnsqueezeOp) {
+  if (failed(checkRanked(loc, operands)))
+    return failure();
   Adaptor a(operands, attrs, regions);
   auto in = rankedOf(a.getInput());
   int64_t axis = normalizeAxis((int64_t)a.getAxis(), in.getRank() + 1);
@@ -382,6 +425,8 @@ TFC_INFER(UnsqueezeOp) {
 }
 
 TFC_INFER(ConcatOp) {
+  if (failed(checkRanked(loc, operands)))
+    return failure();
   Adaptor a(operands, attrs, regions);
   if (operands.empty())
     return emitOptionalError(loc, "concat needs at least one input");
@@ -427,6 +472,8 @@ OpFoldResult ConcatOp::fold(FoldAdaptor) {
 }
 
 TFC_INFER(FusedLinearOp) {
+  if (failed(checkRanked(loc, operands)))
+    return failure();
   Adaptor a(operands, attrs, regions);
   SmallVector<Value, 3> lin{a.getInput(), a.getWeight()};
   if (a.getBias())
@@ -440,6 +487,8 @@ TFC_INFER(FusedLinearOp) {
 }
 
 TFC_INFER(TokenEmbeddingOp) {
+  if (failed(checkRanked(loc, operands)))
+    return failure();
   Adaptor a(operands, attrs, regions);
   if (failed(EmbeddingOp::inferReturnTypes(ctx, loc, {a.getTable(), a.getIds()},
                                            nullptr, regions, types)))
@@ -455,6 +504,8 @@ TFC_INFER(TokenEmbeddingOp) {
 }
 
 TFC_INFER(SliceOp) {
+  if (failed(checkRanked(loc, operands)))
+    return failure();
   Adaptor a(operands, attrs, regions);
   auto in = rankedOf(a.getInput());
   int64_t axis = normalizeAxis((int64_t)a.getAxis(), in.getRank());
@@ -492,16 +543,22 @@ static bool keepdimOf(DictionaryAttr attrs) {
 }
 
 TFC_INFER(ReduceMeanOp) {
+  if (failed(checkRanked(loc, operands)))
+    return failure();
   Adaptor a(operands, attrs, regions);
   return inferReduce(loc, a.getInput(), (int64_t)a.getAxis(), keepdimOf(attrs), types);
 }
 TFC_INFER(ReduceSumOp) {
+  if (failed(checkRanked(loc, operands)))
+    return failure();
   Adaptor a(operands, attrs, regions);
   return inferReduce(loc, a.getInput(), (int64_t)a.getAxis(), keepdimOf(attrs), types);
 }
 
 #define TFC_SAME_TYPE(OpT)                                                     \
   TFC_INFER(OpT) {                                                             \
+    if (failed(checkRanked(loc, operands)))                                    \
+      return failure();                                                        \
     types.push_back(operands[0].getType());                                    \
     return success();                                                          \
   }
@@ -525,6 +582,8 @@ LogicalResult LogSoftmaxOp::verify() { return verifyAxis(*this); }
 
 LogicalResult LayerNormOp::verify() {
   auto x = getInput().getType().cast<RankedTensorType>();
+  if (x.getRank() < 1)
+    return emitOpError("input must have rank >= 1");
   int64_t d = x.getDimSize(x.getRank() - 1);
   for (Value p : {getGamma(), getBeta()}) {
     auto t = p.getType().cast<RankedTensorType>();
@@ -537,6 +596,8 @@ LogicalResult LayerNormOp::verify() {
 }
 
 TFC_INFER(AttentionOp) {
+  if (failed(checkRanked(loc, operands)))
+    return failure();
   Adaptor a(operands, attrs, regions);
   auto q = rankedOf(a.getQuery());
   auto k = rankedOf(a.getKey());
@@ -554,7 +615,10 @@ TFC_INFER(AttentionOp) {
 
 LogicalResult AttentionOp::verify() {
   int64_t heads = (int64_t)getNumHeads();
-  int64_t d = getQuery().getType().cast<RankedTensorType>().getDimSize(2);
+  auto qt = getQuery().getType().cast<RankedTensorType>();
+  if (qt.getRank() != 3)
+    return emitOpError("query must be [batch, seq, dim]");
+  int64_t d = qt.getDimSize(2);
   if (heads <= 0)
     return emitOpError("num_heads must be positive");
   if (d != kDyn && d % heads != 0)
