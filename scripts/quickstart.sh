@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The main job on a fresh machine: install what is missing, build, then compile a
-# bundled model (tutorial-floydhub at a small size) and print its IR.
+# bundled model (tutorial-floydhub at a small size), print its fusion report and IR.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -8,4 +8,4 @@ scripts/build.sh
 set -x
 ./build/bin/tfc compile models/tutorial-floydhub.yaml --emit=mlir \
   --set d_model=64 --set heads=4 --set d_ff=128 --set layers=1 \
-  --set src_vocab=100 --set tgt_vocab=100
+  --set src_vocab=100 --set tgt_vocab=100 --report
