@@ -104,32 +104,32 @@ struct FoldEmbeddingsPass
           terms.push_back(o);
         }
       }
+      // Any term may be the token lookup (the others refer to its ids): try each.
       Parts p;
-      SmallVector<Value> rest;
-      for (Value t : terms)
-        if (!p.tok && matchToken(t, p))
+      bool matched = false;
+      for (size_t t = 0; t < terms.size() && !matched; ++t) {
+        p = Parts();
+        if (!matchToken(terms[t], p))
           continue;
-        else
-          rest.push_back(t);
-      if (!p.tok || rest.empty())
-        continue;
-      SmallVector<Value> rest2;
-      for (Value t : rest)
-        if (!p.posTable && matchPositions(t, p))
+        SmallVector<Value> rest;
+        for (size_t j = 0; j < terms.size(); ++j)
+          if (j != t && !(!p.posTable && matchPositions(terms[j], p)))
+            rest.push_back(terms[j]);
+        if (rest.size() > 1)
           continue;
-        else
-          rest2.push_back(t);
-      // What is left may be one token-type lookup.
-      if (rest2.size() == 1) {
-        auto te = rest2[0].getDefiningOp<EmbeddingOp>();
-        if (!te || !te->hasOneUse() ||
-            te.getIds().getType() != p.tok.getIds().getType())
-          continue;
-        p.types = te;
-        p.dead.push_back(te);
-      } else if (!rest2.empty()) {
-        continue;
+        if (rest.size() == 1) {
+          // What is left may be one token-type lookup.
+          auto te = rest[0].getDefiningOp<EmbeddingOp>();
+          if (!te || !te->hasOneUse() || te.getIds().getDefiningOp<PositionsOp>() ||
+              te.getIds().getType() != p.tok.getIds().getType())
+            continue;
+          p.types = te;
+          p.dead.push_back(te);
+        }
+        matched = true;
       }
+      if (!matched)
+        continue;
       if (!p.posTable && !p.types)
         continue;
       OpBuilder b(add);

@@ -109,8 +109,10 @@ bool classifyKeep(Value keep3, AttentionMatch &m) {
     if (!u || (int64_t)u.getAxis() != 1)
       return false;
     auto cmp = u.getInput().getDefiningOp<CompareOp>();
-    if (!cmp || cmp.getPredicate() != CmpPredicate::ne)
-      return false;
+    if (!cmp || cmp.getPredicate() != CmpPredicate::ne ||
+        !cmp.getLhs().getType().cast<RankedTensorType>().getElementType().isa<IntegerType>() ||
+        cmp.getLhs().getType().cast<RankedTensorType>().getRank() != 2)
+      return false; // only token ids [B, S] compared with pad_id are key padding
     auto c = scalarConstant(cmp.getRhs());
     if (!c)
       return false;
@@ -208,9 +210,14 @@ FailureOr<AttentionMatch> matchAttention(SoftmaxOp sm, std::string &why) {
       why = "the masked scores have other users";
       return failure();
     }
-    // The scores are the operand with the full [B, H, Sq, Sk] type.
+    // The scores are the operand computed from Q.K^T (scaled or not); the mask
+    // is the other one, whatever its shape.
     Value a = add.getLhs(), b = add.getRhs();
-    if (b.getType() == add.getType() && a.getType() != add.getType())
+    auto isScores = [](Value v) {
+      return v.getDefiningOp<DivOp>() || v.getDefiningOp<MulOp>() ||
+             v.getDefiningOp<MatmulOp>();
+    };
+    if (!isScores(a) && isScores(b))
       std::swap(a, b);
     if (a.getType() != add.getType() || !b.getType()
                                              .cast<RankedTensorType>()
@@ -284,6 +291,14 @@ FailureOr<AttentionMatch> matchAttention(SoftmaxOp sm, std::string &why) {
   auto v = matchSplit(pv.getRhs(), {0, 2, 1, 3}, heads, dk, why, "V");
   if (failed(v))
     return failure();
+  // The merge must undo the head split: [B, Sq, H, d_k] -> [B, Sq, H * d_k].
+  ArrayRef<int64_t> spec = merge.getShape();
+  auto mergedT = merge.getType().cast<RankedTensorType>();
+  if (spec.size() != 3 || spec[0] != 0 || (spec[1] != 0 && spec[1] != -1) ||
+      mergedT.getDimSize(2) != heads * dk || (spec[1] == -1 && spec[2] != heads * dk)) {
+    why = "the head merge does not reshape to [batch, seq, heads * d_k]";
+    return failure();
+  }
   m.q = *q;
   m.k = *k;
   m.v = *v;

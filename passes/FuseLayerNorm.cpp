@@ -111,7 +111,7 @@ std::optional<NormMatch> matchStdNorm(AddOp root) {
   auto [sqrt, epsV] = *s;
   auto eps = scalarConst(epsV);
   auto var = sqrt.getInput().getDefiningOp<DivOp>();
-  if (!eps || !var)
+  if (!eps || *eps < 0 || !var)
     return std::nullopt;
   auto sum = var.getLhs().getDefiningOp<ReduceSumOp>();
   auto nm1 = scalarConst(var.getRhs());
@@ -156,7 +156,7 @@ std::optional<NormMatch> matchLayerNorm(AddOp root) {
     return std::nullopt;
   auto [var, epsV] = *vm;
   auto eps = scalarConst(epsV);
-  if (!eps || !var.getKeepdim() || !lastAxis(var, (int64_t)var.getAxis()) ||
+  if (!eps || *eps < 0 || !var.getKeepdim() || !lastAxis(var, (int64_t)var.getAxis()) ||
       !isSquareOf(var.getInput(), xc))
     return std::nullopt;
   Value x = matchCentered(xc, m.chain);

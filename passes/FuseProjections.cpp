@@ -129,14 +129,19 @@ void packAttentionProjections(func::FuncOp f) {
     Value packed = build<LinearOp>(b, loc, ops);
     int64_t start = 0;
     int64_t last = packed.getType().cast<RankedTensorType>().getRank() - 1;
+    // Build every slice before erasing anything: the builder's insertion point
+    // is one of the linears being replaced.
+    SmallVector<Value, 3> slices;
     for (LinearOp l : ls) {
       int64_t n = l.getType().cast<RankedTensorType>().getShape().back();
-      Value s = build<SliceOp>(b, loc, {packed},
-                               {b.getNamedAttr("axis", b.getI64IntegerAttr(last)),
-                                b.getNamedAttr("start", b.getI64IntegerAttr(start)),
-                                b.getNamedAttr("size", b.getI64IntegerAttr(n))});
+      slices.push_back(build<SliceOp>(b, loc, {packed},
+                                      {b.getNamedAttr("axis", b.getI64IntegerAttr(last)),
+                                       b.getNamedAttr("start", b.getI64IntegerAttr(start)),
+                                       b.getNamedAttr("size", b.getI64IntegerAttr(n))}));
       start += n;
-      l.getResult().replaceAllUsesWith(s);
+    }
+    for (auto [l, sl] : llvm::zip(ls, slices)) {
+      l.getResult().replaceAllUsesWith(sl);
       l->erase();
     }
     // The packed linear must precede the attention; it does, since it sits
@@ -168,16 +173,13 @@ void fuseEpilogues(func::FuncOp f) {
       if (auto a = dyn_cast<AddOp>(*last->user_begin())) {
         Value other = a.getLhs() == last->getResult(0) ? a.getRhs() : a.getLhs();
         // Legal when the add keeps the linear's shape: the residual is a full
-        // tensor, not a broadcast, and is defined before the linear runs.
+        // tensor, not a broadcast.
+        // The fused op is built where the add is, so the residual (an operand
+        // of the add) dominates it wherever it was defined.
         if (other != last->getResult(0) && other.getType() == a.getType() &&
             a.getType() == last->getResult(0).getType()) {
-          Operation *def = other.getDefiningOp();
-          bool dominates = !def || def->getBlock() != l->getBlock() ||
-                           def->isBeforeInBlock(l);
-          if (dominates) {
-            residual = other;
-            add = a;
-          }
+          residual = other;
+          add = a;
         }
       }
     if (act == Activation::none && !residual)

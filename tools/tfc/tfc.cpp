@@ -162,6 +162,13 @@ std::string where(Operation *op) {
   return "?";
 }
 
+/// Why a softmax is still a softmax: the failed match step, or, when the chain
+/// would fuse, that fusion was switched off.
+std::string whyNotFused(mlir::tfc::SoftmaxOp sm) {
+  std::string why = mlir::tfc::explainAttentionMismatch(sm);
+  return why.empty() ? "it would fuse, but fusion is disabled (--no-fusion)" : why;
+}
+
 /// `--report`: fused ops per layer, and every softmax that is still a softmax.
 void printReport(ModuleOp module) {
   auto &os = llvm::outs();
@@ -194,7 +201,7 @@ void printReport(ModuleOp module) {
   module.walk([&](mlir::tfc::SoftmaxOp sm) {
     ++leftover;
     os << "  not fused: softmax at " << where(sm) << " (" << layerOf(sm)
-       << "): " << mlir::tfc::explainAttentionMismatch(sm) << "\n";
+       << "): " << whyNotFused(sm) << "\n";
   });
   os << "  total: " << attention << " tfc.attention, " << norms
      << " tfc.layer_norm, " << leftover << " softmax left\n";
@@ -205,8 +212,7 @@ void printReport(ModuleOp module) {
 LogicalResult checkFusion(ModuleOp module) {
   LogicalResult result = success();
   module.walk([&](mlir::tfc::SoftmaxOp sm) {
-    sm.emitError() << "attention did not fuse: "
-                   << mlir::tfc::explainAttentionMismatch(sm);
+    sm.emitError() << "attention did not fuse: " << whyNotFused(sm);
     result = failure();
   });
   return result;

@@ -8,7 +8,8 @@
 
 // The tutorials' Norm: alpha * (x - mean) / (std_unbiased + eps) + bias, with
 // std_unbiased = sqrt(sum((x - mean)^2) / (N - 1)), exactly as the frontend emits
-// it. Everything but x, gamma and beta is erased; eps is the f32 constant, widened.
+// it. The primitive ops are erased (the dead eps and N - 1 constants are left to
+// canonicalize); eps is the f32 constant's value, widened to f64.
 
 // CHECK-LABEL: func.func @std_norm
 // CHECK-SAME: (%[[X:[^:]+]]: tensor<?x?x64xf32>, %[[G:[^:]+]]: tensor<64xf32>, %[[B:[^:]+]]: tensor<64xf32>)
