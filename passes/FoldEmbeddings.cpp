@@ -6,6 +6,7 @@
 // computed at compile time, so the runtime does one gather-scale-add pass.
 //
 //===----------------------------------------------------------------------------===//
+#include "passes/PassUtils.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -20,16 +21,6 @@ using namespace mlir::tfc;
 
 namespace {
 
-std::optional<double> splat(Value v) {
-  auto c = v.getDefiningOp<ConstantOp>();
-  if (!c)
-    return std::nullopt;
-  auto a = c.getValue().dyn_cast<DenseFPElementsAttr>();
-  if (!a || !a.isSplat())
-    return std::nullopt;
-  return a.getSplatValue<APFloat>().convertToDouble();
-}
-
 struct Parts {
   EmbeddingOp tok;
   double scale = 1.0;
@@ -42,10 +33,10 @@ struct Parts {
 /// Matches a token lookup, optionally scaled: embedding(W, ids) [* c].
 bool matchToken(Value v, Parts &p) {
   if (auto m = v.getDefiningOp<MulOp>()) {
-    auto c = splat(m.getRhs());
+    auto c = getScalarConstant(m.getRhs());
     Value e = m.getLhs();
     if (!c) {
-      c = splat(m.getLhs());
+      c = getScalarConstant(m.getLhs());
       e = m.getRhs();
     }
     auto emb = e.getDefiningOp<EmbeddingOp>();

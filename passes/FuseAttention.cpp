@@ -9,6 +9,7 @@
 // no projections at all) all fuse.
 //
 //===----------------------------------------------------------------------------===//
+#include "passes/PassUtils.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -39,21 +40,6 @@ struct AttentionMatch {
   ReshapeOp merge;       // the head merge: the op the fused op replaces
   SmallVector<Operation *> chain; // ops that die with the rewrite, last first
 };
-
-/// A scalar constant's value, if |v| is one.
-std::optional<double> scalarConstant(Value v) {
-  auto c = v.getDefiningOp<ConstantOp>();
-  if (!c)
-    return std::nullopt;
-  auto attr = c.getValue().dyn_cast<DenseElementsAttr>();
-  if (!attr || !attr.isSplat())
-    return std::nullopt;
-  if (attr.getElementType().isa<FloatType>())
-    return attr.getSplatValue<APFloat>().convertToDouble();
-  if (attr.getElementType().isa<IntegerType>())
-    return (double)attr.getSplatValue<APInt>().getSExtValue();
-  return std::nullopt;
-}
 
 bool isPerm(TransposeOp t, ArrayRef<int64_t> perm) {
   return t && t.getPerm() == perm;
@@ -113,7 +99,7 @@ bool classifyKeep(Value keep3, AttentionMatch &m) {
         !cmp.getLhs().getType().cast<RankedTensorType>().getElementType().isa<IntegerType>() ||
         cmp.getLhs().getType().cast<RankedTensorType>().getRank() != 2)
       return false; // only token ids [B, S] compared with pad_id are key padding
-    auto c = scalarConstant(cmp.getRhs());
+    auto c = getScalarConstant(cmp.getRhs());
     if (!c)
       return false;
     tok = cmp.getLhs();
@@ -232,7 +218,7 @@ FailureOr<AttentionMatch> matchAttention(SoftmaxOp sm, std::string &why) {
     s = a;
   }
   if (auto div = s.getDefiningOp<DivOp>()) {
-    auto c = scalarConstant(div.getRhs());
+    auto c = getScalarConstant(div.getRhs());
     if (!c || *c == 0) {
       why = "the score scale is not a constant";
       return failure();
@@ -246,9 +232,9 @@ FailureOr<AttentionMatch> matchAttention(SoftmaxOp sm, std::string &why) {
     s = div.getLhs();
   } else if (auto mul = s.getDefiningOp<MulOp>()) {
     Value other = mul.getLhs();
-    auto c = scalarConstant(mul.getRhs());
+    auto c = getScalarConstant(mul.getRhs());
     if (!c) {
-      c = scalarConstant(mul.getLhs());
+      c = getScalarConstant(mul.getLhs());
       other = mul.getRhs();
     }
     if (!c) {

@@ -11,6 +11,7 @@
 // final add; intermediates other than x, gamma and beta must have no other users.
 //
 //===----------------------------------------------------------------------------===//
+#include "passes/PassUtils.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -24,16 +25,6 @@ using namespace mlir;
 using namespace mlir::tfc;
 
 namespace {
-
-std::optional<double> scalarConst(Value v) {
-  auto c = v.getDefiningOp<ConstantOp>();
-  if (!c)
-    return std::nullopt;
-  auto a = c.getValue().dyn_cast<DenseFPElementsAttr>();
-  if (!a || !a.isSplat())
-    return std::nullopt;
-  return a.getSplatValue<APFloat>().convertToDouble();
-}
 
 bool lastAxis(Operation *op, int64_t axis) {
   auto t = op->getOperand(0).getType().cast<RankedTensorType>();
@@ -109,12 +100,12 @@ std::optional<NormMatch> matchStdNorm(AddOp root) {
   if (!s)
     return std::nullopt;
   auto [sqrt, epsV] = *s;
-  auto eps = scalarConst(epsV);
+  auto eps = getScalarConstant(epsV);
   auto var = sqrt.getInput().getDefiningOp<DivOp>();
   if (!eps || *eps < 0 || !var)
     return std::nullopt;
   auto sum = var.getLhs().getDefiningOp<ReduceSumOp>();
-  auto nm1 = scalarConst(var.getRhs());
+  auto nm1 = getScalarConstant(var.getRhs());
   if (!sum || !nm1 || !sum.getKeepdim() || !lastAxis(sum, (int64_t)sum.getAxis()) ||
       !isSquareOf(sum.getInput(), xc))
     return std::nullopt;
@@ -155,7 +146,7 @@ std::optional<NormMatch> matchLayerNorm(AddOp root) {
   if (!vm)
     return std::nullopt;
   auto [var, epsV] = *vm;
-  auto eps = scalarConst(epsV);
+  auto eps = getScalarConstant(epsV);
   if (!eps || *eps < 0 || !var.getKeepdim() || !lastAxis(var, (int64_t)var.getAxis()) ||
       !isSquareOf(var.getInput(), xc))
     return std::nullopt;

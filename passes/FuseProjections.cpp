@@ -7,6 +7,7 @@
 // intermediate anyone else reads disappears.
 //
 //===----------------------------------------------------------------------------===//
+#include "passes/PassUtils.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -20,20 +21,6 @@ using namespace mlir;
 using namespace mlir::tfc;
 
 namespace {
-
-template <typename OpT>
-Value build(OpBuilder &b, Location loc, ValueRange operands,
-            ArrayRef<NamedAttribute> attrs = {}) {
-  SmallVector<Type> types;
-  DictionaryAttr dict = DictionaryAttr::get(b.getContext(), attrs);
-  if (failed(OpT::inferReturnTypes(b.getContext(), loc, operands, dict, {}, types)))
-    return {};
-  OperationState st(loc, OpT::getOperationName());
-  st.addOperands(operands);
-  st.addAttributes(attrs);
-  st.addTypes(types);
-  return b.create(st)->getResult(0);
-}
 
 /// GPT-2 Conv1D: add(matmul(x, W), b) with W [in, out] -> linear(x, W^T, b).
 void normalizeConv1D(func::FuncOp f) {
@@ -51,13 +38,13 @@ void normalizeConv1D(func::FuncOp f) {
         sl && normalizeAxis((int64_t)sl.getAxis(), 2) == 1) {
       // A slice of a packed [in, 3*out] weight: transpose the whole tensor and
       // slice rows, so the packing below can fold the slices back together.
-      Value full = build<TransposeOp>(b, mm.getLoc(), {sl.getInput()}, {perm});
-      wt = build<SliceOp>(b, mm.getLoc(), {full},
+      Value full = buildInferred<TransposeOp>(b, mm.getLoc(), {sl.getInput()}, {perm});
+      wt = buildInferred<SliceOp>(b, mm.getLoc(), {full},
                           {b.getNamedAttr("axis", b.getI64IntegerAttr(0)),
                            b.getNamedAttr("start", sl.getStartAttr()),
                            b.getNamedAttr("size", sl.getSizeAttr())});
     } else {
-      wt = build<TransposeOp>(b, mm.getLoc(), {mm.getRhs()}, {perm});
+      wt = buildInferred<TransposeOp>(b, mm.getLoc(), {mm.getRhs()}, {perm});
     }
     Value bias;
     Operation *replaced = mm;
@@ -75,7 +62,7 @@ void normalizeConv1D(func::FuncOp f) {
     SmallVector<Value, 3> ops{mm.getLhs(), wt};
     if (bias)
       ops.push_back(bias);
-    Value lin = build<LinearOp>(b, mm.getLoc(), ops);
+    Value lin = buildInferred<LinearOp>(b, mm.getLoc(), ops);
     if (!lin)
       continue;
     replaced->getResult(0).replaceAllUsesWith(lin);
@@ -122,11 +109,11 @@ void packAttentionProjections(func::FuncOp f) {
       if (l.getBias())
         bs.push_back(l.getBias());
     }
-    Value w = build<ConcatOp>(b, loc, ws, {axis0});
+    Value w = buildInferred<ConcatOp>(b, loc, ws, {axis0});
     SmallVector<Value, 3> ops{ls.front().getInput(), w};
     if (!bs.empty())
-      ops.push_back(build<ConcatOp>(b, loc, bs, {axis0}));
-    Value packed = build<LinearOp>(b, loc, ops);
+      ops.push_back(buildInferred<ConcatOp>(b, loc, bs, {axis0}));
+    Value packed = buildInferred<LinearOp>(b, loc, ops);
     int64_t start = 0;
     int64_t last = packed.getType().cast<RankedTensorType>().getRank() - 1;
     // Build every slice before erasing anything: the builder's insertion point
@@ -134,7 +121,7 @@ void packAttentionProjections(func::FuncOp f) {
     SmallVector<Value, 3> slices;
     for (LinearOp l : ls) {
       int64_t n = l.getType().cast<RankedTensorType>().getShape().back();
-      slices.push_back(build<SliceOp>(b, loc, {packed},
+      slices.push_back(buildInferred<SliceOp>(b, loc, {packed},
                                       {b.getNamedAttr("axis", b.getI64IntegerAttr(last)),
                                        b.getNamedAttr("start", b.getI64IntegerAttr(start)),
                                        b.getNamedAttr("size", b.getI64IntegerAttr(n))}));
