@@ -1,0 +1,70 @@
+/*===- tfc/abi.h - the contract between the compiler and the runtime ------===*
+ *
+ * Kernel ids, dtypes and the model.bin layout constants, defined once and shared
+ * by the compiler (which writes model.bin) and the runtime (which reads it). Plain
+ * C so the runtime's C API and any C consumer can include it.
+ *
+ * The enums are APPEND-ONLY: their values are stored in model.bin. Never renumber
+ * or reuse a value; add new entries at the end and bump TFC_FORMAT_VERSION only
+ * when the layout itself changes. See docs/model-bin.md.
+ *
+ *===----------------------------------------------------------------------===*/
+#ifndef TFC_ABI_H
+#define TFC_ABI_H
+
+#include <stdint.h>
+
+/* "TFCMODEL" as the first 8 bytes of every model.bin. */
+#define TFC_MAGIC "TFCMODEL"
+/* Layout version the loader accepts; a file with another version is rejected. */
+#define TFC_FORMAT_VERSION 1u
+/* Weight data is aligned to this many bytes so it can be mmapped and used in place. */
+#define TFC_WEIGHT_ALIGN 64u
+
+/* Element types. Append-only. */
+typedef enum tfc_dtype_t {
+  TFC_DTYPE_F32 = 0,
+  TFC_DTYPE_I64 = 1,
+  TFC_DTYPE_I32 = 2,
+  TFC_DTYPE_BOOL = 3, /* one byte per element, 0 or 1 */
+  TFC_DTYPE_F16 = 4,
+  TFC_DTYPE_BF16 = 5,
+  TFC_DTYPE_I8 = 6,
+} tfc_dtype_t;
+
+/* Kernel ids of plan instructions. Append-only. Each corresponds to one tfc op
+ * (docs/dialect.md); attributes are stored as the op's, in the order listed. */
+typedef enum tfc_kernel_t {
+  TFC_KERNEL_TOKEN_EMBEDDING = 0, /* ints: position_axis; floats: scale */
+  TFC_KERNEL_EMBEDDING = 1,
+  TFC_KERNEL_LINEAR = 2,          /* ints: has_bias */
+  TFC_KERNEL_FUSED_LINEAR = 3,    /* ints: has_bias, has_residual, activation */
+  TFC_KERNEL_MATMUL = 4,          /* ints: transpose_b */
+  TFC_KERNEL_ADD = 5,
+  TFC_KERNEL_SUB = 6,
+  TFC_KERNEL_MUL = 7,
+  TFC_KERNEL_DIV = 8,
+  TFC_KERNEL_AND = 9,
+  TFC_KERNEL_NOT = 10,
+  TFC_KERNEL_COMPARE = 11,        /* ints: predicate */
+  TFC_KERNEL_CAST = 12,
+  TFC_KERNEL_MASKED_FILL = 13,    /* floats: value */
+  TFC_KERNEL_SELECT = 14,
+  TFC_KERNEL_RESHAPE = 15,        /* a view: no data movement */
+  TFC_KERNEL_TRANSPOSE = 16,      /* ints: perm */
+  TFC_KERNEL_UNSQUEEZE = 17,      /* a view */
+  TFC_KERNEL_SLICE = 18,          /* ints: axis, start, size */
+  TFC_KERNEL_REDUCE_MEAN = 19,    /* ints: axis, keepdim */
+  TFC_KERNEL_REDUCE_SUM = 20,     /* ints: axis, keepdim */
+  TFC_KERNEL_SQRT = 21,
+  TFC_KERNEL_RELU = 22,
+  TFC_KERNEL_GELU = 23,           /* ints: approximate (0 erf, 1 tanh) */
+  TFC_KERNEL_SOFTMAX = 24,        /* ints: axis */
+  TFC_KERNEL_LOG_SOFTMAX = 25,    /* ints: axis */
+  TFC_KERNEL_LAYER_NORM = 26,     /* ints: variant; floats: eps */
+  TFC_KERNEL_ATTENTION = 27,      /* ints: mask_kind, num_heads, pad_id; floats: scale, mask_value */
+  TFC_KERNEL_POSITIONS = 28,      /* ints: axis */
+  TFC_KERNEL_NOPEAK_MASK = 29,
+} tfc_kernel_t;
+
+#endif /* TFC_ABI_H */
