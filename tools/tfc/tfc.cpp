@@ -9,6 +9,7 @@
 #include "frontend/Importer.h"
 #include "ir/TfcDialect.h"
 #include "passes/Passes.h"
+#include "passes/PlanWriter.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
@@ -39,13 +40,16 @@ cl::opt<std::string> outputFile("o", cl::desc("Write the output to <file> (defau
                                 cl::value_desc("file"), cl::init("-"),
                                 cl::cat(tfcCategory));
 
-enum class Emit { MlirImport, Mlir };
+enum class Emit { MlirImport, Mlir, Bin };
 cl::opt<Emit> emit(
     "emit", cl::desc("What to produce"), cl::init(Emit::Mlir),
     cl::values(clEnumValN(Emit::MlirImport, "mlir-import",
                           "the tfc IR straight from the frontend, before any pass"),
                clEnumValN(Emit::Mlir, "mlir",
-                          "the tfc IR after the pass pipeline (fusion, canonicalize, CSE)")),
+                          "the tfc IR after the pass pipeline (fusion, canonicalize, CSE)"),
+               clEnumValN(Emit::Bin, "bin",
+                          "model.bin: plan + weights for the runtime (the default when "
+                          "-o ends in .bin)")),
     cl::cat(tfcCategory));
 
 cl::list<std::string> setParams(
@@ -246,7 +250,10 @@ int runCompile() {
     return 1;
   ModuleOp module = model->module.get();
 
-  if (emit == Emit::Mlir) {
+  Emit what = emit;
+  if (!emit.getNumOccurrences() && StringRef(outputFile).endswith(".bin"))
+    what = Emit::Bin;
+  if (what != Emit::MlirImport) {
     PassManager pm(&ctx);
     applyPassManagerCLOptions(pm);
     mlir::tfc::PipelineOptions popts;
@@ -261,11 +268,27 @@ int runCompile() {
     return 1;
 
   std::string text;
-  llvm::raw_string_ostream os(text);
-  OpPrintingFlags flags;
-  flags.enableDebugInfo(false);
-  module.print(os, flags);
-  os.flush();
+  if (what == Emit::Bin) {
+    if (outputFile == "-") {
+      llvm::errs() << "error: --emit=bin needs an output file (-o model.bin)\n";
+      return 1;
+    }
+    ::tfc::PlanStats stats;
+    auto bin = ::tfc::writeModelBin(module, *model->weights, &stats);
+    if (failed(bin))
+      return 1;
+    text = std::move(*bin);
+    if (report)
+      llvm::outs() << "  plan: " << stats.kernels << " kernels, weights "
+                   << stats.weightBytes << " bytes, peak arena " << stats.arenaBytes
+                   << " bytes (at the declared maximum dims)\n";
+  } else {
+    llvm::raw_string_ostream os(text);
+    OpPrintingFlags flags;
+    flags.enableDebugInfo(false);
+    module.print(os, flags);
+    os.flush();
+  }
   return failed(writeAtomically(outputFile, text)) ? 1 : 0;
 }
 

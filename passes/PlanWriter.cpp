@@ -1,0 +1,635 @@
+//===- PlanWriter.cpp - fused tfc IR to model.bin --------------------------===//
+//
+// Four steps over the single function @forward:
+//  1. Symbolic shapes: the function is re-typed with each symbolic dim replaced by
+//     a distinct large prime and every op's result type re-inferred; a dim equal to
+//     a prime is that symbol, a small one a constant. The same with the declared
+//     maximums gives the sizes the arena is planned for.
+//  2. Constant evaluation: tfc.weight, tfc.constant, tfc.sinusoid_table and
+//     transpose/slice/concat of those are computed here, so the weights section
+//     holds exactly what the kernels read (packed QKV, transposed Conv1D weights).
+//  3. Memory plan: every other value gets an arena slot by liveness (best fit,
+//     largest first); reshape and unsqueeze are views of their input.
+//  4. Serialization, with an FNV-1a checksum over everything after the header.
+//
+//===----------------------------------------------------------------------------===//
+#include "passes/PlanWriter.h"
+
+#include "frontend/Weights.h"
+#include "tfc/abi.h"
+#include "ir/TfcDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/IRMapping.h"
+
+#include <cmath>
+#include <cstring>
+
+using namespace mlir;
+namespace td = mlir::tfc;
+
+namespace tfc {
+namespace {
+
+/// Sentinel values standing for the symbolic dims during re-inference; larger
+/// than any real dim, and prime so a product of two would be recognizable.
+constexpr int64_t kSentinels[] = {1000003, 1000033, 1000037, 1000039, 1000081, 1000099};
+
+struct HostTensor {
+  std::vector<int64_t> shape;
+  std::vector<float> data; // f32; integer constants are stored as their f32 value
+  bool isInt = false;
+  std::vector<int64_t> ints;
+};
+
+int64_t numElements(ArrayRef<int64_t> shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+/// The sinusoidal tables, computed exactly as the tutorials' PyTorch code does.
+std::vector<float> sinusoidTable(td::PEVariant variant, int64_t rows, int64_t dim) {
+  std::vector<float> pe(rows * dim);
+  if (variant == td::PEVariant::standard) {
+    // torch: exp(arange(0, d, 2).float() * (-log(10000) / d)), then
+    // sin/cos(position * div_term), all in f32.
+    float k = (float)(-std::log(10000.0) / (double)dim);
+    for (int64_t p = 0; p < rows; ++p)
+      for (int64_t i = 0; i < dim; i += 2) {
+        float div = std::exp((float)i * k);
+        float arg = (float)p * div;
+        pe[p * dim + i] = std::sin(arg);
+        pe[p * dim + i + 1] = std::cos(arg);
+      }
+  } else {
+    // Tutorials 001/003: Python's math.sin/cos in double, stored as f32.
+    for (int64_t p = 0; p < rows; ++p)
+      for (int64_t i = 0; i < dim; i += 2) {
+        pe[p * dim + i] = (float)std::sin((double)p / std::pow(10000.0, 2.0 * i / dim));
+        double e = variant == td::PEVariant::exp2i_cos_next ? 2.0 * (i + 1) / dim
+                                                            : 2.0 * i / dim;
+        pe[p * dim + i + 1] = (float)std::cos((double)p / std::pow(10000.0, e));
+      }
+  }
+  return pe;
+}
+
+class Writer {
+public:
+  Writer(ModuleOp module, const WeightStore &ws) : module(module), ws(ws) {}
+  FailureOr<std::string> run(PlanStats *stats);
+
+private:
+  ModuleOp module;
+  const WeightStore &ws;
+
+  struct ValueInfo {
+    uint32_t dtype = TFC_DTYPE_F32;
+    std::vector<int64_t> dims;    // >= 0 constant, < 0 symbol -(d+1)
+    std::vector<int64_t> maxDims; // at the declared maximums
+    uint32_t storage = 2;         // 0 input, 1 weight, 2 arena, 3 view
+    uint64_t offset = 0;
+  };
+  std::vector<std::string> symbolNames;
+  std::vector<int64_t> symbolMax;
+  llvm::DenseMap<Value, HostTensor> constants;
+  llvm::DenseMap<Value, uint32_t> ids;
+  std::vector<ValueInfo> values;
+  std::string weightsBlob;
+
+  LogicalResult inferSymbolicShapes(func::FuncOp f,
+                                    llvm::DenseMap<Value, std::vector<int64_t>> &sym,
+                                    llvm::DenseMap<Value, std::vector<int64_t>> &max);
+  LogicalResult evaluateConstant(Operation *op);
+  uint32_t addWeight(Value v, const HostTensor &t);
+};
+
+uint32_t dtypeOf(Type t) {
+  Type e = t.cast<RankedTensorType>().getElementType();
+  if (e.isInteger(1))
+    return TFC_DTYPE_BOOL;
+  if (e.isInteger(64))
+    return TFC_DTYPE_I64;
+  if (e.isInteger(32))
+    return TFC_DTYPE_I32;
+  return TFC_DTYPE_F32;
+}
+
+uint64_t dtypeBytes(uint32_t d) {
+  switch (d) {
+  case TFC_DTYPE_I64:
+    return 8;
+  case TFC_DTYPE_BOOL:
+  case TFC_DTYPE_I8:
+    return 1;
+  case TFC_DTYPE_F16:
+  case TFC_DTYPE_BF16:
+    return 2;
+  default:
+    return 4;
+  }
+}
+
+LogicalResult Writer::inferSymbolicShapes(
+    func::FuncOp f, llvm::DenseMap<Value, std::vector<int64_t>> &sym,
+    llvm::DenseMap<Value, std::vector<int64_t>> &max) {
+  // Run inference twice on a clone: once with sentinels, once with maximums.
+  for (int pass = 0; pass < 2; ++pass) {
+    IRMapping map;
+    OpBuilder b(f);
+    auto clone = cast<func::FuncOp>(b.clone(*f, map));
+    for (auto [i, arg] : llvm::enumerate(clone.getArguments())) {
+      auto t = arg.getType().cast<RankedTensorType>();
+      auto names = f.getArgAttrOfType<ArrayAttr>(i, "tfc.dims");
+      SmallVector<int64_t> shape;
+      for (int64_t d = 0; d < t.getRank(); ++d) {
+        if (!t.isDynamicDim(d)) {
+          shape.push_back(t.getDimSize(d));
+          continue;
+        }
+        std::string name = names && d < (int64_t)names.size()
+                               ? names[d].cast<StringAttr>().str()
+                               : "dim" + std::to_string(d);
+        auto it = llvm::find(symbolNames, name);
+        size_t s = it - symbolNames.begin();
+        if (it == symbolNames.end()) {
+          auto dm = f->getAttrOfType<DictionaryAttr>("tfc.dim_max");
+          auto mx = dm ? dm.getAs<IntegerAttr>(name) : IntegerAttr();
+          if (!mx) {
+            clone.erase();
+            return f.emitError("symbolic dim '") << name << "' has no declared maximum";
+          }
+          if (s >= std::size(kSentinels)) {
+            clone.erase();
+            return f.emitError("too many symbolic dims");
+          }
+          symbolNames.push_back(name);
+          symbolMax.push_back(mx.getInt());
+        }
+        shape.push_back(pass == 0 ? kSentinels[s] : symbolMax[s]);
+      }
+      arg.setType(RankedTensorType::get(shape, t.getElementType()));
+    }
+    LogicalResult result = success();
+    clone.walk([&](Operation *op) {
+      auto iface = dyn_cast<InferTypeOpInterface>(op);
+      if (!iface)
+        return WalkResult::advance();
+      SmallVector<Type> types;
+      if (failed(iface.inferReturnTypes(op->getContext(), op->getLoc(), op->getOperands(),
+                                        op->getAttrDictionary(), op->getRegions(),
+                                        types))) {
+        result = failure();
+        return WalkResult::interrupt();
+      }
+      for (auto [r, t] : llvm::zip(op->getResults(), types))
+        r.setType(t);
+      return WalkResult::advance();
+    });
+    if (failed(result)) {
+      clone.erase();
+      return failure();
+    }
+    // Map the clone's shapes back onto the original values.
+    auto record = [&](Value orig, Value cl) {
+      auto t = cl.getType().cast<RankedTensorType>();
+      std::vector<int64_t> dims(t.getShape().begin(), t.getShape().end());
+      if (pass == 1) {
+        max[orig] = dims;
+        return success();
+      }
+      for (int64_t &d : dims) {
+        if (d < kSentinels[0])
+          continue;
+        auto it = llvm::find(kSentinels, d);
+        if (it == std::end(kSentinels))
+          return failure();
+        d = -((it - std::begin(kSentinels)) + 1);
+      }
+      sym[orig] = dims;
+      return success();
+    };
+    for (auto [a, c] : llvm::zip(f.getArguments(), clone.getArguments()))
+      (void)record(a, c);
+    auto origOps = f.getBody().front().without_terminator();
+    auto cloneOps = clone.getBody().front().without_terminator();
+    for (auto [o, c] : llvm::zip(origOps, cloneOps))
+      for (auto [ro, rc] : llvm::zip(o.getResults(), c.getResults()))
+        if (failed(record(ro, rc))) {
+          clone.erase();
+          return o.emitError("a dim depends on a product of symbolic dims, which the "
+                             "plan cannot express");
+        }
+    clone.erase();
+  }
+  return success();
+}
+
+LogicalResult Writer::evaluateConstant(Operation *op) {
+  auto resT = op->getResult(0).getType().cast<RankedTensorType>();
+  HostTensor out;
+  out.shape.assign(resT.getShape().begin(), resT.getShape().end());
+  if (auto w = dyn_cast<td::WeightOp>(op)) {
+    out.data = ws.materialize(w.getName().str());
+    if ((int64_t)out.data.size() != numElements(out.shape))
+      return op->emitError("weight '") << w.getName() << "' has no data";
+  } else if (auto c = dyn_cast<td::ConstantOp>(op)) {
+    auto attr = c.getValue().cast<DenseElementsAttr>();
+    if (attr.getElementType().isa<IntegerType>()) {
+      out.isInt = true;
+      for (APInt v : attr.getValues<APInt>())
+        out.ints.push_back(v.getSExtValue());
+    } else {
+      for (APFloat v : attr.getValues<APFloat>())
+        out.data.push_back((float)v.convertToDouble());
+    }
+  } else if (auto s = dyn_cast<td::SinusoidTableOp>(op)) {
+    out.data = sinusoidTable(s.getVariant(), (int64_t)s.getRows(), (int64_t)s.getDim());
+  } else if (auto t = dyn_cast<td::TransposeOp>(op)) {
+    const HostTensor &in = constants[t.getInput()];
+    ArrayRef<int64_t> perm = t.getPerm();
+    if (in.shape.size() != 2 || perm != ArrayRef<int64_t>{1, 0})
+      return op->emitError("only 2-D constant transposes are evaluated at compile time");
+    int64_t r = in.shape[0], c = in.shape[1];
+    out.data.resize(r * c);
+    for (int64_t i = 0; i < r; ++i)
+      for (int64_t j = 0; j < c; ++j)
+        out.data[j * r + i] = in.data[i * c + j];
+  } else if (auto s = dyn_cast<td::SliceOp>(op)) {
+    const HostTensor &in = constants[s.getInput()];
+    int64_t rank = in.shape.size();
+    int64_t axis = td::normalizeAxis((int64_t)s.getAxis(), rank);
+    int64_t outer = numElements(ArrayRef<int64_t>(in.shape).take_front(axis));
+    int64_t inner = numElements(ArrayRef<int64_t>(in.shape).drop_front(axis + 1));
+    int64_t start = (int64_t)s.getStart(), size = (int64_t)s.getSize();
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t a = start; a < start + size; ++a)
+        for (int64_t i = 0; i < inner; ++i)
+          out.data.push_back(in.data[(o * in.shape[axis] + a) * inner + i]);
+  } else if (auto c = dyn_cast<td::ConcatOp>(op)) {
+    int64_t rank = out.shape.size();
+    int64_t axis = td::normalizeAxis((int64_t)c.getAxis(), rank);
+    int64_t outer = numElements(ArrayRef<int64_t>(out.shape).take_front(axis));
+    for (int64_t o = 0; o < outer; ++o)
+      for (Value in : c.getInputs()) {
+        const HostTensor &t = constants[in];
+        int64_t chunk = numElements(ArrayRef<int64_t>(t.shape).drop_front(axis));
+        out.data.insert(out.data.end(), t.data.begin() + o * chunk,
+                        t.data.begin() + (o + 1) * chunk);
+      }
+  } else {
+    return failure();
+  }
+  constants[op->getResult(0)] = std::move(out);
+  return success();
+}
+
+uint32_t Writer::addWeight(Value v, const HostTensor &t) {
+  while (weightsBlob.size() % TFC_WEIGHT_ALIGN)
+    weightsBlob.push_back('\0');
+  ValueInfo info;
+  info.storage = 1;
+  info.offset = weightsBlob.size();
+  info.dims = t.shape;
+  info.maxDims = t.shape;
+  if (t.isInt) {
+    info.dtype = TFC_DTYPE_I64;
+    weightsBlob.append(reinterpret_cast<const char *>(t.ints.data()), t.ints.size() * 8);
+  } else {
+    info.dtype = TFC_DTYPE_F32;
+    weightsBlob.append(reinterpret_cast<const char *>(t.data.data()), t.data.size() * 4);
+  }
+  ids[v] = values.size();
+  values.push_back(info);
+  return ids[v];
+}
+
+/// Little-endian record writer for the metadata section.
+struct Out {
+  std::string buf;
+  void u32(uint32_t v) { buf.append(reinterpret_cast<const char *>(&v), 4); }
+  void u64(uint64_t v) { buf.append(reinterpret_cast<const char *>(&v), 8); }
+  void i64(int64_t v) { u64((uint64_t)v); }
+  void f64(double v) { buf.append(reinterpret_cast<const char *>(&v), 8); }
+  void str(StringRef s) {
+    u32(s.size());
+    buf.append(s.data(), s.size());
+  }
+};
+
+uint64_t fnv1a(const char *p, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; ++i)
+    h = (h ^ (unsigned char)p[i]) * 1099511628211ull;
+  return h;
+}
+
+/// Kernel id and attributes of a non-constant op; failure if unsupported.
+LogicalResult describe(Operation *op, uint32_t &kernel, std::vector<int64_t> &ints,
+                       std::vector<double> &floats) {
+  auto axisOf = [&](int64_t axis) {
+    int64_t rank = op->getOperand(0).getType().cast<RankedTensorType>().getRank();
+    return td::normalizeAxis(axis, rank);
+  };
+  if (auto o = dyn_cast<td::TokenEmbeddingOp>(op)) {
+    kernel = TFC_KERNEL_TOKEN_EMBEDDING;
+    ints = {(int64_t)o.getPositionAxis(), o.getPositions() ? 1 : 0, o.getTypeIds() ? 1 : 0};
+    floats = {o.getScale().convertToDouble()};
+  } else if (isa<td::EmbeddingOp>(op)) {
+    kernel = TFC_KERNEL_EMBEDDING;
+  } else if (auto o = dyn_cast<td::LinearOp>(op)) {
+    kernel = TFC_KERNEL_LINEAR;
+    ints = {o.getBias() ? 1 : 0};
+  } else if (auto o = dyn_cast<td::FusedLinearOp>(op)) {
+    kernel = TFC_KERNEL_FUSED_LINEAR;
+    ints = {o.getBias() ? 1 : 0, o.getResidual() ? 1 : 0, (int64_t)o.getActivation()};
+  } else if (auto o = dyn_cast<td::MatmulOp>(op)) {
+    kernel = TFC_KERNEL_MATMUL;
+    ints = {o.getTransposeB() ? 1 : 0};
+  } else if (isa<td::AddOp>(op)) {
+    kernel = TFC_KERNEL_ADD;
+  } else if (isa<td::SubOp>(op)) {
+    kernel = TFC_KERNEL_SUB;
+  } else if (isa<td::MulOp>(op)) {
+    kernel = TFC_KERNEL_MUL;
+  } else if (isa<td::DivOp>(op)) {
+    kernel = TFC_KERNEL_DIV;
+  } else if (isa<td::AndOp>(op)) {
+    kernel = TFC_KERNEL_AND;
+  } else if (isa<td::NotOp>(op)) {
+    kernel = TFC_KERNEL_NOT;
+  } else if (auto o = dyn_cast<td::CompareOp>(op)) {
+    kernel = TFC_KERNEL_COMPARE;
+    ints = {(int64_t)o.getPredicate()};
+  } else if (isa<td::CastOp>(op)) {
+    kernel = TFC_KERNEL_CAST;
+  } else if (auto o = dyn_cast<td::MaskedFillOp>(op)) {
+    kernel = TFC_KERNEL_MASKED_FILL;
+    floats = {o.getValue().convertToDouble()};
+  } else if (isa<td::SelectOp>(op)) {
+    kernel = TFC_KERNEL_SELECT;
+  } else if (isa<td::ReshapeOp>(op)) {
+    kernel = TFC_KERNEL_RESHAPE;
+  } else if (auto o = dyn_cast<td::TransposeOp>(op)) {
+    kernel = TFC_KERNEL_TRANSPOSE;
+    ints.assign(o.getPerm().begin(), o.getPerm().end());
+  } else if (isa<td::UnsqueezeOp>(op)) {
+    kernel = TFC_KERNEL_UNSQUEEZE;
+  } else if (auto o = dyn_cast<td::SliceOp>(op)) {
+    kernel = TFC_KERNEL_SLICE;
+    ints = {axisOf((int64_t)o.getAxis()), (int64_t)o.getStart(), (int64_t)o.getSize()};
+  } else if (auto o = dyn_cast<td::ReduceMeanOp>(op)) {
+    kernel = TFC_KERNEL_REDUCE_MEAN;
+    ints = {axisOf((int64_t)o.getAxis()), o.getKeepdim() ? 1 : 0};
+  } else if (auto o = dyn_cast<td::ReduceSumOp>(op)) {
+    kernel = TFC_KERNEL_REDUCE_SUM;
+    ints = {axisOf((int64_t)o.getAxis()), o.getKeepdim() ? 1 : 0};
+  } else if (isa<td::SqrtOp>(op)) {
+    kernel = TFC_KERNEL_SQRT;
+  } else if (isa<td::ReluOp>(op)) {
+    kernel = TFC_KERNEL_RELU;
+  } else if (auto o = dyn_cast<td::GeluOp>(op)) {
+    kernel = TFC_KERNEL_GELU;
+    ints = {(int64_t)o.getApproximate()};
+  } else if (auto o = dyn_cast<td::SoftmaxOp>(op)) {
+    kernel = TFC_KERNEL_SOFTMAX;
+    ints = {axisOf((int64_t)o.getAxis())};
+  } else if (auto o = dyn_cast<td::LogSoftmaxOp>(op)) {
+    kernel = TFC_KERNEL_LOG_SOFTMAX;
+    ints = {axisOf((int64_t)o.getAxis())};
+  } else if (auto o = dyn_cast<td::LayerNormOp>(op)) {
+    kernel = TFC_KERNEL_LAYER_NORM;
+    ints = {(int64_t)o.getVariant()};
+    floats = {o.getEps().convertToDouble()};
+  } else if (auto o = dyn_cast<td::AttentionOp>(op)) {
+    kernel = TFC_KERNEL_ATTENTION;
+    ints = {(int64_t)o.getMaskKind(), (int64_t)o.getNumHeads(), (int64_t)o.getPadId()};
+    floats = {o.getScale().convertToDouble(), o.getMaskValue().convertToDouble()};
+  } else if (auto o = dyn_cast<td::PositionsOp>(op)) {
+    kernel = TFC_KERNEL_POSITIONS;
+    ints = {axisOf((int64_t)o.getAxis())};
+  } else if (isa<td::NopeakMaskOp>(op)) {
+    kernel = TFC_KERNEL_NOPEAK_MASK;
+  } else {
+    return failure();
+  }
+  return success();
+}
+
+FailureOr<std::string> Writer::run(PlanStats *stats) {
+  auto f = module.lookupSymbol<func::FuncOp>("forward");
+  if (!f)
+    return module.emitError("the module has no @forward function"), failure();
+  llvm::DenseMap<Value, std::vector<int64_t>> sym, maxShapes;
+  if (failed(inferSymbolicShapes(f, sym, maxShapes)))
+    return failure();
+
+  // Inputs.
+  for (auto [i, arg] : llvm::enumerate(f.getArguments())) {
+    ValueInfo info;
+    info.dtype = dtypeOf(arg.getType());
+    info.dims = sym[arg];
+    info.maxDims = maxShapes[arg];
+    info.storage = 0;
+    info.offset = i;
+    ids[arg] = values.size();
+    values.push_back(info);
+  }
+
+  // Constants first (they only depend on each other), then the plan.
+  struct Instr {
+    uint32_t kernel;
+    std::vector<uint32_t> ins;
+    uint32_t out;
+    std::vector<int64_t> ints;
+    std::vector<double> floats;
+  };
+  std::vector<Instr> plan;
+  auto isConstSource = [](Operation *op) {
+    return isa<td::WeightOp, td::ConstantOp, td::SinusoidTableOp>(op);
+  };
+  for (Operation &op : f.getBody().front().without_terminator()) {
+    bool allConst = op.getNumOperands() > 0 &&
+                    llvm::all_of(op.getOperands(), [&](Value v) { return constants.count(v); });
+    if (isConstSource(&op) || (allConst && isa<td::TransposeOp, td::SliceOp, td::ConcatOp>(op))) {
+      if (failed(evaluateConstant(&op)))
+        return failure();
+    }
+  }
+  // Materialize the constants something non-constant reads.
+  for (Operation &op : f.getBody().front().without_terminator()) {
+    if (constants.count(op.getResult(0)))
+      continue;
+    for (Value v : op.getOperands())
+      if (constants.count(v) && !ids.count(v))
+        addWeight(v, constants[v]);
+  }
+  for (Operation &op : f.getBody().front().without_terminator()) {
+    Value r = op.getResult(0);
+    if (constants.count(r))
+      continue;
+    Instr in;
+    if (failed(describe(&op, in.kernel, in.ints, in.floats)))
+      return op.emitError("no runtime kernel for '") << op.getName() << "'", failure();
+    for (Value v : op.getOperands())
+      in.ins.push_back(ids.lookup(v));
+    ValueInfo info;
+    info.dtype = dtypeOf(r.getType());
+    info.dims = sym[r];
+    info.maxDims = maxShapes[r];
+    bool view = isa<td::ReshapeOp, td::UnsqueezeOp>(op);
+    info.storage = view ? 3 : 2;
+    info.offset = view ? in.ins[0] : 0;
+    in.out = values.size();
+    ids[r] = in.out;
+    values.push_back(info);
+    plan.push_back(std::move(in));
+  }
+  auto ret = cast<func::ReturnOp>(f.getBody().front().getTerminator());
+  Value result = ret.getOperand(0);
+  if (!ids.count(result))
+    return f.emitError("the model's output is a constant"), failure();
+
+  // Liveness over instruction indices; a view keeps its source alive.
+  std::vector<int64_t> def(values.size(), -1), last(values.size(), -1);
+  auto rootOf = [&](uint32_t v) {
+    while (values[v].storage == 3)
+      v = (uint32_t)values[v].offset;
+    return v;
+  };
+  for (size_t i = 0; i < plan.size(); ++i) {
+    def[plan[i].out] = i;
+    for (uint32_t v : plan[i].ins) {
+      uint32_t root = rootOf(v);
+      last[root] = std::max<int64_t>(last[root], i);
+    }
+    last[rootOf(plan[i].out)] = std::max<int64_t>(last[rootOf(plan[i].out)], i);
+  }
+  last[rootOf(ids[result])] = plan.size(); // the output lives to the end
+  // Best-fit placement, largest first, in a free list of [offset, size) holes.
+  std::vector<uint32_t> order;
+  for (uint32_t v = 0; v < values.size(); ++v)
+    if (values[v].storage == 2)
+      order.push_back(v);
+  auto bytesOf = [&](uint32_t v) {
+    uint64_t n = dtypeBytes(values[v].dtype);
+    for (int64_t d : values[v].maxDims)
+      n *= (uint64_t)d;
+    return (n + 63) / 64 * 64;
+  };
+  llvm::sort(order, [&](uint32_t a, uint32_t b) { return bytesOf(a) > bytesOf(b); });
+  struct Placed {
+    uint64_t off, size;
+    int64_t from, to;
+  };
+  std::vector<Placed> placed;
+  uint64_t arena = 0;
+  for (uint32_t v : order) {
+    uint64_t size = bytesOf(v);
+    int64_t from = def[v], to = last[v];
+    // Collect the ranges that overlap in time, then take the lowest gap that fits.
+    std::vector<std::pair<uint64_t, uint64_t>> busy;
+    for (const Placed &p : placed)
+      if (!(p.to < from || to < p.from))
+        busy.push_back({p.off, p.off + p.size});
+    llvm::sort(busy);
+    uint64_t off = 0;
+    for (auto &[b, e] : busy) {
+      if (off + size <= b)
+        break;
+      off = std::max(off, e);
+    }
+    values[v].offset = off;
+    placed.push_back({off, size, from, to});
+    arena = std::max(arena, off + size);
+  }
+
+  // Serialize the metadata.
+  Out m;
+  m.str("tfc 0.1.0");
+  auto nameAttr = module->getAttrOfType<StringAttr>("tfc.model");
+  m.str(nameAttr ? nameAttr.getValue() : "");
+  m.u32(symbolNames.size());
+  for (size_t s = 0; s < symbolNames.size(); ++s) {
+    m.str(symbolNames[s]);
+    m.i64(symbolMax[s]);
+  }
+  m.u32(values.size());
+  for (const ValueInfo &v : values) {
+    m.u32(v.dtype);
+    m.u32(v.dims.size());
+    for (int64_t d : v.dims)
+      m.i64(d);
+    m.u32(v.storage);
+    m.u64(v.offset);
+  }
+  m.u32(f.getNumArguments());
+  for (auto [i, arg] : llvm::enumerate(f.getArguments())) {
+    auto nm = f.getArgAttrOfType<StringAttr>(i, "tfc.name");
+    m.str(nm ? nm.getValue() : StringRef("input" + std::to_string(i)));
+    m.u32(ids[arg]);
+  }
+  m.u32(1);
+  auto outName = f.getResultAttrOfType<StringAttr>(0, "tfc.name");
+  m.str(outName ? outName.getValue() : "output");
+  m.u32(ids[result]);
+  m.u32(plan.size());
+  for (const Instr &in : plan) {
+    m.u32(in.kernel);
+    m.u32(in.ins.size());
+    for (uint32_t v : in.ins)
+      m.u32(v);
+    m.u32(in.out);
+    m.u32(in.ints.size());
+    for (int64_t v : in.ints)
+      m.i64(v);
+    m.u32(in.floats.size());
+    for (double v : in.floats)
+      m.f64(v);
+  }
+  m.u64(arena);
+
+  // Header + sections.
+  const uint64_t headerSize = 64;
+  uint64_t metaOff = headerSize, metaSize = m.buf.size();
+  uint64_t weightsOff = (metaOff + metaSize + TFC_WEIGHT_ALIGN - 1) / TFC_WEIGHT_ALIGN *
+                        TFC_WEIGHT_ALIGN;
+  uint64_t fileSize = weightsOff + weightsBlob.size();
+  std::string file(fileSize, '\0');
+  std::memcpy(&file[metaOff], m.buf.data(), metaSize);
+  std::memcpy(&file[weightsOff], weightsBlob.data(), weightsBlob.size());
+  uint32_t version = TFC_FORMAT_VERSION, hsize = headerSize;
+  uint64_t weightsSize = weightsBlob.size();
+  std::memcpy(&file[0], TFC_MAGIC, 8);
+  std::memcpy(&file[8], &version, 4);
+  std::memcpy(&file[12], &hsize, 4);
+  std::memcpy(&file[16], &fileSize, 8);
+  std::memcpy(&file[32], &metaOff, 8);
+  std::memcpy(&file[40], &metaSize, 8);
+  std::memcpy(&file[48], &weightsOff, 8);
+  std::memcpy(&file[56], &weightsSize, 8);
+  uint64_t sum = fnv1a(file.data() + headerSize, fileSize - headerSize);
+  std::memcpy(&file[24], &sum, 8);
+
+  if (stats) {
+    stats->weightBytes = weightsBlob.size();
+    stats->arenaBytes = arena;
+    stats->kernels = 0;
+    for (const Instr &in : plan)
+      if (in.kernel != TFC_KERNEL_RESHAPE && in.kernel != TFC_KERNEL_UNSQUEEZE)
+        ++stats->kernels;
+  }
+  return file;
+}
+
+} // namespace
+
+FailureOr<std::string> writeModelBin(ModuleOp module, const WeightStore &weights,
+                                     PlanStats *stats) {
+  return Writer(module, weights).run(stats);
+}
+
+} // namespace tfc
