@@ -1,0 +1,94 @@
+//===- attention_cpu.h - Fused multi-head attention on the CPU ---*- C++ -*-===//
+//
+// The CPU kernel behind `tfc.attention`: per head, softmax(scale * Q K^T,
+// masked) V, with the heads merged back into the row layout the surrounding
+// linears use. It is FlashAttention-style (query blocks against key blocks with
+// an online softmax), so it never materializes the [B, H, Sq, Sk] score matrix:
+// memory is O(block) per thread and the masks are applied from their compact
+// forms (key token ids, a causal rule, or a broadcast additive tensor).
+//
+// The result equals the unfused tutorial computation
+//   scores = scale * Q K^T; masked_fill(mask, mask_value) or += additive;
+//   softmax(scores, -1) @ V
+// up to float rounding, including its edge cases: a query row whose keys are
+// all masked with a finite fill gets the uniform average of all values, and one
+// whose scores are all -inf gets NaN, as in PyTorch.
+//
+// This header is plain C++17 with no MLIR/LLVM dependency: the runtime links it.
+// f32 only.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TFC_BACKENDS_CPU_ATTENTION_CPU_H
+#define TFC_BACKENDS_CPU_ATTENTION_CPU_H
+
+#include <cstdint>
+
+namespace tfc::cpu {
+
+/// How the attention scores are masked. The values are those of the dialect's
+/// MaskKind (ir/TfcOps.td) and may be serialized: append-only.
+enum class MaskKind : int32_t {
+  None = 0,          ///< nothing is masked
+  KeyPadding = 1,    ///< key j is masked where key_tokens[b, j] == pad_id
+  Causal = 2,        ///< key j is masked for query i where j > i
+  PaddingCausal = 3, ///< both of the above
+  Additive = 4,      ///< the `additive` tensor is added to the scaled scores
+};
+
+/// Shapes, layouts and mask of one attention call. All strides count floats
+/// (or, for nothing else, elements); row r of batch b of a tensor X is at
+/// X + (b * len + r) * x_row_stride, and head h occupies the columns
+/// [h * head_dim, (h + 1) * head_dim) of that row. Separate strides let the
+/// kernel read a packed QKV buffer [B, S, 3D] in place (q = base,
+/// k = base + D, v = base + 2D, all three strides 3D) and write into a wider
+/// buffer.
+struct AttentionParams {
+  int64_t batch = 0, q_len = 0, kv_len = 0, heads = 0, head_dim = 0;
+  int64_t q_row_stride = 0, k_row_stride = 0, v_row_stride = 0, out_row_stride = 0;
+  /// Multiplies Q K^T (typically 1/sqrt(head_dim)).
+  float scale = 1.0f;
+  MaskKind mask = MaskKind::None;
+  /// The score given to masked positions (masked_fill semantics: it replaces
+  /// the score, it is not added). Typically -1e9 or -inf. Unused for None and
+  /// Additive.
+  float mask_value = -1e9f;
+  /// The padding token id, for KeyPadding and PaddingCausal.
+  int64_t pad_id = 0;
+  /// [batch, kv_len] key-side token ids, contiguous, for KeyPadding and
+  /// PaddingCausal; null otherwise.
+  const int64_t *key_tokens = nullptr;
+  /// The additive mask for Additive, null otherwise: an [B|1, H|1, Sq|1, Sk]
+  /// tensor whose element (b, h, i, j) is at
+  /// additive[b * add_stride_b + h * add_stride_h + i * add_stride_q + j];
+  /// a broadcast dimension has stride 0. It may hold -inf.
+  const float *additive = nullptr;
+  int64_t add_stride_b = 0, add_stride_h = 0, add_stride_q = 0;
+  /// Per-head width of V and of the output, when it differs from head_dim
+  /// (the dialect allows value [B, Sk, Dv]); 0 means head_dim.
+  int64_t v_head_dim = 0;
+};
+
+/// Computes, for every batch b, head h and query row i,
+///   out[b, i, h*dv:(h+1)*dv] = sum_j softmax_j(s_ij) v[b, j, h*dv:(h+1)*dv]
+/// with s_ij = scale * q_i . k_j, then masked as `p.mask` says. Query i and
+/// key j are aligned at the start of the sequence (a full-sequence forward),
+/// so Causal masks exactly j > i whatever q_len and kv_len are.
+///
+/// Edge cases, matching PyTorch's softmax in f32:
+/// - a row where every score is -inf (all keys masked with mask_value = -inf,
+///   or an all -inf additive row) produces NaN in every output element;
+/// - a row where every key is masked with a finite mask_value gets the
+///   uniform average of all kv_len value rows (the softmax of equal scores);
+/// - kv_len == 0 produces zeros (an empty sum), q_len == 0 writes nothing.
+///
+/// Only the batch*q_len rows of `out` at out_row_stride, in the heads*dv
+/// columns, are written; `out` must not overlap q, k or v. Parallel over
+/// batch x heads x query blocks with OpenMP; the result is bitwise the same
+/// for any thread count. Thread-safe: no global state.
+void attention(const AttentionParams &p, const float *q, const float *k, const float *v,
+               float *out);
+
+} // namespace tfc::cpu
+
+#endif // TFC_BACKENDS_CPU_ATTENTION_CPU_H

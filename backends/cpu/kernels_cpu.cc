@@ -1,0 +1,512 @@
+//===- kernels_cpu.cc - CPU kernels for every plan instruction ------------===//
+//
+// Straightforward, correct implementations of every primitive kernel (the unfused
+// model needs them all), plus the dispatch to the tuned fused kernels:
+// attention_cpu.cc (our FlashAttention-style kernel) and layer_norm_cpu.cc.
+// Elementwise kernels broadcast with numpy rules through per-input strides.
+//
+//===----------------------------------------------------------------------===//
+#include "backends/cpu/kernels_cpu.h"
+
+#include "backends/cpu/attention_cpu.h"
+#include "backends/cpu/layer_norm_cpu.h"
+#include "tfc/abi.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace tfc::cpu {
+namespace {
+
+/// Strides of |in| for iterating over |out|'s shape (0 on broadcast dims).
+std::vector<int64_t> broadcastStrides(const Tensor &in, const std::vector<int64_t> &out) {
+  size_t r = out.size();
+  std::vector<int64_t> st(r, 0);
+  int64_t s = 1;
+  for (size_t i = 0; i < in.shape.size(); ++i) {
+    size_t d = in.shape.size() - 1 - i;
+    size_t o = r - 1 - i;
+    st[o] = in.shape[d] == 1 ? 0 : s;
+    s *= in.shape[d];
+  }
+  return st;
+}
+
+/// Calls f(outIndex, offsets...) for every element of |out|, with each input's
+/// broadcast offset.
+template <size_t N, typename F>
+void forEachBroadcast(const Tensor &out, const Tensor *const (&ins)[N], F f) {
+  const std::vector<int64_t> &shape = out.shape;
+  size_t r = shape.size();
+  std::vector<int64_t> strides[N];
+  for (size_t k = 0; k < N; ++k)
+    strides[k] = broadcastStrides(*ins[k], shape);
+  std::vector<int64_t> idx(r, 0);
+  int64_t off[N] = {};
+  int64_t n = out.numel();
+  for (int64_t e = 0; e < n; ++e) {
+    f(e, off);
+    for (size_t d = r; d-- > 0;) {
+      if (++idx[d] < shape[d]) {
+        for (size_t k = 0; k < N; ++k)
+          off[k] += strides[k][d];
+        break;
+      }
+      for (size_t k = 0; k < N; ++k)
+        off[k] -= strides[k][d] * (shape[d] - 1);
+      idx[d] = 0;
+    }
+  }
+}
+
+double loadAsDouble(const Tensor &t, int64_t i) {
+  switch (t.dtype) {
+  case TFC_DTYPE_F32:
+    return t.as<float>()[i];
+  case TFC_DTYPE_I64:
+    return (double)t.as<int64_t>()[i];
+  case TFC_DTYPE_I32:
+    return t.as<int32_t>()[i];
+  case TFC_DTYPE_BOOL:
+    return t.as<uint8_t>()[i];
+  default:
+    return 0;
+  }
+}
+
+void storeFromDouble(Tensor &t, int64_t i, double v) {
+  switch (t.dtype) {
+  case TFC_DTYPE_F32:
+    t.as<float>()[i] = (float)v;
+    break;
+  case TFC_DTYPE_I64:
+    t.as<int64_t>()[i] = (int64_t)v;
+    break;
+  case TFC_DTYPE_I32:
+    t.as<int32_t>()[i] = (int32_t)v;
+    break;
+  case TFC_DTYPE_BOOL:
+    t.as<uint8_t>()[i] = v != 0;
+    break;
+  default:
+    break;
+  }
+}
+
+float gelu(float x, bool tanhApprox) {
+  if (tanhApprox)
+    return 0.5f * x *
+           (1.0f + std::tanh(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+  return 0.5f * x * (1.0f + std::erf(x * 0.7071067811865476f));
+}
+
+/// Splits |shape| around |axis| into outer x axis x inner.
+void aroundAxis(const std::vector<int64_t> &shape, int64_t axis, int64_t &outer,
+                int64_t &len, int64_t &inner) {
+  outer = 1;
+  inner = 1;
+  for (int64_t i = 0; i < axis; ++i)
+    outer *= shape[i];
+  len = shape[axis];
+  for (size_t i = axis + 1; i < shape.size(); ++i)
+    inner *= shape[i];
+}
+
+/// y[r, n] = act(sum_k x[r, k] w[n, k] + b[n]) + res[r, n]. W is [N, K] row-major,
+/// so every dot product reads two contiguous rows.
+void linear(const float *x, const float *w, const float *b, const float *res, float *y,
+            int64_t rows, int64_t k, int64_t n, int act) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *xr = x + r * k;
+    for (int64_t j = 0; j < n; ++j) {
+      const float *wj = w + j * k;
+      float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+      for (int64_t i = 0; i < k; ++i)
+        acc += xr[i] * wj[i];
+      if (b)
+        acc += b[j];
+      if (act == 1)
+        acc = acc > 0 ? acc : 0;
+      else if (act == 2 || act == 3)
+        acc = gelu(acc, act == 3);
+      if (res)
+        acc += res[r * n + j];
+      y[r * n + j] = acc;
+    }
+  }
+}
+
+std::string embeddingRows(const Tensor &table, const Tensor &ids, float scale,
+                          float *out, bool accumulate) {
+  int64_t v = table.shape[0], d = table.shape[1];
+  int64_t n = ids.numel();
+  const float *t = table.as<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t id = (int64_t)loadAsDouble(ids, i);
+    if (id < 0 || id >= v)
+      return "token id " + std::to_string(id) + " is out of range [0, " +
+             std::to_string(v) + ")";
+    const float *row = t + id * d;
+    float *o = out + i * d;
+    if (accumulate)
+      for (int64_t j = 0; j < d; ++j)
+        o[j] += row[j] * scale;
+    else
+      for (int64_t j = 0; j < d; ++j)
+        o[j] = row[j] * scale;
+  }
+  return "";
+}
+
+} // namespace
+
+std::string runKernel(uint32_t kernel, const std::vector<const Tensor *> &in,
+                      Tensor &out, const std::vector<int64_t> &ints,
+                      const std::vector<double> &floats) {
+  switch (kernel) {
+  case TFC_KERNEL_TOKEN_EMBEDDING: {
+    // table[ids] * scale (+ type_table[type_ids]) + positions[pos(ids)]
+    const Tensor &ids = *in[0], &table = *in[1];
+    int64_t axis = ints[0];
+    bool hasPos = ints[1], hasTypes = ints[2];
+    float *o = out.as<float>();
+    std::string err = embeddingRows(table, ids, (float)floats[0], o, false);
+    if (!err.empty())
+      return err;
+    size_t next = 2;
+    const Tensor *pos = hasPos ? in[next++] : nullptr;
+    if (hasTypes) {
+      err = embeddingRows(*in[next + 1], *in[next], 1.0f, o, true);
+      if (!err.empty())
+        return err;
+    }
+    if (pos) {
+      int64_t b = ids.shape[0], s = ids.shape[1], d = table.shape[1];
+      int64_t rows = pos->shape[0];
+      for (int64_t i = 0; i < b; ++i)
+        for (int64_t j = 0; j < s; ++j) {
+          int64_t p = axis == 0 ? i : j;
+          if (p >= rows)
+            return "position " + std::to_string(p) + " is beyond the " +
+                   std::to_string(rows) + "-row positional table";
+          const float *row = pos->as<float>() + p * d;
+          float *dst = o + (i * s + j) * d;
+          for (int64_t k = 0; k < d; ++k)
+            dst[k] += row[k];
+        }
+    }
+    return "";
+  }
+  case TFC_KERNEL_EMBEDDING:
+    return embeddingRows(*in[0], *in[1], 1.0f, out.as<float>(), false);
+  case TFC_KERNEL_LINEAR:
+  case TFC_KERNEL_FUSED_LINEAR: {
+    const Tensor &x = *in[0], &w = *in[1];
+    bool hasBias = ints[0];
+    bool hasRes = kernel == TFC_KERNEL_FUSED_LINEAR && ints[1];
+    int act = kernel == TFC_KERNEL_FUSED_LINEAR ? (int)ints[2] : 0;
+    int64_t k = w.shape[1], n = w.shape[0];
+    int64_t rows = x.numel() / k;
+    const float *b = hasBias ? in[2]->as<float>() : nullptr;
+    const float *res = hasRes ? in[hasBias ? 3 : 2]->as<float>() : nullptr;
+    linear(x.as<float>(), w.as<float>(), b, res, out.as<float>(), rows, k, n, act);
+    return "";
+  }
+  case TFC_KERNEL_MATMUL: {
+    const Tensor &a = *in[0], &b = *in[1];
+    bool tb = ints[0];
+    size_t ra = a.shape.size(), rb = b.shape.size(), ro = out.shape.size();
+    int64_t m = a.shape[ra - 2], k = a.shape[ra - 1];
+    int64_t n = out.shape[ro - 1];
+    // Batch dims of the output, and each operand's batch strides (broadcast 0).
+    Tensor ab{nullptr, 0, std::vector<int64_t>(a.shape.begin(), a.shape.end() - 2)};
+    Tensor bb{nullptr, 0, std::vector<int64_t>(b.shape.begin(), b.shape.end() - 2)};
+    Tensor ob{nullptr, 0, std::vector<int64_t>(out.shape.begin(), out.shape.end() - 2)};
+    std::vector<int64_t> offA, offB;
+    const Tensor *pair[2] = {&ab, &bb};
+    forEachBroadcast<2>(ob, pair, [&](int64_t, const int64_t *o) {
+      offA.push_back(o[0]);
+      offB.push_back(o[1]);
+    });
+    if (ob.shape.empty()) {
+      offA = {0};
+      offB = {0};
+    }
+    const float *A = a.as<float>(), *B = b.as<float>();
+    float *C = out.as<float>();
+    int64_t batches = offA.size();
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t bi = 0; bi < batches; ++bi)
+      for (int64_t i = 0; i < m; ++i) {
+        const float *ar = A + offA[bi] * m * k + i * k;
+        const float *bm = B + offB[bi] * k * n;
+        float *cr = C + bi * m * n + i * n;
+        for (int64_t j = 0; j < n; ++j) {
+          float acc = 0;
+          if (tb) {
+            const float *br = bm + j * k;
+            for (int64_t x = 0; x < k; ++x)
+              acc += ar[x] * br[x];
+          } else {
+            for (int64_t x = 0; x < k; ++x)
+              acc += ar[x] * bm[x * n + j];
+          }
+          cr[j] = acc;
+        }
+      }
+    (void)rb;
+    return "";
+  }
+  case TFC_KERNEL_ADD:
+  case TFC_KERNEL_SUB:
+  case TFC_KERNEL_MUL:
+  case TFC_KERNEL_DIV:
+  case TFC_KERNEL_AND:
+  case TFC_KERNEL_COMPARE: {
+    const Tensor *pair[2] = {in[0], in[1]};
+    if (kernel == TFC_KERNEL_AND) {
+      const uint8_t *a = in[0]->as<uint8_t>(), *b = in[1]->as<uint8_t>();
+      uint8_t *o = out.as<uint8_t>();
+      forEachBroadcast<2>(out, pair, [&](int64_t e, const int64_t *off) {
+        o[e] = a[off[0]] && b[off[1]];
+      });
+      return "";
+    }
+    if (kernel == TFC_KERNEL_COMPARE) {
+      int64_t pred = ints[0];
+      uint8_t *o = out.as<uint8_t>();
+      forEachBroadcast<2>(out, pair, [&](int64_t e, const int64_t *off) {
+        double x = loadAsDouble(*in[0], off[0]), y = loadAsDouble(*in[1], off[1]);
+        bool r = pred == 0 ? x == y : pred == 1 ? x != y : pred == 2 ? x < y
+                 : pred == 3 ? x <= y : pred == 4 ? x > y : x >= y;
+        o[e] = r;
+      });
+      return "";
+    }
+    if (in[0]->dtype != TFC_DTYPE_F32) {
+      forEachBroadcast<2>(out, pair, [&](int64_t e, const int64_t *off) {
+        double x = loadAsDouble(*in[0], off[0]), y = loadAsDouble(*in[1], off[1]);
+        double r = kernel == TFC_KERNEL_ADD ? x + y : kernel == TFC_KERNEL_SUB ? x - y
+                   : kernel == TFC_KERNEL_MUL ? x * y : x / y;
+        storeFromDouble(out, e, r);
+      });
+      return "";
+    }
+    const float *a = in[0]->as<float>(), *b = in[1]->as<float>();
+    float *o = out.as<float>();
+    switch (kernel) {
+    case TFC_KERNEL_ADD:
+      forEachBroadcast<2>(out, pair, [&](int64_t e, const int64_t *f) { o[e] = a[f[0]] + b[f[1]]; });
+      break;
+    case TFC_KERNEL_SUB:
+      forEachBroadcast<2>(out, pair, [&](int64_t e, const int64_t *f) { o[e] = a[f[0]] - b[f[1]]; });
+      break;
+    case TFC_KERNEL_MUL:
+      forEachBroadcast<2>(out, pair, [&](int64_t e, const int64_t *f) { o[e] = a[f[0]] * b[f[1]]; });
+      break;
+    default:
+      forEachBroadcast<2>(out, pair, [&](int64_t e, const int64_t *f) { o[e] = a[f[0]] / b[f[1]]; });
+      break;
+    }
+    return "";
+  }
+  case TFC_KERNEL_NOT: {
+    const uint8_t *a = in[0]->as<uint8_t>();
+    uint8_t *o = out.as<uint8_t>();
+    for (int64_t i = 0, n = out.numel(); i < n; ++i)
+      o[i] = !a[i];
+    return "";
+  }
+  case TFC_KERNEL_CAST:
+    for (int64_t i = 0, n = out.numel(); i < n; ++i)
+      storeFromDouble(out, i, loadAsDouble(*in[0], i));
+    return "";
+  case TFC_KERNEL_MASKED_FILL: {
+    const Tensor *pair[2] = {in[0], in[1]};
+    const float *x = in[0]->as<float>();
+    const uint8_t *m = in[1]->as<uint8_t>();
+    float v = (float)floats[0];
+    float *o = out.as<float>();
+    forEachBroadcast<2>(out, pair,
+                        [&](int64_t e, const int64_t *f) { o[e] = m[f[1]] ? v : x[f[0]]; });
+    return "";
+  }
+  case TFC_KERNEL_SELECT: {
+    const Tensor *tri[3] = {in[0], in[1], in[2]};
+    const uint8_t *c = in[0]->as<uint8_t>();
+    forEachBroadcast<3>(out, tri, [&](int64_t e, const int64_t *f) {
+      storeFromDouble(out, e, c[f[0]] ? loadAsDouble(*in[1], f[1]) : loadAsDouble(*in[2], f[2]));
+    });
+    return "";
+  }
+  case TFC_KERNEL_TRANSPOSE: {
+    const Tensor &x = *in[0];
+    size_t r = x.shape.size(), es = x.dtype == TFC_DTYPE_I64 ? 8 : x.dtype == TFC_DTYPE_BOOL ? 1 : 4;
+    // Input strides permuted into output order.
+    std::vector<int64_t> inStride(r), st(r);
+    int64_t s = 1;
+    for (size_t i = r; i-- > 0;) {
+      inStride[i] = s;
+      s *= x.shape[i];
+    }
+    for (size_t i = 0; i < r; ++i)
+      st[i] = inStride[ints[i]];
+    std::vector<int64_t> idx(r, 0);
+    int64_t off = 0;
+    const char *src = static_cast<const char *>(x.data);
+    char *dst = static_cast<char *>(out.data);
+    for (int64_t e = 0, n = out.numel(); e < n; ++e) {
+      std::memcpy(dst + e * es, src + off * es, es);
+      for (size_t d = r; d-- > 0;) {
+        if (++idx[d] < out.shape[d]) {
+          off += st[d];
+          break;
+        }
+        off -= st[d] * (out.shape[d] - 1);
+        idx[d] = 0;
+      }
+    }
+    return "";
+  }
+  case TFC_KERNEL_SLICE: {
+    const Tensor &x = *in[0];
+    int64_t axis = ints[0], start = ints[1], size = ints[2];
+    int64_t outer, len, inner;
+    aroundAxis(x.shape, axis, outer, len, inner);
+    size_t es = x.dtype == TFC_DTYPE_I64 ? 8 : x.dtype == TFC_DTYPE_BOOL ? 1 : 4;
+    const char *src = static_cast<const char *>(x.data);
+    char *dst = static_cast<char *>(out.data);
+    for (int64_t o = 0; o < outer; ++o)
+      std::memcpy(dst + o * size * inner * es, src + (o * len + start) * inner * es,
+                  size * inner * es);
+    return "";
+  }
+  case TFC_KERNEL_REDUCE_MEAN:
+  case TFC_KERNEL_REDUCE_SUM: {
+    const Tensor &x = *in[0];
+    int64_t outer, len, inner;
+    aroundAxis(x.shape, ints[0], outer, len, inner);
+    const float *a = x.as<float>();
+    float *o = out.as<float>();
+    for (int64_t i = 0; i < outer; ++i)
+      for (int64_t j = 0; j < inner; ++j) {
+        float acc = 0;
+        for (int64_t l = 0; l < len; ++l)
+          acc += a[(i * len + l) * inner + j];
+        o[i * inner + j] = kernel == TFC_KERNEL_REDUCE_MEAN ? acc / (float)len : acc;
+      }
+    return "";
+  }
+  case TFC_KERNEL_SQRT:
+  case TFC_KERNEL_RELU:
+  case TFC_KERNEL_GELU: {
+    const float *a = in[0]->as<float>();
+    float *o = out.as<float>();
+    int64_t n = out.numel();
+    if (kernel == TFC_KERNEL_SQRT)
+      for (int64_t i = 0; i < n; ++i)
+        o[i] = std::sqrt(a[i]);
+    else if (kernel == TFC_KERNEL_RELU)
+      for (int64_t i = 0; i < n; ++i)
+        o[i] = a[i] > 0 ? a[i] : 0;
+    else
+      for (int64_t i = 0; i < n; ++i)
+        o[i] = gelu(a[i], ints[0] == 1);
+    return "";
+  }
+  case TFC_KERNEL_SOFTMAX:
+  case TFC_KERNEL_LOG_SOFTMAX: {
+    const Tensor &x = *in[0];
+    int64_t outer, len, inner;
+    aroundAxis(x.shape, ints[0], outer, len, inner);
+    const float *a = x.as<float>();
+    float *o = out.as<float>();
+    bool logp = kernel == TFC_KERNEL_LOG_SOFTMAX;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t i = 0; i < outer; ++i)
+      for (int64_t j = 0; j < inner; ++j) {
+        const float *row = a + i * len * inner + j;
+        float *orow = o + i * len * inner + j;
+        float mx = -std::numeric_limits<float>::infinity();
+        for (int64_t l = 0; l < len; ++l)
+          mx = std::max(mx, row[l * inner]);
+        double sum = 0;
+        for (int64_t l = 0; l < len; ++l)
+          sum += std::exp((double)row[l * inner] - mx);
+        for (int64_t l = 0; l < len; ++l)
+          orow[l * inner] = logp ? (float)((double)row[l * inner] - mx - std::log(sum))
+                                 : (float)(std::exp((double)row[l * inner] - mx) / sum);
+      }
+    return "";
+  }
+  case TFC_KERNEL_LAYER_NORM: {
+    const Tensor &x = *in[0];
+    int64_t d = x.shape.back();
+    int64_t rows = x.numel() / d;
+    layerNorm(ints[0] == 1 ? NormVariant::StdNorm : NormVariant::LayerNorm, rows, d,
+              x.as<float>(), d, in[1]->as<float>(), in[2]->as<float>(), (float)floats[0],
+              out.as<float>(), d);
+    return "";
+  }
+  case TFC_KERNEL_ATTENTION: {
+    const Tensor &q = *in[0], &k = *in[1], &v = *in[2];
+    AttentionParams p{};
+    p.batch = q.shape[0];
+    p.q_len = q.shape[1];
+    p.kv_len = k.shape[1];
+    p.heads = ints[1];
+    p.head_dim = q.shape[2] / p.heads;
+    p.q_row_stride = q.shape[2];
+    p.k_row_stride = k.shape[2];
+    p.v_row_stride = v.shape[2];
+    p.out_row_stride = out.shape[2];
+    p.scale = (float)floats[0];
+    p.mask = static_cast<MaskKind>(ints[0]);
+    p.mask_value = (float)floats[1];
+    p.pad_id = ints[2];
+    if (p.mask == MaskKind::KeyPadding || p.mask == MaskKind::PaddingCausal) {
+      if (in[3]->dtype != TFC_DTYPE_I64)
+        return "attention key tokens must be i64";
+      p.key_tokens = in[3]->as<int64_t>();
+    }
+    if (p.mask == MaskKind::Additive) {
+      // The additive mask broadcasts to [B, H, Sq, Sk]; right-align its dims.
+      const Tensor &m = *in[3];
+      std::vector<int64_t> full(4, 1);
+      for (size_t i = 0; i < m.shape.size(); ++i)
+        full[4 - m.shape.size() + i] = m.shape[i];
+      int64_t sk = full[3], sq = full[2], sh = full[1];
+      p.additive = m.as<float>();
+      p.add_stride_q = full[2] == 1 ? 0 : sk;
+      p.add_stride_h = full[1] == 1 ? 0 : sq * sk;
+      p.add_stride_b = full[0] == 1 ? 0 : sh * sq * sk;
+      if (full[3] != p.kv_len)
+        return "additive mask does not cover every key";
+    }
+    attention(p, q.as<float>(), k.as<float>(), v.as<float>(), out.as<float>());
+    return "";
+  }
+  case TFC_KERNEL_POSITIONS: {
+    int64_t *o = out.as<int64_t>();
+    for (int64_t i = 0, n = out.numel(); i < n; ++i)
+      o[i] = i;
+    return "";
+  }
+  case TFC_KERNEL_NOPEAK_MASK: {
+    int64_t s = out.shape[1];
+    uint8_t *o = out.as<uint8_t>();
+    for (int64_t i = 0; i < s; ++i)
+      for (int64_t j = 0; j < s; ++j)
+        o[i * s + j] = j <= i;
+    return "";
+  }
+  default:
+    return "kernel " + std::to_string(kernel) + " is not implemented on the CPU";
+  }
+}
+
+} // namespace tfc::cpu

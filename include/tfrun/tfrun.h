@@ -1,0 +1,96 @@
+/*===- tfrun/tfrun.h - the tfc runtime C API -------------------------------===*
+ *
+ * Loads a model.bin produced by `tfc compile` and runs it. The library has no MLIR
+ * or LLVM dependency and never throws or aborts across this API: every fallible
+ * call returns a status, NULL on success (as ONNX Runtime's C API does).
+ *
+ * Ownership and lifetime
+ *  - Every create/load has a matching release; release functions accept NULL.
+ *  - A status returned by a call is owned by the caller: tfrun_status_release().
+ *  - A session borrows its model: release every session before its model.
+ *  - Output pointers returned by tfrun_session_get_output stay valid until the next
+ *    tfrun_session_run or tfrun_session_release on that session.
+ *
+ * Thread safety
+ *  - A loaded model is immutable and may be shared by any number of sessions on any
+ *    number of threads.
+ *  - A session is thread-compatible: use each session from one thread at a time.
+ *
+ *===----------------------------------------------------------------------===*/
+#ifndef TFRUN_TFRUN_H
+#define TFRUN_TFRUN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TFRUN_API_VERSION 1
+
+/* Status codes. Append-only. */
+typedef enum tfrun_code_t {
+  TFRUN_OK = 0,
+  TFRUN_INVALID_ARGUMENT = 1, /* bad input: unknown name, wrong dtype/rank, bad ids */
+  TFRUN_INVALID_MODEL = 2,    /* model.bin is truncated, corrupt or inconsistent */
+  TFRUN_UNSUPPORTED = 3,      /* a format version or kernel this runtime lacks */
+  TFRUN_IO_ERROR = 4,
+  TFRUN_OUT_OF_MEMORY = 5,
+  TFRUN_INTERNAL = 6,
+} tfrun_code_t;
+
+/* Element types of inputs and outputs (same values as tfc_dtype_t in tfc/abi.h). */
+typedef enum tfrun_dtype_t {
+  TFRUN_F32 = 0,
+  TFRUN_I64 = 1,
+  TFRUN_I32 = 2,
+} tfrun_dtype_t;
+
+typedef struct tfrun_status tfrun_status_t;
+typedef struct tfrun_model tfrun_model_t;
+typedef struct tfrun_session tfrun_session_t;
+
+/* Status: NULL means success. */
+tfrun_code_t tfrun_status_code(const tfrun_status_t *status);
+const char *tfrun_status_message(const tfrun_status_t *status);
+void tfrun_status_release(tfrun_status_t *status);
+
+/* Loads and fully validates a model.bin (magic, version, checksum, every index and
+ * offset). |out_model| must be released with tfrun_model_release. */
+tfrun_status_t *tfrun_model_load_file(const char *path, tfrun_model_t **out_model);
+/* Same from memory; the bytes are copied, the caller keeps |data|. */
+tfrun_status_t *tfrun_model_load_buffer(const void *data, size_t size,
+                                        tfrun_model_t **out_model);
+void tfrun_model_release(tfrun_model_t *model);
+
+/* Signature. Names are owned by the model. */
+size_t tfrun_model_input_count(const tfrun_model_t *model);
+const char *tfrun_model_input_name(const tfrun_model_t *model, size_t index);
+size_t tfrun_model_output_count(const tfrun_model_t *model);
+const char *tfrun_model_output_name(const tfrun_model_t *model, size_t index);
+const char *tfrun_model_name(const tfrun_model_t *model);
+
+/* Creates a session with its own arena and thread setting (|num_threads| <= 0: the
+ * OpenMP default). Release with tfrun_session_release. */
+tfrun_status_t *tfrun_session_create(const tfrun_model_t *model, int num_threads,
+                                     tfrun_session_t **out_session);
+void tfrun_session_release(tfrun_session_t *session);
+
+/* Binds input |name|: token ids as I64 or I32, shape [batch, seq]. The data is
+ * copied. Checks name, dtype, rank, dims against the declared maximums. */
+tfrun_status_t *tfrun_session_set_input(tfrun_session_t *session, const char *name,
+                                        tfrun_dtype_t dtype, const int64_t *shape,
+                                        size_t rank, const void *data);
+/* Runs the plan on the bound inputs (all inputs must be bound). */
+tfrun_status_t *tfrun_session_run(tfrun_session_t *session);
+/* The f32 output |name| of the last run: data, shape and rank (owned by the session). */
+tfrun_status_t *tfrun_session_get_output(tfrun_session_t *session, const char *name,
+                                         const float **out_data,
+                                         const int64_t **out_shape, size_t *out_rank);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* TFRUN_TFRUN_H */

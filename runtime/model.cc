@@ -1,0 +1,242 @@
+//===- model.cc - model.bin loader and validator --------------------------===//
+//
+// Reads the header, checks magic, version, size and checksum, then decodes the
+// metadata with a bounds-checked reader and validates every cross-reference, so a
+// truncated or corrupt file is an error status, never an out-of-bounds read.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/model.h"
+
+#include <cstring>
+
+namespace tfrun {
+
+size_t dtypeSize(uint32_t d) {
+  switch (d) {
+  case TFC_DTYPE_F32:
+  case TFC_DTYPE_I32:
+    return 4;
+  case TFC_DTYPE_I64:
+    return 8;
+  case TFC_DTYPE_BOOL:
+  case TFC_DTYPE_I8:
+    return 1;
+  case TFC_DTYPE_F16:
+  case TFC_DTYPE_BF16:
+    return 2;
+  default:
+    return 0;
+  }
+}
+
+namespace {
+
+Error invalid(std::string msg) { return Error{2 /*TFRUN_INVALID_MODEL*/, std::move(msg)}; }
+
+/// Bounds-checked little-endian reader over the metadata section.
+class Reader {
+public:
+  Reader(const uint8_t *p, size_t n) : p(p), n(n) {}
+  bool ok() const { return !failed; }
+  uint32_t u32() { return take<uint32_t>(); }
+  uint64_t u64() { return take<uint64_t>(); }
+  int64_t i64() { return take<int64_t>(); }
+  double f64() { return take<double>(); }
+  std::string str() {
+    uint32_t len = u32();
+    if (failed || len > n - pos) {
+      failed = true;
+      return {};
+    }
+    std::string s(reinterpret_cast<const char *>(p + pos), len);
+    pos += len;
+    return s;
+  }
+  /// A count that cannot exceed what the remaining bytes could hold.
+  uint32_t count(size_t minItemBytes) {
+    uint32_t c = u32();
+    if (!failed && minItemBytes && c > (n - pos) / minItemBytes)
+      failed = true;
+    return failed ? 0 : c;
+  }
+  bool atEnd() const { return pos == n; }
+
+private:
+  template <typename T> T take() {
+    T v{};
+    if (failed || sizeof(T) > n - pos) {
+      failed = true;
+      return v;
+    }
+    std::memcpy(&v, p + pos, sizeof(T));
+    pos += sizeof(T);
+    return v;
+  }
+  const uint8_t *p;
+  size_t n, pos = 0;
+  bool failed = false;
+};
+
+uint64_t fnv1a(const uint8_t *p, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; ++i)
+    h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+} // namespace
+
+Error loadModel(const uint8_t *data, size_t size, std::unique_ptr<Model> &out) {
+  if (!data || size < 64)
+    return invalid("model.bin is truncated: " + std::to_string(size) +
+                   " bytes, the header alone is 64");
+  if (std::memcmp(data, TFC_MAGIC, 8) != 0)
+    return invalid("not a model.bin: wrong magic (expected 'TFCMODEL')");
+  uint32_t version, hsize;
+  uint64_t fileSize, sum, metaOff, metaSize, wOff, wSize;
+  std::memcpy(&version, data + 8, 4);
+  std::memcpy(&hsize, data + 12, 4);
+  std::memcpy(&fileSize, data + 16, 8);
+  std::memcpy(&sum, data + 24, 8);
+  std::memcpy(&metaOff, data + 32, 8);
+  std::memcpy(&metaSize, data + 40, 8);
+  std::memcpy(&wOff, data + 48, 8);
+  std::memcpy(&wSize, data + 56, 8);
+  if (version != TFC_FORMAT_VERSION)
+    return Error{3 /*TFRUN_UNSUPPORTED*/,
+                 "model.bin format version " + std::to_string(version) +
+                     " is not supported (this runtime reads version " +
+                     std::to_string(TFC_FORMAT_VERSION) + "); recompile it with tfc"};
+  if (hsize != 64)
+    return invalid("model.bin header size " + std::to_string(hsize) + " is not 64");
+  if (fileSize != size)
+    return invalid("model.bin is truncated or padded: header says " +
+                   std::to_string(fileSize) + " bytes, got " + std::to_string(size));
+  if (metaOff < 64 || metaOff > size || metaSize > size - metaOff || wOff > size ||
+      wSize > size - wOff || wOff % TFC_WEIGHT_ALIGN != 0)
+    return invalid("model.bin sections lie outside the file");
+  if (fnv1a(data + 64, size - 64) != sum)
+    return invalid("model.bin checksum mismatch: the file is corrupt");
+
+  auto m = std::make_unique<Model>();
+  // Copy into 64-byte aligned storage so weights keep their alignment.
+  m->bytes.resize(size + 64);
+  size_t shift = (64 - (reinterpret_cast<uintptr_t>(m->bytes.data()) % 64)) % 64;
+  uint8_t *base = m->bytes.data() + shift;
+  std::memcpy(base, data, size);
+  m->weights = base + wOff;
+  m->weightsSize = wSize;
+
+  Reader r(base + metaOff, metaSize);
+  m->producer = r.str();
+  m->name = r.str();
+  uint32_t ns = r.count(12);
+  for (uint32_t i = 0; i < ns && r.ok(); ++i) {
+    m->symbolNames.push_back(r.str());
+    m->symbolMax.push_back(r.i64());
+  }
+  uint32_t nv = r.count(20);
+  for (uint32_t i = 0; i < nv && r.ok(); ++i) {
+    ValueDesc v;
+    v.dtype = r.u32();
+    uint32_t rank = r.count(8);
+    if (rank > 8)
+      return invalid("value " + std::to_string(i) + " has rank " + std::to_string(rank));
+    for (uint32_t d = 0; d < rank; ++d)
+      v.dims.push_back(r.i64());
+    v.storage = static_cast<Storage>(r.u32());
+    v.offset = r.u64();
+    m->values.push_back(std::move(v));
+  }
+  for (auto *list : {&m->inputs, &m->outputs}) {
+    uint32_t n = r.count(8);
+    for (uint32_t i = 0; i < n && r.ok(); ++i) {
+      Binding b;
+      b.name = r.str();
+      b.value = r.u32();
+      list->push_back(std::move(b));
+    }
+  }
+  uint32_t np = r.count(16);
+  for (uint32_t i = 0; i < np && r.ok(); ++i) {
+    Instr in;
+    in.kernel = r.u32();
+    uint32_t ni = r.count(4);
+    for (uint32_t k = 0; k < ni; ++k)
+      in.inputs.push_back(r.u32());
+    in.output = r.u32();
+    uint32_t nint = r.count(8);
+    for (uint32_t k = 0; k < nint; ++k)
+      in.ints.push_back(r.i64());
+    uint32_t nf = r.count(8);
+    for (uint32_t k = 0; k < nf; ++k)
+      in.floats.push_back(r.f64());
+    m->plan.push_back(std::move(in));
+  }
+  m->arenaSize = r.u64();
+  if (!r.ok() || !r.atEnd())
+    return invalid("model.bin metadata is truncated or malformed");
+
+  // Cross-references.
+  size_t nvals = m->values.size();
+  for (size_t i = 0; i < nvals; ++i) {
+    const ValueDesc &v = m->values[i];
+    if (dtypeSize(v.dtype) == 0)
+      return invalid("value " + std::to_string(i) + " has unknown dtype " +
+                     std::to_string(v.dtype));
+    uint64_t elems = 1;
+    bool symbolic = false;
+    for (int64_t d : v.dims) {
+      if (d < 0) {
+        if ((uint64_t)(-(d + 1)) >= m->symbolNames.size())
+          return invalid("value " + std::to_string(i) + " uses an unknown symbolic dim");
+        symbolic = true;
+      } else if (d > (int64_t)1 << 40) {
+        return invalid("value " + std::to_string(i) + " has an absurd dim");
+      } else {
+        elems *= (uint64_t)d;
+      }
+    }
+    switch (v.storage) {
+    case Storage::Input:
+      if (v.offset >= m->inputs.size())
+        return invalid("value " + std::to_string(i) + " names a missing input");
+      break;
+    case Storage::Weight:
+      if (symbolic || v.offset % TFC_WEIGHT_ALIGN ||
+          v.offset > wSize || elems * dtypeSize(v.dtype) > wSize - v.offset)
+        return invalid("weight value " + std::to_string(i) +
+                       " lies outside the weights section");
+      break;
+    case Storage::Arena:
+      if (v.offset > m->arenaSize)
+        return invalid("value " + std::to_string(i) + " lies outside the arena");
+      break;
+    case Storage::View:
+      if (v.offset >= i)
+        return invalid("view " + std::to_string(i) + " aliases a later value");
+      break;
+    default:
+      return invalid("value " + std::to_string(i) + " has unknown storage");
+    }
+  }
+  for (const auto *list : {&m->inputs, &m->outputs})
+    for (const Binding &b : *list)
+      if (b.value >= nvals)
+        return invalid("binding '" + b.name + "' names a missing value");
+  for (size_t i = 0; i < m->plan.size(); ++i) {
+    const Instr &in = m->plan[i];
+    if (in.kernel > TFC_KERNEL_NOPEAK_MASK)
+      return Error{3, "model.bin uses kernel " + std::to_string(in.kernel) +
+                          ", unknown to this runtime"};
+    if (in.output >= nvals)
+      return invalid("instruction " + std::to_string(i) + " writes a missing value");
+    for (uint32_t v : in.inputs)
+      if (v >= nvals)
+        return invalid("instruction " + std::to_string(i) + " reads a missing value");
+  }
+  out = std::move(m);
+  return {};
+}
+
+} // namespace tfrun

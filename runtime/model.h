@@ -1,0 +1,71 @@
+//===- model.h - the runtime's view of a loaded model.bin -----------------===//
+//
+// Internal to libtfrun. Parses and validates a model.bin (docs/model-bin.md) into
+// plain structs the executor walks. Every index, offset and size is checked here,
+// once, so the executor can trust them.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TFC_RUNTIME_MODEL_H
+#define TFC_RUNTIME_MODEL_H
+
+#include "tfc/abi.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tfrun {
+
+/// A failure: a tfrun_code_t value and a one-line message.
+struct Error {
+  int code = 0;
+  std::string message;
+  explicit operator bool() const { return code != 0; }
+};
+
+enum class Storage : uint32_t { Input = 0, Weight = 1, Arena = 2, View = 3 };
+
+struct ValueDesc {
+  uint32_t dtype;
+  std::vector<int64_t> dims; ///< >= 0 constant, < 0 symbol -(d + 1)
+  Storage storage;
+  uint64_t offset;           ///< input index, weight/arena byte offset, or view source
+};
+
+struct Instr {
+  uint32_t kernel;
+  std::vector<uint32_t> inputs;
+  uint32_t output;
+  std::vector<int64_t> ints;
+  std::vector<double> floats;
+};
+
+struct Binding {
+  std::string name;
+  uint32_t value;
+};
+
+/// An immutable, validated model. Shared by sessions on any thread.
+struct Model {
+  std::string producer, name;
+  std::vector<std::string> symbolNames;
+  std::vector<int64_t> symbolMax;
+  std::vector<ValueDesc> values;
+  std::vector<Binding> inputs, outputs;
+  std::vector<Instr> plan;
+  uint64_t arenaSize = 0;
+  std::vector<uint8_t> bytes;       ///< the file (owned copy, 64-byte aligned base)
+  const uint8_t *weights = nullptr; ///< start of the weights section in |bytes|
+  uint64_t weightsSize = 0;
+};
+
+/// Parses |data| (copied into the model). Returns an error on any inconsistency.
+Error loadModel(const uint8_t *data, size_t size, std::unique_ptr<Model> &out);
+
+/// Bytes per element of a tfc_dtype_t.
+size_t dtypeSize(uint32_t dtype);
+
+} // namespace tfrun
+
+#endif // TFC_RUNTIME_MODEL_H
