@@ -243,7 +243,7 @@ void tfrun_session_release(tfrun_session_t *s) { delete s; }
 tfrun_status_t *tfrun_session_set_input(tfrun_session_t *s, const char *name,
                                         tfrun_dtype_t dtype, const int64_t *shape,
                                         size_t rank, const void *data) {
-  if (!s || !name || (!shape && rank) || !data)
+  if (!s || !name || (!shape && rank))
     return makeStatus(TFRUN_INVALID_ARGUMENT, "null argument to tfrun_session_set_input");
   return guarded([&]() -> tfrun_status_t * {
     const tfrun::Model &m = *s->m;
@@ -282,6 +282,9 @@ tfrun_status_t *tfrun_session_set_input(tfrun_session_t *s, const char *name,
                 std::to_string(limit));
       n *= (size_t)shape[d];
     }
+    if (!data)
+      return makeStatus(TFRUN_INVALID_ARGUMENT,
+                        std::string("input '") + name + "' has no data (null pointer)");
     auto &in = s->inputs[idx];
     in.shape.assign(shape, shape + rank);
     in.ids.resize(n);
