@@ -1,0 +1,212 @@
+// GoogleTest for libtfrun through its C API: loading from a file and a buffer, the
+// signature, running, one model shared by many sessions on many threads, and bad
+// model bytes and bad inputs (error statuses, never crashes). Built twice by
+// tests/CMakeLists.txt: normally, and with AddressSanitizer + UBSan over the
+// loader and input binding sources.
+#include "tfrun/tfrun.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#ifndef TFC_TEST_MODEL
+#error "TFC_TEST_MODEL must name a model.bin compiled at build time"
+#endif
+
+namespace {
+
+std::vector<uint8_t> readFile(const char *path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
+}
+
+struct StatusGuard {
+  tfrun_status_t *s;
+  ~StatusGuard() { tfrun_status_release(s); }
+};
+
+/// Runs the model on a fixed padded batch and returns the output.
+std::vector<float> runOnce(tfrun_session_t *s, int64_t seq = 6) {
+  std::vector<int64_t> src(2 * seq), tgt(2 * seq);
+  for (int64_t i = 0; i < 2 * seq; ++i) {
+    src[i] = (i % seq) < (i < seq ? seq : seq - 2) ? 1 + (i * 5) % 30 : 0;
+    tgt[i] = (i % seq) < (i < seq ? seq - 1 : seq) ? 1 + (i * 3) % 30 : 0;
+  }
+  int64_t shape[2] = {2, seq};
+  EXPECT_EQ(tfrun_session_set_input(s, "src", TFRUN_I64, shape, 2, src.data()), nullptr);
+  EXPECT_EQ(tfrun_session_set_input(s, "tgt", TFRUN_I64, shape, 2, tgt.data()), nullptr);
+  tfrun_status_t *st = tfrun_session_run(s);
+  EXPECT_EQ(st, nullptr) << tfrun_status_message(st);
+  tfrun_status_release(st);
+  const float *data;
+  const int64_t *dims;
+  size_t rank;
+  st = tfrun_session_get_output(s, "logits", &data, &dims, &rank);
+  EXPECT_EQ(st, nullptr) << tfrun_status_message(st);
+  tfrun_status_release(st);
+  if (!data)
+    return {};
+  size_t n = 1;
+  for (size_t i = 0; i < rank; ++i)
+    n *= dims[i];
+  return std::vector<float>(data, data + n);
+}
+
+class RuntimeTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    StatusGuard g{tfrun_model_load_file(TFC_TEST_MODEL, &model)};
+    ASSERT_EQ(g.s, nullptr) << tfrun_status_message(g.s);
+  }
+  void TearDown() override { tfrun_model_release(model); }
+  tfrun_model_t *model = nullptr;
+};
+
+TEST_F(RuntimeTest, Signature) {
+  ASSERT_EQ(tfrun_model_input_count(model), 2u);
+  EXPECT_STREQ(tfrun_model_input_name(model, 0), "src");
+  EXPECT_STREQ(tfrun_model_input_name(model, 1), "tgt");
+  EXPECT_EQ(tfrun_model_input_name(model, 2), nullptr);
+  ASSERT_EQ(tfrun_model_output_count(model), 1u);
+  EXPECT_STREQ(tfrun_model_output_name(model, 0), "logits");
+  EXPECT_STREQ(tfrun_model_name(model), "tutorial-floydhub");
+}
+
+TEST_F(RuntimeTest, RunsAndIsDeterministic) {
+  tfrun_session_t *s = nullptr;
+  ASSERT_EQ(tfrun_session_create(model, 1, &s), nullptr);
+  std::vector<float> a = runOnce(s), b = runOnce(s);
+  ASSERT_EQ(a.size(), 2u * 6 * 40);
+  EXPECT_EQ(a, b);
+  for (float v : a)
+    ASSERT_TRUE(std::isfinite(v));
+  tfrun_session_release(s);
+}
+
+TEST_F(RuntimeTest, LoadFromBufferGivesTheSameResult) {
+  std::vector<uint8_t> bytes = readFile(TFC_TEST_MODEL);
+  tfrun_model_t *m2 = nullptr;
+  ASSERT_EQ(tfrun_model_load_buffer(bytes.data(), bytes.size(), &m2), nullptr);
+  tfrun_session_t *s1 = nullptr, *s2 = nullptr;
+  ASSERT_EQ(tfrun_session_create(model, 1, &s1), nullptr);
+  ASSERT_EQ(tfrun_session_create(m2, 1, &s2), nullptr);
+  EXPECT_EQ(runOnce(s1), runOnce(s2));
+  tfrun_session_release(s1);
+  tfrun_session_release(s2);
+  tfrun_model_release(m2);
+}
+
+// One model, many sessions on many threads: every run gives the same bits.
+TEST_F(RuntimeTest, SharedModelAcrossThreads) {
+  tfrun_session_t *ref = nullptr;
+  ASSERT_EQ(tfrun_session_create(model, 1, &ref), nullptr);
+  std::vector<float> expected = runOnce(ref);
+  tfrun_session_release(ref);
+  constexpr int kThreads = 4, kRuns = 5;
+  std::vector<int> mismatches(kThreads, 0);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < kThreads; ++t)
+    pool.emplace_back([&, t] {
+      tfrun_session_t *s = nullptr;
+      if (tfrun_session_create(model, 1, &s)) {
+        mismatches[t] = kRuns;
+        return;
+      }
+      for (int r = 0; r < kRuns; ++r)
+        if (runOnce(s) != expected)
+          ++mismatches[t];
+      tfrun_session_release(s);
+    });
+  for (auto &th : pool)
+    th.join();
+  for (int t = 0; t < kThreads; ++t)
+    EXPECT_EQ(mismatches[t], 0) << "thread " << t;
+}
+
+// Every truncation and many byte flips of the file are rejected cleanly.
+TEST_F(RuntimeTest, CorruptBytesAreRejected) {
+  std::vector<uint8_t> bytes = readFile(TFC_TEST_MODEL);
+  ASSERT_GT(bytes.size(), 256u);
+  for (size_t n : {size_t(0), size_t(8), size_t(63), size_t(64), size_t(100), bytes.size() / 2,
+                   bytes.size() - 1}) {
+    tfrun_model_t *m = nullptr;
+    StatusGuard g{tfrun_model_load_buffer(bytes.data(), n, &m)};
+    EXPECT_NE(g.s, nullptr) << "prefix " << n;
+    EXPECT_EQ(tfrun_status_code(g.s), TFRUN_INVALID_MODEL) << tfrun_status_message(g.s);
+    EXPECT_EQ(m, nullptr);
+  }
+  std::mt19937 rng(42);
+  for (int i = 0; i < 200; ++i) {
+    std::vector<uint8_t> c = bytes;
+    c[rng() % c.size()] ^= (uint8_t)(1 + rng() % 255);
+    tfrun_model_t *m = nullptr;
+    StatusGuard g{tfrun_model_load_buffer(c.data(), c.size(), &m)};
+    EXPECT_NE(g.s, nullptr);
+    tfrun_model_release(m);
+  }
+}
+
+TEST_F(RuntimeTest, BadInputs) {
+  tfrun_session_t *s = nullptr;
+  ASSERT_EQ(tfrun_session_create(model, 1, &s), nullptr);
+  int64_t ok[2] = {2, 4}, tooLong[2] = {2, 999}, empty[2] = {2, 0};
+  std::vector<int64_t> ids(8, 1), big(2 * 999, 1);
+  {
+    StatusGuard g{tfrun_session_set_input(s, "nope", TFRUN_I64, ok, 2, ids.data())};
+    EXPECT_EQ(tfrun_status_code(g.s), TFRUN_INVALID_ARGUMENT);
+    EXPECT_STREQ(tfrun_status_message(g.s), "unknown input 'nope' (inputs: src, tgt)");
+  }
+  {
+    StatusGuard g{tfrun_session_set_input(s, "src", TFRUN_F32, ok, 2, ids.data())};
+    EXPECT_STREQ(tfrun_status_message(g.s),
+                 "input 'src' takes token ids (i64 or i32), got f32");
+  }
+  {
+    StatusGuard g{tfrun_session_set_input(s, "src", TFRUN_I64, ok, 1, ids.data())};
+    EXPECT_STREQ(tfrun_status_message(g.s), "input 'src' must have rank 2, got 1");
+  }
+  {
+    StatusGuard g{tfrun_session_set_input(s, "src", TFRUN_I64, tooLong, 2, big.data())};
+    EXPECT_STREQ(tfrun_status_message(g.s),
+                 "input 'src' dim 1 is 999, beyond the declared maximum src_len = 16");
+  }
+  {
+    StatusGuard g{tfrun_session_set_input(s, "src", TFRUN_I64, empty, 2, ids.data())};
+    EXPECT_STREQ(tfrun_status_message(g.s), "input 'src' has an empty dim 1 (0)");
+  }
+  {
+    StatusGuard g{tfrun_session_run(s)};
+    EXPECT_STREQ(tfrun_status_message(g.s), "input 'src' is not bound");
+  }
+  {
+    std::vector<int32_t> bad(8, 40);
+    ASSERT_EQ(tfrun_session_set_input(s, "src", TFRUN_I32, ok, 2, bad.data()), nullptr);
+    ASSERT_EQ(tfrun_session_set_input(s, "tgt", TFRUN_I64, ok, 2, ids.data()), nullptr);
+    StatusGuard g{tfrun_session_run(s)};
+    EXPECT_STREQ(tfrun_status_message(g.s), "token id 40 is out of range [0, 40)");
+    const float *d;
+    const int64_t *sh;
+    size_t r;
+    StatusGuard g2{tfrun_session_get_output(s, "logits", &d, &sh, &r)};
+    EXPECT_STREQ(tfrun_status_message(g2.s), "no successful run yet");
+  }
+  EXPECT_EQ(tfrun_status_code(nullptr), TFRUN_OK);
+  tfrun_session_release(s);
+  tfrun_session_release(nullptr);
+  tfrun_model_release(nullptr);
+}
+
+TEST(RuntimeLoad, MissingFile) {
+  tfrun_model_t *m = nullptr;
+  StatusGuard g{tfrun_model_load_file("/nonexistent/model.bin", &m)};
+  EXPECT_EQ(tfrun_status_code(g.s), TFRUN_IO_ERROR);
+  EXPECT_EQ(m, nullptr);
+}
+
+} // namespace
