@@ -5,4 +5,19 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh
-ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j 2
+BUILD_DIR=${BUILD_DIR:-build}
+
+# The installed package: build examples/embed against it (find_package(tfrun)) and
+# run it on the model.bin the tests compiled.
+rm -rf "$BUILD_DIR/install" "$BUILD_DIR/embed"
+cmake --install "$BUILD_DIR" --prefix "$BUILD_DIR/install" > /dev/null
+cmake -S examples/embed -B "$BUILD_DIR/embed" -G Ninja \
+  -DCMAKE_PREFIX_PATH="$PWD/$BUILD_DIR/install" > /dev/null
+cmake --build "$BUILD_DIR/embed" > /dev/null
+LD_LIBRARY_PATH="$PWD/$BUILD_DIR/install/lib" "$BUILD_DIR/embed/embed" \
+  "$BUILD_DIR/tests/floydhub-small.bin"
+"$BUILD_DIR/install/bin/tfrun" "$BUILD_DIR/tests/floydhub-small.bin" > /dev/null
+echo "examples/embed: built against the installed tfrun package and ran"
+
+# Last, so its summary is the closing line.
+ctest --test-dir "$BUILD_DIR" --output-on-failure -j 2
