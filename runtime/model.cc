@@ -235,6 +235,24 @@ Error loadModel(const uint8_t *data, size_t size, std::unique_ptr<Model> &out) {
       if (v >= nvals)
         return invalid("instruction " + std::to_string(i) + " reads a missing value");
   }
+  // Pack every linear weight once for oneDNN; sessions share the packed copies.
+  m->packed.resize(nvals);
+  for (const Instr &in : m->plan) {
+    if (in.kernel != TFC_KERNEL_LINEAR && in.kernel != TFC_KERNEL_FUSED_LINEAR)
+      continue;
+    if (in.inputs.size() < 2)
+      return invalid("a linear instruction lacks its weight");
+    uint32_t wv = in.inputs[1];
+    const ValueDesc &w = m->values[wv];
+    if (w.storage != Storage::Weight || w.dims.size() != 2 || w.dtype != TFC_DTYPE_F32 ||
+        m->packed[wv])
+      continue;
+    std::string err;
+    m->packed[wv] = tfc::cpu::packLinear(
+        reinterpret_cast<const float *>(m->weights + w.offset), w.dims[0], w.dims[1], err);
+    if (!m->packed[wv])
+      return Error{6 /*TFRUN_INTERNAL*/, err};
+  }
   out = std::move(m);
   return {};
 }

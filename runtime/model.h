@@ -10,6 +10,8 @@
 
 #include "tfc/abi.h"
 
+#include "backends/cpu/linear_dnnl.h"
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -58,6 +60,8 @@ struct Model {
   std::vector<uint8_t> bytes;       ///< the file (owned copy, 64-byte aligned base)
   const uint8_t *weights = nullptr; ///< start of the weights section in |bytes|
   uint64_t weightsSize = 0;
+  /// Per value: the oneDNN-packed copy of a linear weight, built once at load.
+  std::vector<std::shared_ptr<tfc::cpu::PackedLinear>> packed;
 };
 
 /// Parses |data| (copied into the model). Returns an error on any inconsistency.

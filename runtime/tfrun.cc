@@ -128,6 +128,7 @@ tfrun_status_t *runPlan(tfrun_session_t *s) {
     }
     case tfrun::Storage::Weight:
       t.data = const_cast<uint8_t *>(m.weights + v.offset);
+      t.packed = m.packed[i].get();
       break;
     case tfrun::Storage::Arena:
       t.data = static_cast<char *>(s->arena) + v.offset;

@@ -10,6 +10,7 @@
 
 #include "backends/cpu/attention_cpu.h"
 #include "backends/cpu/layer_norm_cpu.h"
+#include "backends/cpu/linear_dnnl.h"
 #include "tfc/abi.h"
 
 #include <algorithm>
@@ -213,6 +214,9 @@ std::string runKernel(uint32_t kernel, const std::vector<const Tensor *> &in,
     int64_t rows = x.numel() / k;
     const float *b = hasBias ? in[2]->as<float>() : nullptr;
     const float *res = hasRes ? in[hasBias ? 3 : 2]->as<float>() : nullptr;
+    if (w.packed)
+      return runPackedLinear(*static_cast<const PackedLinear *>(w.packed), x.as<float>(), rows,
+                             b, res, act, out.as<float>());
     linear(x.as<float>(), w.as<float>(), b, res, out.as<float>(), rows, k, n, act);
     return "";
   }

@@ -21,6 +21,8 @@ struct Tensor {
   void *data = nullptr;
   uint32_t dtype = 0;
   std::vector<int64_t> shape;
+  /// For linear weights: the oneDNN-packed copy (a PackedLinear), or null.
+  const void *packed = nullptr;
   int64_t numel() const {
     int64_t n = 1;
     for (int64_t d : shape)
