@@ -12,9 +12,11 @@
 #include "backends/cpu/kernels_cpu.h"
 #include "runtime/model.h"
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <new>
 #include <omp.h>
 
@@ -40,6 +42,10 @@ struct tfrun_session {
   std::vector<tfc::cpu::Tensor> tensors; // per value, for the last run
   std::vector<std::vector<int64_t>> outputShapes;
   bool ran = false;
+  bool profiling = false;
+  std::vector<double> kernelMs = std::vector<double>(TFC_KERNEL_NOPEAK_MASK + 1, 0.0);
+  std::vector<uint64_t> kernelCalls = std::vector<uint64_t>(TFC_KERNEL_NOPEAK_MASK + 1, 0);
+  std::string profileText;
   ~tfrun_session() { std::free(arena); }
 };
 
@@ -147,8 +153,15 @@ tfrun_status_t *runPlan(tfrun_session_t *s) {
     std::vector<const tfc::cpu::Tensor *> args;
     for (uint32_t v : in.inputs)
       args.push_back(&s->tensors[v]);
+    auto t0 = std::chrono::steady_clock::now();
     std::string err = tfc::cpu::runKernel(in.kernel, args, s->tensors[in.output], in.ints,
                                           in.floats);
+    if (s->profiling) {
+      s->kernelMs[in.kernel] +=
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+              .count();
+      s->kernelCalls[in.kernel]++;
+    }
     if (!err.empty())
       return makeStatus(TFRUN_INVALID_ARGUMENT, err);
   }
@@ -320,6 +333,47 @@ tfrun_status_t *tfrun_session_get_output(tfrun_session_t *s, const char *name,
       return nullptr;
     }
   return makeStatus(TFRUN_INVALID_ARGUMENT, std::string("unknown output '") + name + "'");
+}
+
+void tfrun_session_enable_profiling(tfrun_session_t *s, int enable) {
+  if (s)
+    s->profiling = enable != 0;
+}
+
+const char *tfrun_session_profile(tfrun_session_t *s) {
+  static const char *kNames[] = {
+      "token_embedding", "embedding", "linear", "fused_linear", "matmul", "add", "sub",
+      "mul", "div", "and", "not", "compare", "cast", "masked_fill", "select", "reshape",
+      "transpose", "unsqueeze", "slice", "reduce_mean", "reduce_sum", "sqrt", "relu",
+      "gelu", "softmax", "log_softmax", "layer_norm", "attention", "positions",
+      "nopeak_mask"};
+  if (!s)
+    return "";
+  try {
+    double total = 0;
+    for (double v : s->kernelMs)
+      total += v;
+    std::vector<size_t> order;
+    for (size_t k = 0; k < s->kernelMs.size(); ++k)
+      if (s->kernelCalls[k])
+        order.push_back(k);
+    std::sort(order.begin(), order.end(),
+              [&](size_t a, size_t b) { return s->kernelMs[a] > s->kernelMs[b]; });
+    char line[160];
+    s->profileText = "kernel               dtype  calls    total ms   share\n";
+    for (size_t k : order) {
+      std::snprintf(line, sizeof line, "%-20s %-5s %6llu %11.3f %6.1f%%\n", kNames[k], "f32",
+                    (unsigned long long)s->kernelCalls[k], s->kernelMs[k],
+                    total > 0 ? 100.0 * s->kernelMs[k] / total : 0.0);
+      s->profileText += line;
+    }
+    std::snprintf(line, sizeof line, "%-20s %-5s %6s %11.3f %6.1f%%\n", "total", "", "", total,
+                  100.0);
+    s->profileText += line;
+    return s->profileText.c_str();
+  } catch (...) {
+    return "";
+  }
 }
 
 } // extern "C"

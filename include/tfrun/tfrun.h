@@ -89,6 +89,12 @@ tfrun_status_t *tfrun_session_get_output(tfrun_session_t *session, const char *n
                                          const float **out_data,
                                          const int64_t **out_shape, size_t *out_rank);
 
+/* Profiling: when enabled, each run accumulates the time spent per kernel kind.
+ * tfrun_session_profile returns a text table (kernel, calls, total ms, share),
+ * owned by the session, valid until the next call on it. */
+void tfrun_session_enable_profiling(tfrun_session_t *session, int enable);
+const char *tfrun_session_profile(tfrun_session_t *session);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -1,7 +1,7 @@
 //===- tfrun.cpp - run a compiled model.bin from the command line ---------===//
 //
 //   tfrun model.bin [--input NAME=FILE.npy ...] [--output-dir DIR] [--threads N]
-//                   [--bench N]
+//                   [--bench N] [--profile]
 //
 // A thin client of the C API (include/tfrun/tfrun.h): every error is one line on
 // stderr and exit code 1.
@@ -34,11 +34,12 @@ int failStatus(tfrun_status_t *st) {
 
 const char *kUsage =
     "usage: tfrun model.bin [--input NAME=FILE.npy ...] [--output-dir DIR]\n"
-    "             [--threads N] [--bench N]\n"
+    "             [--threads N] [--bench N] [--profile]\n"
     "  --input NAME=FILE.npy  token ids (int64 or int32, [batch, seq]) for input NAME\n"
     "  --output-dir DIR       write DIR/<output>.npy for every output\n"
     "  --threads N            number of threads (default: all cores)\n"
     "  --bench N              run N times after a warm-up; print min/median/max latency\n"
+    "  --profile              print the time spent per kernel (over all timed runs)\n"
     "Without --input, a deterministic example input is used and each output is\n"
     "summarized.\n";
 
@@ -48,6 +49,7 @@ int main(int argc, char **argv) {
   std::string modelPath, outDir;
   std::vector<std::pair<std::string, std::string>> inputs;
   int threads = 0, bench = 0;
+  bool profile = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](const char *flag) -> const char * {
@@ -72,6 +74,8 @@ int main(int argc, char **argv) {
       threads = std::atoi(value("--threads"));
       if (threads <= 0)
         return fail("--threads expects a positive number");
+    } else if (a == "--profile") {
+      profile = true;
     } else if (a == "--bench") {
       bench = std::atoi(value("--bench"));
       if (bench <= 0)
@@ -143,6 +147,7 @@ int main(int argc, char **argv) {
       cleanup();
       return failStatus(st);
     }
+    tfrun_session_enable_profiling(session, profile);
     std::vector<double> ms;
     for (int r = 0; r < bench; ++r) {
       auto t0 = std::chrono::steady_clock::now();
@@ -155,10 +160,15 @@ int main(int argc, char **argv) {
     std::sort(ms.begin(), ms.end());
     std::printf("latency over %d runs: min %.3f ms, median %.3f ms, max %.3f ms\n", bench,
                 ms.front(), ms[ms.size() / 2], ms.back());
-  } else if (tfrun_status_t *st = tfrun_session_run(session)) {
-    cleanup();
-    return failStatus(st);
+  } else {
+    tfrun_session_enable_profiling(session, profile);
+    if (tfrun_status_t *st = tfrun_session_run(session)) {
+      cleanup();
+      return failStatus(st);
+    }
   }
+  if (profile)
+    std::fputs(tfrun_session_profile(session), stdout);
 
   for (size_t i = 0; i < tfrun_model_output_count(model); ++i) {
     const char *name = tfrun_model_output_name(model, i);
