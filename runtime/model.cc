@@ -7,7 +7,12 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/model.h"
 
+#include <cerrno>
 #include <cstring>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace tfrun {
 
@@ -86,7 +91,59 @@ uint64_t fnv1a(const uint8_t *p, size_t n) {
 
 } // namespace
 
+Model::~Model() {
+  if (mapping)
+    munmap(mapping, mappingSize);
+}
+
+static Error parse(const uint8_t *data, size_t size, std::unique_ptr<Model> &m);
+
 Error loadModel(const uint8_t *data, size_t size, std::unique_ptr<Model> &out) {
+  auto m = std::make_unique<Model>();
+  if (data && size) {
+    // Copy into 64-byte aligned storage so weights keep their alignment.
+    m->bytes.resize(size + 64);
+    size_t shift = (64 - (reinterpret_cast<uintptr_t>(m->bytes.data()) % 64)) % 64;
+    std::memcpy(m->bytes.data() + shift, data, size);
+    data = m->bytes.data() + shift;
+  }
+  if (Error e = parse(data, size, m))
+    return e;
+  out = std::move(m);
+  return {};
+}
+
+Error loadModelFile(const char *path, std::unique_ptr<Model> &out) {
+  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return Error{4 /*TFRUN_IO_ERROR*/,
+                 std::string("cannot open '") + path + "': " + std::strerror(errno)};
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Error{4, std::string("'") + path + "' is not a regular file"};
+  }
+  auto m = std::make_unique<Model>();
+  size_t size = (size_t)st.st_size;
+  const uint8_t *data = nullptr;
+  if (size > 0) {
+    void *p = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) {
+      ::close(fd);
+      return Error{4, std::string("cannot map '") + path + "': " + std::strerror(errno)};
+    }
+    m->mapping = p;
+    m->mappingSize = size;
+    data = static_cast<const uint8_t *>(p);
+  }
+  ::close(fd); // the mapping keeps the file alive
+  if (Error e = parse(data, size, m))
+    return e;
+  out = std::move(m);
+  return {};
+}
+
+static Error parse(const uint8_t *data, size_t size, std::unique_ptr<Model> &m) {
   if (!data || size < 64)
     return invalid("model.bin is truncated: " + std::to_string(size) +
                    " bytes, the header alone is 64");
@@ -118,12 +175,7 @@ Error loadModel(const uint8_t *data, size_t size, std::unique_ptr<Model> &out) {
   if (fnv1a(data + 64, size - 64) != sum)
     return invalid("model.bin checksum mismatch: the file is corrupt");
 
-  auto m = std::make_unique<Model>();
-  // Copy into 64-byte aligned storage so weights keep their alignment.
-  m->bytes.resize(size + 64);
-  size_t shift = (64 - (reinterpret_cast<uintptr_t>(m->bytes.data()) % 64)) % 64;
-  uint8_t *base = m->bytes.data() + shift;
-  std::memcpy(base, data, size);
+  const uint8_t *base = data;
   m->weights = base + wOff;
   m->weightsSize = wSize;
 
@@ -253,7 +305,6 @@ Error loadModel(const uint8_t *data, size_t size, std::unique_ptr<Model> &out) {
     if (!m->packed[wv])
       return Error{6 /*TFRUN_INTERNAL*/, err};
   }
-  out = std::move(m);
   return {};
 }
 

@@ -57,7 +57,10 @@ struct Model {
   std::vector<Binding> inputs, outputs;
   std::vector<Instr> plan;
   uint64_t arenaSize = 0;
-  std::vector<uint8_t> bytes;       ///< the file (owned copy, 64-byte aligned base)
+  std::vector<uint8_t> bytes;       ///< owned copy (buffer loads), 64-byte aligned base
+  void *mapping = nullptr;          ///< read-only mmap of the file (file loads)
+  size_t mappingSize = 0;
+  ~Model();
   const uint8_t *weights = nullptr; ///< start of the weights section in |bytes|
   uint64_t weightsSize = 0;
   /// Per value: the oneDNN-packed copy of a linear weight, built once at load.
@@ -66,6 +69,10 @@ struct Model {
 
 /// Parses |data| (copied into the model). Returns an error on any inconsistency.
 Error loadModel(const uint8_t *data, size_t size, std::unique_ptr<Model> &out);
+
+/// Maps |path| read-only and parses it in place: the weights are used straight
+/// from the page cache, never copied.
+Error loadModelFile(const char *path, std::unique_ptr<Model> &out);
 
 /// Bytes per element of a tfc_dtype_t.
 size_t dtypeSize(uint32_t dtype);

@@ -199,20 +199,11 @@ tfrun_status_t *tfrun_model_load_file(const char *path, tfrun_model_t **out) {
     return makeStatus(TFRUN_INVALID_ARGUMENT, "path or out_model is null");
   *out = nullptr;
   return guarded([&]() -> tfrun_status_t * {
-    FILE *f = std::fopen(path, "rb");
-    if (!f)
-      return makeStatus(TFRUN_IO_ERROR, std::string("cannot open '") + path +
-                                            "': " + std::strerror(errno));
-    std::vector<uint8_t> bytes;
-    uint8_t buf[1 << 16];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0)
-      bytes.insert(bytes.end(), buf, buf + n);
-    bool err = std::ferror(f);
-    std::fclose(f);
-    if (err)
-      return makeStatus(TFRUN_IO_ERROR, std::string("cannot read '") + path + "'");
-    return tfrun_model_load_buffer(bytes.data(), bytes.size(), out);
+    std::unique_ptr<tfrun::Model> m;
+    if (tfrun_status_t *st = fromError(tfrun::loadModelFile(path, m)))
+      return st;
+    *out = new tfrun_model{std::move(m)};
+    return nullptr;
   });
 }
 
