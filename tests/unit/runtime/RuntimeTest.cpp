@@ -210,3 +210,29 @@ TEST(RuntimeLoad, MissingFile) {
 }
 
 } // namespace
+
+#include "tfrun/tfrun.hpp"
+
+namespace {
+
+TEST(RuntimeCpp, WrapperRunsAndThrowsOnBadInput) {
+  tfrun::Model model(TFC_TEST_MODEL);
+  EXPECT_EQ(model.inputNames(), (std::vector<std::string>{"src", "tgt"}));
+  tfrun::Session s(model, 1);
+  std::vector<int64_t> ids = {5, 6, 7, 0, 8, 9, 0, 0};
+  s.setInput("src", ids, 2, 4);
+  s.setInput("tgt", ids, 2, 4);
+  s.run();
+  tfrun::Tensor out = s.output("logits");
+  EXPECT_EQ(out.shape, (std::vector<int64_t>{2, 4, 40}));
+  try {
+    s.setInput("nope", ids, 2, 4);
+    FAIL() << "expected tfrun::Error";
+  } catch (const tfrun::Error &e) {
+    EXPECT_EQ(e.code(), TFRUN_INVALID_ARGUMENT);
+    EXPECT_STREQ(e.what(), "unknown input 'nope' (inputs: src, tgt)");
+  }
+  EXPECT_THROW(tfrun::Model("/nonexistent.bin"), tfrun::Error);
+}
+
+} // namespace
