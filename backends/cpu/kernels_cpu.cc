@@ -464,6 +464,7 @@ std::string runKernel(uint32_t kernel, const std::vector<const Tensor *> &in,
     p.kv_len = k.shape[1];
     p.heads = ints[1];
     p.head_dim = q.shape[2] / p.heads;
+    p.v_head_dim = v.shape[2] / p.heads;
     p.q_row_stride = q.shape[2];
     p.k_row_stride = k.shape[2];
     p.v_row_stride = v.shape[2];

@@ -196,12 +196,17 @@ AttnRun makeRun(const Case &c) {
       a = x == 0 ? -kInf : x == 1 ? -1e9f : am(gen);
     }
     if (c.addInfRows) {
-      // Every 5th (b, h, i) row of the tensor is all -inf, every 7th all -1e9.
+      // Some (b, h, i) rows of the tensor are all -inf, some all -1e9, and
+      // some -inf over their first 100 keys only (a row whose first key
+      // block has nothing but -inf must still pick up the later keys).
       for (int64_t row = 0; row < nb * nh * nq; ++row) {
+        auto first = r.add.begin() + row * c.Sk;
         if (row % 5 == 2)
-          std::fill(r.add.begin() + row * c.Sk, r.add.begin() + (row + 1) * c.Sk, -kInf);
+          std::fill(first, first + c.Sk, -kInf);
         else if (row % 7 == 3)
-          std::fill(r.add.begin() + row * c.Sk, r.add.begin() + (row + 1) * c.Sk, -1e9f);
+          std::fill(first, first + c.Sk, -1e9f);
+        else if (row % 3 == 1)
+          std::fill(first, first + std::min<int64_t>(100, c.Sk), -kInf);
       }
     }
   }
