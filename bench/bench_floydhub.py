@@ -17,8 +17,13 @@ import sys
 import tempfile
 import time
 
-import numpy as np
-import torch
+# PyTorch's OpenMP workers would otherwise spin between its runs and steal the
+# cores from the tfrun subprocess measured in between: make them sleep when idle.
+_TFRUN_ENV = dict(os.environ)
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
@@ -83,7 +88,7 @@ def main():
             ins = ["--input", f"src={tmp}/src.npy"] + ([] if kind == "enc" else ["--input", f"tgt={tmp}/tgt.npy"])
             out = subprocess.run([os.path.join(BIN, "tfrun"), mbin, "--threads", str(th),
                                   "--bench", str(a.runs)] + ins, check=True,
-                                 capture_output=True, text=True).stdout
+                                 capture_output=True, text=True, env=_TFRUN_ENV).stdout
             tfc_ms = float(out.split("median ")[1].split(" ms")[0])
             torch.set_num_threads(th)
             st = torch.from_numpy(src)
