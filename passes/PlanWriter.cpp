@@ -118,21 +118,6 @@ uint32_t dtypeOf(Type t) {
   return TFC_DTYPE_F32;
 }
 
-uint64_t dtypeBytes(uint32_t d) {
-  switch (d) {
-  case TFC_DTYPE_I64:
-    return 8;
-  case TFC_DTYPE_BOOL:
-  case TFC_DTYPE_I8:
-    return 1;
-  case TFC_DTYPE_F16:
-  case TFC_DTYPE_BF16:
-    return 2;
-  default:
-    return 4;
-  }
-}
-
 LogicalResult Writer::inferSymbolicShapes(
     func::FuncOp f, llvm::DenseMap<Value, std::vector<int64_t>> &sym,
     llvm::DenseMap<Value, std::vector<int64_t>> &max) {
@@ -319,13 +304,6 @@ struct Out {
     buf.append(s.data(), s.size());
   }
 };
-
-uint64_t fnv1a(const char *p, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; ++i)
-    h = (h ^ (unsigned char)p[i]) * 1099511628211ull;
-  return h;
-}
 
 /// Kernel id and attributes of a non-constant op; failure if unsupported.
 LogicalResult describe(Operation *op, uint32_t &kernel, std::vector<int64_t> &ints,
@@ -515,7 +493,7 @@ FailureOr<std::string> Writer::run(PlanStats *stats) {
     if (values[v].storage == 2)
       order.push_back(v);
   auto bytesOf = [&](uint32_t v) {
-    uint64_t n = dtypeBytes(values[v].dtype);
+    uint64_t n = tfc_dtype_size(values[v].dtype);
     for (int64_t d : values[v].maxDims)
       n *= (uint64_t)d;
     return (n + 63) / 64 * 64;
@@ -611,7 +589,7 @@ FailureOr<std::string> Writer::run(PlanStats *stats) {
   std::memcpy(&file[40], &metaSize, 8);
   std::memcpy(&file[48], &weightsOff, 8);
   std::memcpy(&file[56], &weightsSize, 8);
-  uint64_t sum = fnv1a(file.data() + headerSize, fileSize - headerSize);
+  uint64_t sum = tfc_fnv1a64(file.data() + headerSize, fileSize - headerSize);
   std::memcpy(&file[24], &sum, 8);
 
   if (stats) {

@@ -16,23 +16,7 @@
 
 namespace tfrun {
 
-size_t dtypeSize(uint32_t d) {
-  switch (d) {
-  case TFC_DTYPE_F32:
-  case TFC_DTYPE_I32:
-    return 4;
-  case TFC_DTYPE_I64:
-    return 8;
-  case TFC_DTYPE_BOOL:
-  case TFC_DTYPE_I8:
-    return 1;
-  case TFC_DTYPE_F16:
-  case TFC_DTYPE_BF16:
-    return 2;
-  default:
-    return 0;
-  }
-}
+size_t dtypeSize(uint32_t d) { return (size_t)tfc_dtype_size(d); }
 
 namespace {
 
@@ -81,13 +65,6 @@ private:
   size_t n, pos = 0;
   bool failed = false;
 };
-
-uint64_t fnv1a(const uint8_t *p, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; ++i)
-    h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
 
 } // namespace
 
@@ -172,7 +149,7 @@ static Error parse(const uint8_t *data, size_t size, std::unique_ptr<Model> &m) 
   if (metaOff < 64 || metaOff > size || metaSize > size - metaOff || wOff > size ||
       wSize > size - wOff || wOff % TFC_WEIGHT_ALIGN != 0)
     return invalid("model.bin sections lie outside the file");
-  if (fnv1a(data + 64, size - 64) != sum)
+  if (tfc_fnv1a64(data + 64, size - 64) != sum)
     return invalid("model.bin checksum mismatch: the file is corrupt");
 
   const uint8_t *base = data;

@@ -67,4 +67,32 @@ typedef enum tfc_kernel_t {
   TFC_KERNEL_NOPEAK_MASK = 29,
 } tfc_kernel_t;
 
+/* Bytes per element of a tfc_dtype_t; 0 for an unknown value. */
+static inline uint64_t tfc_dtype_size(uint32_t dtype) {
+  switch (dtype) {
+  case TFC_DTYPE_F32:
+  case TFC_DTYPE_I32:
+    return 4;
+  case TFC_DTYPE_I64:
+    return 8;
+  case TFC_DTYPE_BOOL:
+  case TFC_DTYPE_I8:
+    return 1;
+  case TFC_DTYPE_F16:
+  case TFC_DTYPE_BF16:
+    return 2;
+  default:
+    return 0;
+  }
+}
+
+/* The model.bin checksum: FNV-1a 64 over |n| bytes. */
+static inline uint64_t tfc_fnv1a64(const void *data, uint64_t n) {
+  const unsigned char *p = (const unsigned char *)data;
+  uint64_t h = 1469598103934665603ull;
+  for (uint64_t i = 0; i < n; ++i)
+    h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
 #endif /* TFC_ABI_H */
