@@ -35,6 +35,17 @@
 
 namespace tfc {
 
+std::string formatShape(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i)
+      s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+
 namespace {
 
 using json = nlohmann::json;
@@ -74,16 +85,6 @@ std::string errnoMessage(int err) {
 }
 
 std::string quoted(const std::string &name) { return "'" + name + "'"; }
-
-std::string formatShape(const std::vector<int64_t> &shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (i)
-      s += ", ";
-    s += std::to_string(shape[i]);
-  }
-  return s + "]";
-}
 
 /// Formats a JSON array of integers like formatShape, for error messages
 /// about shapes that could not be converted to int64_t.

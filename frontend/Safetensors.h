@@ -43,6 +43,9 @@ bool parseStDType(std::string_view s, StDType &out);
 /// The safetensors spelling of |t|, e.g. "F32" or "BOOL"; never null.
 const char *stDTypeName(StDType t);
 
+/// "[2, 3]": a shape as error messages (here and in the weight store) print it.
+std::string formatShape(const std::vector<int64_t> &shape);
+
 /// Size in bytes of one element of |t| (BOOL is stored as one byte).
 size_t stDTypeSize(StDType t);
 

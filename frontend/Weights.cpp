@@ -7,16 +7,6 @@
 
 namespace tfc {
 
-std::string shapeToString(const std::vector<int64_t> &shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (i)
-      s += ", ";
-    s += std::to_string(shape[i]);
-  }
-  return s + "]";
-}
-
 bool WeightStore::openCheckpoint(const std::string &p, std::string &error) {
   if (!declared.empty() || file) {
     // Weights declared without a checkpoint were never checked against it.
@@ -55,14 +45,14 @@ bool WeightStore::declare(const std::string &name,
                           std::string &error) {
   for (int64_t d : shape)
     if (d < 0) {
-      error = "weight '" + name + "' has a negative dimension in " + shapeToString(shape);
+      error = "weight '" + name + "' has a negative dimension in " + formatShape(shape);
       return false;
     }
   auto it = index.find(name);
   if (it != index.end()) {
     if (declared[it->second].shape != shape) {
-      error = "weight '" + name + "' is used with shape " + shapeToString(shape) +
-              " here but with " + shapeToString(declared[it->second].shape) +
+      error = "weight '" + name + "' is used with shape " + formatShape(shape) +
+              " here but with " + formatShape(declared[it->second].shape) +
               " elsewhere";
       return false;
     }
@@ -75,18 +65,18 @@ bool WeightStore::declare(const std::string &name,
                                      : "'" + ckpt + "' (renamed from '" + name + "')";
     if (!t) {
       error = "missing weight tensor " + shown + " in '" + path + "' (expected F32 " +
-              shapeToString(shape) + ")";
+              formatShape(shape) + ")";
       return false;
     }
     if (!isFloat(t->dtype)) {
       error = "weight " + shown + " has dtype " + stDTypeName(t->dtype) +
               ", expected a float type (F32, F16, BF16 or F64) with shape " +
-              shapeToString(shape);
+              formatShape(shape);
       return false;
     }
     if (t->shape != shape) {
-      error = "weight " + shown + " has shape " + shapeToString(t->shape) +
-              ", expected " + shapeToString(shape);
+      error = "weight " + shown + " has shape " + formatShape(t->shape) +
+              ", expected " + formatShape(shape);
       return false;
     }
     used[ckpt] = true;

@@ -85,8 +85,6 @@ private:
   std::map<std::string, bool> used; // checkpoint names touched
 };
 
-/// "[512, 64]".
-std::string shapeToString(const std::vector<int64_t> &shape);
 
 } // namespace tfc
 

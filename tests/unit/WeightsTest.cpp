@@ -532,10 +532,10 @@ TEST_F(WeightStoreTest, TotalBytes) {
 }
 
 TEST(WeightsShapeToStringTest, Formats) {
-  EXPECT_EQ(shapeToString({}), "[]");
-  EXPECT_EQ(shapeToString({7}), "[7]");
-  EXPECT_EQ(shapeToString({512, 64}), "[512, 64]");
-  EXPECT_EQ(shapeToString({2, 0, 3}), "[2, 0, 3]");
+  EXPECT_EQ(formatShape({}), "[]");
+  EXPECT_EQ(formatShape({7}), "[7]");
+  EXPECT_EQ(formatShape({512, 64}), "[512, 64]");
+  EXPECT_EQ(formatShape({2, 0, 3}), "[2, 0, 3]");
 }
 
 } // namespace
