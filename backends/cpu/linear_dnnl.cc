@@ -2,8 +2,11 @@
 #include "backends/cpu/linear_dnnl.h"
 
 #include <oneapi/dnnl/dnnl.hpp>
+#include <omp.h>
 
+#include <cstdlib>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <tuple>
 
@@ -32,10 +35,12 @@ public:
     dnnl::matmul::primitive_desc pd;
     dnnl::matmul prim;
   };
-  /// Primitive for (rows, hasBias, act, hasResidual), created on first use.
+  /// Primitive for (rows, hasBias, act, hasResidual, threads), created on
+  /// first use. oneDNN fixes a primitive's thread count when it is created, so
+  /// sessions with different thread counts get their own primitives.
   const Prim &get(int64_t rows, bool bias, int act, bool res) const {
     std::lock_guard<std::mutex> lock(mu);
-    auto key = std::make_tuple(rows, bias, act, res);
+    auto key = std::make_tuple(rows, bias, act, res, omp_get_max_threads());
     auto it = cache.find(key);
     if (it != cache.end())
       return it->second;
@@ -54,6 +59,12 @@ public:
       ops.append_binary(dnnl::algorithm::binary_add, dst);
     dnnl::primitive_attr attr;
     attr.set_post_ops(ops);
+    // A primitive in oneDNN's default (library) scratchpad mode takes its
+    // scratchpad from a thread-local buffer sized by the primitives created on
+    // the *calling* thread, so a primitive created on one thread and run on
+    // another can write past that buffer. These primitives are shared by every
+    // session of a model, on any thread, so each call brings its own scratchpad.
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     dnnl::matmul::desc d = bias ? dnnl::matmul::desc(src, wdesc, bdesc, dst)
                                 : dnnl::matmul::desc(src, wdesc, dst);
     dnnl::matmul::primitive_desc pd(d, attr, cpuEngine());
@@ -63,7 +74,7 @@ public:
 
 private:
   mutable std::mutex mu;
-  mutable std::map<std::tuple<int64_t, bool, int, bool>, Prim> cache;
+  mutable std::map<std::tuple<int64_t, bool, int, bool, int>, Prim> cache;
 };
 
 std::shared_ptr<PackedLinear> packLinear(const float *w, int64_t n, int64_t k,
@@ -105,6 +116,19 @@ std::string runPackedLinear(const PackedLinear &w, const float *x, int64_t rows,
     if (residual)
       args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(act ? 1 : 0) | DNNL_ARG_SRC_1] =
           dnnl::memory(p.pd.dst_desc(), eng, const_cast<float *>(residual));
+    const size_t scratch = p.pd.scratchpad_desc().get_size();
+    if (scratch) {
+      // Per thread, grown to the largest need; only the calling thread uses it.
+      thread_local std::unique_ptr<char, void (*)(void *)> buf(nullptr, std::free);
+      thread_local size_t bufSize = 0;
+      if (scratch > bufSize) {
+        buf.reset(static_cast<char *>(std::aligned_alloc(64, (scratch + 63) / 64 * 64)));
+        bufSize = buf ? scratch : 0;
+        if (!buf)
+          return "out of memory for a oneDNN matmul scratchpad";
+      }
+      args[DNNL_ARG_SCRATCHPAD] = dnnl::memory(p.pd.scratchpad_desc(), eng, buf.get());
+    }
     thread_local dnnl::stream stream(eng);
     p.prim.execute(stream, args);
     stream.wait();
