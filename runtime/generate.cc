@@ -1,0 +1,483 @@
+//===- generate.cc - the decoding loop: greedy, beam search, sampling ------===//
+//
+// docs/generation.md, "The decoding loop". All batch items advance together, one
+// position per StepModel::step(); an item whose prompt is longer keeps feeding
+// prompt tokens while the others already generate (its logits are ignored until
+// its last prompt token). The rows are the active items' hypotheses, contiguous
+// per item and in item order; after every step select() drops the rows of the
+// items that finished and (beam search) fans out and reorders the others. Nothing
+// allocates per step in proportion to the vocabulary: the per-row buffers are
+// sized once.
+//
+// Readings of the spec where it leaves room:
+//  - Beam search, t + 1 == max_len: the live hypotheses become finished even when
+//    that step's eos candidates already fill `finished` (as scripts/generate_ref.py).
+//  - `finished` is ordered by step, then by rank among the step's top K, the live
+//    ones turned finished at max_len included ("finished first, then the better
+//    rank"). generate_ref.py appends that step's eos ones first; the two differ only
+//    on an exact tie of normalized scores.
+//  - Sampling ranks tokens by logit / temperature (ties: lower id), the order of
+//    their probabilities; top-p's "reaches" is cumulative mass >= top_p.
+//  - top_k and top_p are validated whether or not sampling is on; temperature only
+//    when sampling (as the brief lists it).
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/generate.h"
+
+#include "tfrun/tfrun.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <memory>
+#include <new>
+#include <numeric>
+#include <random>
+#include <string>
+
+namespace tfrun {
+namespace {
+
+Error invalidArg(std::string msg) { return Error{TFRUN_INVALID_ARGUMENT, std::move(msg)}; }
+
+template <typename... Args> std::string format(const char *fmt, Args... args) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, fmt, args...);
+  return buf;
+}
+
+/// NaN ranks below everything, so the orders below stay strict weak orders.
+inline float key(float x) { return std::isnan(x) ? -std::numeric_limits<float>::infinity() : x; }
+
+/// log(sum(exp(l))) in f32 (the sum accumulated in f64): log_softmax(l)[v] = l[v] - this.
+float logSumExp(const float *l, int64_t vocab) {
+  float mx = -std::numeric_limits<float>::infinity();
+  for (int64_t v = 0; v < vocab; ++v)
+    mx = std::max(mx, key(l[v]));
+  if (!std::isfinite(mx))
+    return mx;
+  double s = 0;
+  for (int64_t v = 0; v < vocab; ++v)
+    s += std::exp(l[v] - mx);
+  return mx + static_cast<float>(std::log(s));
+}
+
+/// The first maximum (the lowest id wins a tie).
+int64_t argmax(const float *l, int64_t vocab) {
+  int64_t best = 0;
+  float bestVal = key(l[0]);
+  for (int64_t v = 1; v < vocab; ++v)
+    if (key(l[v]) > bestVal) {
+      bestVal = key(l[v]);
+      best = v;
+    }
+  return best;
+}
+
+/// score / length^alpha (in f64, rounded to f32 as the reference does).
+float normalize(float score, int64_t length, float alpha) {
+  return static_cast<float>(static_cast<double>(score) /
+                            std::pow(static_cast<double>(length), static_cast<double>(alpha)));
+}
+
+Error step(StepModel &model, const std::vector<int64_t> &tokens, int64_t pos,
+           const float **logits) {
+  *logits = nullptr;
+  if (Error e = model.step(tokens.data(), static_cast<int64_t>(tokens.size()), pos, logits))
+    return e;
+  if (!*logits)
+    return Error{TFRUN_INTERNAL, "the model's decode step returned no logits"};
+  return {};
+}
+
+/// Drops / fans out / reorders the rows; nothing to do when |from| is the identity.
+Error select(StepModel &model, const std::vector<int64_t> &from, size_t rowsBefore) {
+  bool identity = from.size() == rowsBefore;
+  for (size_t r = 0; identity && r < from.size(); ++r)
+    identity = from[r] == static_cast<int64_t>(r);
+  if (identity)
+    return {};
+  return model.select(from.data(), static_cast<int64_t>(from.size()));
+}
+
+/// Draws the next token as docs/generation.md's sampling specifies. The tokens are ranked by
+/// logit / temperature, highest first, the lower id first on a tie (the order of the
+/// probabilities, which exp cannot reverse). Only the prefix of that order that the draw (and
+/// top-k / top-p) needs is sorted: the prefix grows by partial sorts of the rest.
+class Sampler {
+public:
+  explicit Sampler(int64_t vocab) : vocab_(vocab), x_(vocab), idx_(vocab) {}
+
+  int64_t draw(const float *logits, const SearchOptions &opt, std::mt19937_64 &rng) {
+    const float t = opt.temperature;
+    for (int64_t v = 0; v < vocab_; ++v)
+      x_[v] = key(logits[v] / t);
+    std::iota(idx_.begin(), idx_.end(), 0);
+    sorted_ = 0;
+    // top-k: the kept tokens are the first n of the order.
+    n_ = vocab_;
+    if (opt.top_k > 0 && opt.top_k < vocab_) {
+      n_ = opt.top_k;
+      std::partial_sort(idx_.begin(), idx_.begin() + n_, idx_.end(), Order{x_.data()});
+      sorted_ = n_;
+    }
+    // softmax over the kept tokens: e(v) / z.
+    double z = 0;
+    if (sorted_) {
+      mx_ = x_[idx_[0]];
+      for (int64_t i = 0; i < n_; ++i)
+        z += e(idx_[i]);
+    } else {
+      mx_ = *std::max_element(x_.begin(), x_.end());
+      for (int64_t v = 0; v < vocab_; ++v)
+        z += e(v);
+    }
+    if (!(z > 0)) // every kept logit -inf (or worse): the first of the order
+      return sortedAt(0);
+    // top-p: the shortest prefix whose mass reaches top_p; m = its (unnormalized) mass.
+    int64_t prefix = n_;
+    double m = z;
+    if (opt.top_p < 1.0f) {
+      const double target = static_cast<double>(opt.top_p) * z;
+      double c = 0;
+      for (int64_t i = 0; i < n_; ++i) {
+        c += e(sortedAt(i));
+        if (c >= target) {
+          prefix = i + 1;
+          break;
+        }
+      }
+      m = c;
+    }
+    // The first token whose renormalized cumulative probability exceeds u.
+    const double u = static_cast<double>(rng() >> 11) * 0x1.0p-53;
+    const double target = u * m;
+    double c = 0;
+    int64_t lastPositive = sortedAt(0);
+    for (int64_t i = 0; i < prefix; ++i) {
+      int64_t v = sortedAt(i);
+      double p = e(v);
+      c += p;
+      if (p > 0)
+        lastPositive = v;
+      if (c > target)
+        return v;
+    }
+    return lastPositive; // rounding left the total at or below u * m
+  }
+
+private:
+  struct Order {
+    const float *x;
+    bool operator()(int32_t a, int32_t b) const { return x[a] > x[b] || (x[a] == x[b] && a < b); }
+  };
+  double e(int64_t v) const { return std::exp(static_cast<double>(x_[v]) - mx_); }
+  /// The i-th token of the order (i < n_), sorting more of it when needed.
+  int64_t sortedAt(int64_t i) {
+    while (i >= sorted_) {
+      int64_t end = std::min<int64_t>(n_, std::max<int64_t>(64, 2 * sorted_));
+      std::partial_sort(idx_.begin() + sorted_, idx_.begin() + end, idx_.end(), Order{x_.data()});
+      sorted_ = end;
+    }
+    return idx_[i];
+  }
+
+  int64_t vocab_;
+  std::vector<float> x_;     ///< logits / temperature
+  std::vector<int32_t> idx_; ///< token ids; [0, sorted_) in order
+  int64_t sorted_ = 0, n_ = 0;
+  double mx_ = 0;
+};
+
+/// Greedy search and sampling: one row per active item.
+Error singleRowSearch(StepModel &model, const std::vector<std::vector<int64_t>> &prompts,
+                      const SearchOptions &opt, SearchResult &out) {
+  const size_t batch = prompts.size();
+  const int64_t vocab = model.vocabSize();
+  out.ids.assign(batch, {});
+  out.scores.assign(batch, 0.0f);
+  std::vector<size_t> active(batch), stillActive; // row r = item active[r]
+  std::iota(active.begin(), active.end(), size_t{0});
+  std::vector<int64_t> tokens, from;
+  tokens.reserve(batch);
+  from.reserve(batch);
+  stillActive.reserve(batch);
+  std::vector<std::mt19937_64> rngs;
+  std::unique_ptr<Sampler> sampler;
+  if (opt.sample) {
+    for (size_t b = 0; b < batch; ++b)
+      rngs.emplace_back(opt.seed + 0x9E3779B97F4A7C15ull * (b + 1));
+    sampler = std::make_unique<Sampler>(vocab);
+  }
+  for (int64_t pos = 0; !active.empty(); ++pos) {
+    tokens.clear();
+    for (size_t b : active) {
+      const auto &p = prompts[b];
+      tokens.push_back(pos < static_cast<int64_t>(p.size()) ? p[pos] : out.ids[b].back());
+    }
+    const float *logits;
+    if (Error e = step(model, tokens, pos, &logits))
+      return e;
+    from.clear();
+    stillActive.clear();
+    for (size_t r = 0; r < active.size(); ++r) {
+      const size_t b = active[r];
+      if (pos + 1 < static_cast<int64_t>(prompts[b].size())) { // still inside its prompt
+        from.push_back(static_cast<int64_t>(r));
+        stillActive.push_back(b);
+        continue;
+      }
+      const float *l = logits + static_cast<int64_t>(r) * vocab;
+      const int64_t tok = opt.sample ? sampler->draw(l, opt, rngs[b]) : argmax(l, vocab);
+      out.scores[b] += l[tok] - logSumExp(l, vocab);
+      bool done = tok == opt.eos;
+      if (!done) {
+        out.ids[b].push_back(tok);
+        done = static_cast<int64_t>(out.ids[b].size()) == opt.max_len;
+      }
+      if (!done) {
+        from.push_back(static_cast<int64_t>(r));
+        stillActive.push_back(b);
+      }
+    }
+    if (!stillActive.empty())
+      if (Error e = select(model, from, active.size()))
+        return e;
+    active.swap(stillActive);
+  }
+  return {};
+}
+
+/// Beam search, per item as docs/generation.md specifies, with all items' live hypotheses as
+/// the model's rows.
+Error beamSearchImpl(StepModel &model, const std::vector<std::vector<int64_t>> &prompts,
+                     const SearchOptions &opt, SearchResult &out) {
+  const size_t batch = prompts.size();
+  const int64_t vocab = model.vocabSize();
+  const int64_t K = opt.beam;
+  const int64_t perRow = std::min<int64_t>(K, vocab); // candidates kept per hypothesis
+
+  // A hypothesis's tokens are a chain of nodes (parent, token); -1 is the empty one.
+  struct Node {
+    int32_t parent;
+    int64_t token;
+  };
+  struct Hyp {
+    int32_t node;
+    float score;
+  };
+  struct Finished {
+    int32_t node;
+    float norm;
+  };
+  struct Item {
+    std::vector<Node> nodes;
+    std::vector<Hyp> live, next;
+    std::vector<Finished> finished;
+  };
+  struct Cand {
+    float score;
+    int64_t flat; // h * vocab + v
+  };
+  std::vector<Item> items(batch);
+  for (Item &it : items) {
+    it.live.reserve(K);
+    it.next.reserve(K);
+    it.live.push_back({-1, 0.0f});
+  }
+  out.ids.assign(batch, {});
+  out.scores.assign(batch, 0.0f);
+  std::vector<size_t> active(batch), stillActive;
+  std::iota(active.begin(), active.end(), size_t{0});
+  std::vector<int64_t> tokens, from;
+  tokens.reserve(batch * K);
+  from.reserve(batch * K);
+  stillActive.reserve(batch);
+  std::vector<float> logp(vocab);
+  std::vector<int32_t> idx(vocab);
+  std::vector<Cand> cands;
+  cands.reserve(K * perRow);
+
+  auto finish = [&](size_t b) {
+    const Item &it = items[b];
+    const Finished *best = nullptr;
+    for (const Finished &f : it.finished) // first finished wins a tie
+      if (!best || f.norm > best->norm)
+        best = &f;
+    std::vector<int64_t> &ids = out.ids[b];
+    for (int32_t n = best->node; n >= 0; n = it.nodes[n].parent)
+      ids.push_back(it.nodes[n].token);
+    std::reverse(ids.begin(), ids.end());
+    out.scores[b] = best->norm;
+  };
+
+  for (int64_t pos = 0; !active.empty(); ++pos) {
+    tokens.clear();
+    for (size_t b : active) {
+      const auto &p = prompts[b];
+      if (pos < static_cast<int64_t>(p.size()))
+        tokens.push_back(p[pos]);
+      else
+        for (const Hyp &h : items[b].live)
+          tokens.push_back(items[b].nodes[h.node].token);
+    }
+    const float *logits;
+    if (Error e = step(model, tokens, pos, &logits))
+      return e;
+    from.clear();
+    stillActive.clear();
+    int64_t row0 = 0; // the item's first row
+    for (size_t b : active) {
+      Item &it = items[b];
+      const int64_t plen = static_cast<int64_t>(prompts[b].size());
+      if (pos + 1 < plen) { // still inside its prompt: one row, logits ignored
+        from.push_back(row0);
+        stillActive.push_back(b);
+        row0 += 1;
+        continue;
+      }
+      const int64_t t = pos + 1 - plen; // this item's step
+      const int64_t n = static_cast<int64_t>(it.live.size());
+      // Each hypothesis's best min(K, vocab) candidates contain the item's best K.
+      cands.clear();
+      for (int64_t h = 0; h < n; ++h) {
+        const float *l = logits + (row0 + h) * vocab;
+        const float lse = logSumExp(l, vocab);
+        const float s = it.live[h].score;
+        for (int64_t v = 0; v < vocab; ++v)
+          logp[v] = key(s + (l[v] - lse));
+        std::iota(idx.begin(), idx.end(), 0);
+        if (perRow < vocab)
+          std::nth_element(idx.begin(), idx.begin() + (perRow - 1), idx.end(),
+                           [&](int32_t a, int32_t c) {
+                             return logp[a] > logp[c] || (logp[a] == logp[c] && a < c);
+                           });
+        for (int64_t i = 0; i < perRow; ++i)
+          cands.push_back({logp[idx[i]], h * vocab + idx[i]});
+      }
+      const int64_t take = std::min<int64_t>(K, static_cast<int64_t>(cands.size()));
+      std::partial_sort(cands.begin(), cands.begin() + take, cands.end(),
+                        [](const Cand &a, const Cand &c) {
+                          return a.score > c.score || (a.score == c.score && a.flat < c.flat);
+                        });
+      const bool last = t + 1 == opt.max_len;
+      it.next.clear();
+      const size_t fromBefore = from.size();
+      for (int64_t i = 0; i < take; ++i) {
+        const int64_t h = cands[i].flat / vocab, v = cands[i].flat % vocab;
+        const float score = cands[i].score;
+        const int32_t parent = it.live[h].node;
+        if (v == opt.eos) {
+          it.finished.push_back({parent, normalize(score, t + 1, opt.length_penalty)});
+          continue;
+        }
+        it.nodes.push_back({parent, v});
+        const int32_t node = static_cast<int32_t>(it.nodes.size() - 1);
+        if (last) {
+          it.finished.push_back({node, normalize(score, opt.max_len, opt.length_penalty)});
+        } else {
+          it.next.push_back({node, score});
+          from.push_back(row0 + h);
+        }
+      }
+      row0 += n;
+      if (last || it.next.empty() || static_cast<int64_t>(it.finished.size()) >= K) {
+        from.resize(fromBefore); // the item is done: its rows go
+        finish(b);
+        continue;
+      }
+      it.live.swap(it.next);
+      stillActive.push_back(b);
+    }
+    if (!stillActive.empty())
+      if (Error e = select(model, from, tokens.size()))
+        return e;
+    active.swap(stillActive);
+  }
+  return {};
+}
+
+Error guarded(Error (*body)(StepModel &, const std::vector<std::vector<int64_t>> &,
+                            const SearchOptions &, SearchResult &),
+              StepModel &model, const std::vector<std::vector<int64_t>> &prompts,
+              const SearchOptions &opt, SearchResult &out, bool forBeamSearch) {
+  Error e;
+  try {
+    out.ids.clear();
+    out.scores.clear();
+    e = validateSearch(model, prompts, opt, forBeamSearch);
+    if (!e && !prompts.empty())
+      e = body(model, prompts, opt, out);
+  } catch (const std::bad_alloc &) {
+    e = Error{TFRUN_OUT_OF_MEMORY, "out of memory during generation"};
+  } catch (const std::exception &x) {
+    e = Error{TFRUN_INTERNAL, std::string("generation failed: ") + x.what()};
+  } catch (...) {
+    e = Error{TFRUN_INTERNAL, "generation failed: unknown exception"};
+  }
+  if (e) {
+    out.ids.clear();
+    out.scores.clear();
+  }
+  return e;
+}
+
+} // namespace
+
+Error validateSearch(const StepModel &model, const std::vector<std::vector<int64_t>> &prompts,
+                     const SearchOptions &opt, bool forBeamSearch) {
+  if (opt.beam < 1)
+    return invalidArg(format("beam width must be at least 1, got %d", opt.beam));
+  if (opt.max_len < 1)
+    return invalidArg(format("max_len must be at least 1, got %d", opt.max_len));
+  if (opt.sample && !(opt.temperature > 0.0f))
+    return invalidArg(
+        format("temperature must be positive when sampling, got %g", double(opt.temperature)));
+  if (!(opt.top_p > 0.0f && opt.top_p <= 1.0f))
+    return invalidArg(format("top_p must be in (0, 1], got %g", double(opt.top_p)));
+  if (opt.top_k < 0)
+    return invalidArg(format("top_k must be at least 0 (0 = off), got %d", opt.top_k));
+  if (opt.sample && (opt.beam > 1 || forBeamSearch))
+    return invalidArg(
+        format("beam search (beam width %d) cannot be combined with sampling", opt.beam));
+  for (size_t b = 0; b < prompts.size(); ++b)
+    if (prompts[b].empty())
+      return invalidArg(format("the prompt of batch item %zu is empty", b));
+  const int64_t maxRows = model.maxRows();
+  const uint64_t batch = prompts.size();
+  if (batch > static_cast<uint64_t>(std::max<int64_t>(maxRows, 0)) / uint64_t(opt.beam))
+    return invalidArg(format("batch %" PRIu64 " x beam width %d needs %" PRIu64
+                             " rows, more than the model's maximum batch %" PRId64,
+                             batch, opt.beam, batch * uint64_t(opt.beam), maxRows));
+  const int64_t vocab = model.vocabSize();
+  if (vocab > std::numeric_limits<int32_t>::max())
+    return invalidArg(format("a vocabulary of %" PRId64 " tokens is too large", vocab));
+  for (size_t b = 0; b < prompts.size(); ++b)
+    for (size_t i = 0; i < prompts[b].size(); ++i)
+      if (prompts[b][i] < 0 || prompts[b][i] >= vocab)
+        return invalidArg(format("token id %" PRId64 " at position %zu of batch item %zu's "
+                                 "prompt is outside the vocabulary [0, %" PRId64 ")",
+                                 prompts[b][i], i, b, vocab));
+  if (opt.bos < 0 || opt.bos >= vocab)
+    return invalidArg(format("bos id %" PRId64 " is outside the vocabulary [0, %" PRId64 ")",
+                             opt.bos, vocab));
+  if (opt.eos < 0 || opt.eos >= vocab)
+    return invalidArg(format("eos id %" PRId64 " is outside the vocabulary [0, %" PRId64 ")",
+                             opt.eos, vocab));
+  return {};
+}
+
+Error search(StepModel &model, const std::vector<std::vector<int64_t>> &prompts,
+             const SearchOptions &opt, SearchResult &out) {
+  return guarded(opt.beam > 1 ? beamSearchImpl : singleRowSearch, model, prompts, opt, out,
+                 false);
+}
+
+Error beamSearch(StepModel &model, const std::vector<std::vector<int64_t>> &prompts,
+                 const SearchOptions &opt, SearchResult &out) {
+  return guarded(beamSearchImpl, model, prompts, opt, out, true);
+}
+
+} // namespace tfrun

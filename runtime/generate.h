@@ -1,0 +1,85 @@
+//===- generate.h - the decoding loop: greedy, beam search, sampling -------===//
+//
+// Internal to libtfrun. The search algorithms of docs/generation.md ("The
+// decoding loop"), independent of the model: they drive a StepModel, a batch of
+// decoder states (KV cache, encoder memory) that takes one token per row and
+// position and returns the next token's logits. Rows are dropped as batch items
+// finish, and fan out / reorder with beam search, through StepModel::select().
+//
+// Nothing here throws: every failure, std::bad_alloc included, is an Error.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TFC_RUNTIME_GENERATE_H
+#define TFC_RUNTIME_GENERATE_H
+
+#include "runtime/model.h" // tfrun::Error (the header needs no oneDNN to compile)
+
+#include <cstdint>
+#include <vector>
+
+namespace tfrun {
+
+/// The model side of a search: a batch of `rows` decoder states (KV cache, encoder memory).
+class StepModel {
+public:
+  virtual ~StepModel() = default;
+  virtual int64_t vocabSize() const = 0;
+  /// The most rows step() accepts (max_batch).
+  virtual int64_t maxRows() const = 0;
+  /// Feeds tokens[r] to row r, for r < rows, at absolute position `pos` (the same for all rows).
+  /// On success, *logits points at [rows, vocab] f32 logits for the next token, valid until the
+  /// next call.
+  virtual Error step(const int64_t *tokens, int64_t rows, int64_t pos, const float **logits) = 0;
+  /// Rebuilds the rows: new row r takes the state of old row from[r], for r < rows. from may
+  /// repeat indices (a beam fans out) and rows may be larger or smaller than before
+  /// (<= maxRows()).
+  virtual Error select(const int64_t *from, int64_t rows) = 0;
+};
+
+struct SearchOptions {
+  int beam = 1;     ///< >= 1
+  int max_len = 0;  ///< new tokens, eos included; >= 1 (the caller checks it against the cache)
+  float length_penalty = 1.0f; ///< beam search: score / length^alpha
+  bool sample = false;         ///< sampling (beam must be 1)
+  float temperature = 1.0f;    ///< > 0 when sampling
+  int top_k = 0;               ///< >= 0; 0 = off
+  float top_p = 1.0f;          ///< in (0, 1]; 1 = off
+  uint64_t seed = 0;
+  int64_t bos = 1, eos = 2, pad = 0;
+};
+
+struct SearchResult {
+  std::vector<std::vector<int64_t>> ids; ///< per batch item: new tokens, no bos/prompt, no eos
+  /// Per batch item: greedy and sampling, the sum of the chosen tokens' log-probabilities (eos
+  /// included); beam search, the winner's normalized score, score / length^alpha.
+  std::vector<float> scores;
+};
+
+/// prompts[b] = the tokens forced for batch item b before generation starts. For
+/// encoder-decoder models it is {bos}. For decoder-only models it is the prompt (>= 1 token).
+/// The model starts with prompts.size() rows, row b = item b, at position 0.
+///
+/// Runs greedy search (beam 1, no sampling), beam search (beam > 1) or sampling (sample, beam
+/// 1) as docs/generation.md specifies. Rows are kept contiguous per item, in item order; a
+/// finished item's rows are dropped before the next step. Invalid options give
+/// TFRUN_INVALID_ARGUMENT, step()/select() errors are returned unchanged, std::bad_alloc gives
+/// TFRUN_OUT_OF_MEMORY. On error |out| is left empty. An empty batch succeeds with an empty
+/// result and never calls the model.
+Error search(StepModel &model, const std::vector<std::vector<int64_t>> &prompts,
+             const SearchOptions &opt, SearchResult &out);
+
+/// Beam search with opt.beam hypotheses per item, also for opt.beam == 1 (which search() runs
+/// as greedy; the tokens agree, the score here is the normalized one). opt.sample must be off.
+/// Same contract as search().
+Error beamSearch(StepModel &model, const std::vector<std::vector<int64_t>> &prompts,
+                 const SearchOptions &opt, SearchResult &out);
+
+/// The option checks search() makes, in its order: an empty Error (code 0), or the first problem
+/// (TFRUN_INVALID_ARGUMENT and a one-line message). forBeamSearch: also rejects sampling with
+/// beam 1 (as beamSearch() does).
+Error validateSearch(const StepModel &model, const std::vector<std::vector<int64_t>> &prompts,
+                     const SearchOptions &opt, bool forBeamSearch = false);
+
+} // namespace tfrun
+
+#endif // TFC_RUNTIME_GENERATE_H
