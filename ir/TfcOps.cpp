@@ -500,6 +500,8 @@ TFC_INFER(TokenEmbeddingOp) {
           !dimsAgree(tt.getDimSize(1), rankedOf(a.getTable()).getDimSize(1)))
         return emitOptionalError(loc, "token_embedding tables differ in width");
     }
+  if (a.getPositionOffset() && rankedOf(a.getPositionOffset()).getRank() != 0)
+    return emitOptionalError(loc, "token_embedding offset must be a rank-0 tensor");
   return success();
 }
 
@@ -642,6 +644,44 @@ LogicalResult AttentionOp::verify() {
       return emitOpError("a key_padding mask operand must be [batch, seq] token ids");
     }
   }
+  return success();
+}
+
+TFC_INFER(CachedAttentionOp) {
+  if (failed(checkRanked(loc, operands)))
+    return failure();
+  Adaptor a(operands, attrs, regions);
+  auto q = rankedOf(a.getQuery());
+  auto k = rankedOf(a.getKey());
+  auto v = rankedOf(a.getValue());
+  auto kc = rankedOf(a.getKCache());
+  auto vc = rankedOf(a.getVCache());
+  for (auto t : {q, k, v, kc, vc})
+    if (t.getRank() != 3)
+      return emitOptionalError(loc, "cached_attention expects [batch, seq, dim] operands");
+  if (rankedOf(a.getPos()).getRank() != 0)
+    return emitOptionalError(loc, "cached_attention pos must be a rank-0 tensor");
+  if (!dimsAgree(q.getDimSize(2), k.getDimSize(2)) ||
+      !dimsAgree(k.getDimSize(2), kc.getDimSize(2)) ||
+      !dimsAgree(v.getDimSize(2), vc.getDimSize(2)))
+    return emitOptionalError(loc, "cached_attention widths differ");
+  if (!dimsAgree(kc.getDimSize(1), vc.getDimSize(1)))
+    return emitOptionalError(loc, "cached_attention cache lengths differ");
+  SmallVector<int64_t> out(q.getShape());
+  out[2] = v.getDimSize(2);
+  return pushTensor(types, out, q.getElementType());
+}
+
+LogicalResult CachedAttentionOp::verify() {
+  int64_t heads = (int64_t)getNumHeads();
+  int64_t d = getQuery().getType().cast<RankedTensorType>().getDimSize(2);
+  if (heads <= 0)
+    return emitOpError("num_heads must be positive");
+  if (d != kDyn && d % heads != 0)
+    return emitOpError("model width ") << d << " is not divisible by " << heads
+                                       << " heads";
+  if (getKCache().getType().cast<RankedTensorType>().getDimSize(1) == kDyn)
+    return emitOpError("the cache length must be static");
   return success();
 }
 

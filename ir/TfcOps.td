@@ -456,7 +456,9 @@ def Tfc_TokenEmbeddingOp : Tfc_Op<"token_embedding", [AttrSizedOperandSegments]>
   let description = [{
     The embedding fusion's result: the token lookup, its scale and the positional
     table in one kernel. Positions index `position_axis` of `ids` (1 = sequence
-    position; 0 reproduces tutorial 000's batch-indexed table).
+    position; 0 reproduces tutorial 000's batch-indexed table). `offset`, a
+    rank-0 i64 tensor, shifts the positions: row t reads positions[offset + t]
+    (decode_step, where the new tokens start at the cache position).
 
     ```mlir
     %x = tfc.token_embedding %ids, %table positions(%pe) {scale = 8.0 : f64, position_axis = 1 : i64} : (tensor<?x?xi64>, tensor<100x64xf32>, tensor<80x64xf32>) -> tensor<?x?x64xf32>
@@ -466,11 +468,12 @@ def Tfc_TokenEmbeddingOp : Tfc_Op<"token_embedding", [AttrSizedOperandSegments]>
                        Optional<Tfc_FloatTensor>:$positions,
                        Optional<Tfc_IdTensor>:$type_ids,
                        Optional<Tfc_FloatTensor>:$type_table,
+                       Optional<Tfc_IdTensor>:$position_offset,
                        DefaultValuedAttr<F64Attr, "1.0">:$scale,
                        DefaultValuedAttr<I64Attr, "1">:$position_axis);
   let results = (outs Tfc_FloatTensor:$result);
   let assemblyFormat = [{
-    $ids `,` $table (`positions` `(` $positions^ `)`)? (`types` `(` $type_ids^ `,` $type_table `)`)? attr-dict `:` functional-type(operands, results)
+    $ids `,` $table (`positions` `(` $positions^ `)`)? (`types` `(` $type_ids^ `,` $type_table `)`)? (`offset` `(` $position_offset^ `)`)? attr-dict `:` functional-type(operands, results)
   }];
 }
 
@@ -503,6 +506,34 @@ def Tfc_AttentionOp : Tfc_Op<"attention"> {
   let results = (outs Tfc_FloatTensor:$result);
   let assemblyFormat = [{
     $mask_kind $query `,` $key `,` $value (`,` $mask^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tfc_CachedAttentionOp : Op<Tfc_Dialect, "cached_attention",
+    [DeclareOpInterfaceMethods<InferTypeOpInterface>, MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "causal self-attention of new tokens over a KV cache (decode_step)";
+  let description = [{
+    The incremental form of a causal `tfc.attention`, made by
+    `tfc-derive-generation` for `decode_step`. `query`, `key` and `value` are
+    the new tokens' [B, T, D] projections, at positions `pos .. pos+T-1` (`pos`
+    is a rank-0 i64 tensor). `k_cache` and `v_cache` are [B, L, D] state buffers
+    that persist across calls (function arguments marked `tfc.state`). The op
+    writes `key` and `value` into rows `pos .. pos+T-1` of the caches *in place*
+    (hence its memory effects), then attends from each new query i over cache
+    rows `0 .. pos+i` (the causal rule). It never masks padding: a generated prefix
+    has none.
+
+    ```mlir
+    %o = tfc.cached_attention %q, %k, %v, %kc, %vc, %pos {num_heads = 8 : i64, scale = 0.125 : f64} : (tensor<?x?x512xf32>, tensor<?x?x512xf32>, tensor<?x?x512xf32>, tensor<?x64x512xf32>, tensor<?x64x512xf32>, tensor<i64>) -> tensor<?x?x512xf32>
+    ```
+  }];
+  let arguments = (ins Tfc_FloatTensor:$query, Tfc_FloatTensor:$key, Tfc_FloatTensor:$value,
+                       Tfc_FloatTensor:$k_cache, Tfc_FloatTensor:$v_cache,
+                       Tfc_IdTensor:$pos, I64Attr:$num_heads, F64Attr:$scale);
+  let results = (outs Tfc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `,` $k_cache `,` $v_cache `,` $pos attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

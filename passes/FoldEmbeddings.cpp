@@ -135,7 +135,7 @@ struct FoldEmbeddingsPass
       st.addAttribute("position_axis", b.getI64IntegerAttr(p.posAxis));
       st.addAttribute("operand_segment_sizes",
                       b.getDenseI32ArrayAttr({1, 1, p.posTable ? 1 : 0,
-                                              p.types ? 1 : 0, p.types ? 1 : 0}));
+                                              p.types ? 1 : 0, p.types ? 1 : 0, 0}));
       Operation *te = b.create(st);
       add.getResult().replaceAllUsesWith(te->getResult(0));
       for (AddOp a : chain) {

@@ -11,6 +11,7 @@
 #include "ir/TfcDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 
 #include <memory>
@@ -33,6 +34,8 @@ std::string explainAttentionMismatch(SoftmaxOp softmax);
 /// Options of the compile pipeline.
 struct PipelineOptions {
   bool fusion = true;
+  /// Derive @encode/@decode_step for generation (needs the fused attention).
+  bool generation = true;
 };
 
 /// Adds the passes `tfc compile --emit=mlir` runs: fusion (unless disabled),

@@ -60,4 +60,18 @@ def FoldEmbeddings : Pass<"tfc-fold-embeddings", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::mlir::tfc::TfcDialect"];
 }
 
+def DeriveGeneration : Pass<"tfc-derive-generation", "::mlir::ModuleOp"> {
+  let summary = "Derive @encode and @decode_step (with a KV cache) from the fused @forward";
+  let description = [{
+    The target input is the one every causal self-attention's query reads. Ops
+    that depend on it form @decode_step, where causal attention becomes
+    tfc.cached_attention over `tfc.state` cache arguments and token_embedding
+    reads positions from `step.pos`. Ops that depend only on the other inputs
+    form @encode, whose results are the values the decoder reads (cross-attention
+    K and V). A model whose decoder is not position-wise keeps only @forward, with
+    a warning. See docs/generation.md.
+  }];
+  let dependentDialects = ["::mlir::tfc::TfcDialect", "::mlir::func::FuncDialect"];
+}
+
 #endif // TFC_PASSES_TD

@@ -17,4 +17,7 @@ void mlir::tfc::buildCompilePipeline(PassManager &pm, const PipelineOptions &opt
   // lets concat(slice(W), ...) fold back to W.
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  // Generation needs the fused attention (the unfused softmax mixes positions).
+  if (opts.fusion && opts.generation)
+    pm.addPass(createDeriveGeneration());
 }

@@ -1,6 +1,8 @@
 //===- PlanWriter.cpp - fused tfc IR to model.bin --------------------------===//
 //
-// Four steps over the single function @forward:
+// Four steps over each function (@forward, and @encode/@decode_step when
+// tfc-derive-generation made them), sharing one weights section (identical
+// weight data is stored once) and one table of symbolic dims:
 //  1. Symbolic shapes: the function is re-typed with each symbolic dim replaced by
 //     a distinct large prime and every op's result type re-inferred; a dim equal to
 //     a prime is that symbol, a small one a constant. The same with the declared
@@ -10,6 +12,8 @@
 //     holds exactly what the kernels read (packed QKV, transposed Conv1D weights).
 //  3. Memory plan: every other value gets an arena slot by liveness (best fit,
 //     largest first); reshape and unsqueeze are views of their input.
+//     `tfc.state` arguments (the KV caches) live in the session state instead,
+//     one slot each at the declared maximums.
 //  4. Serialization, with an FNV-1a checksum over everything after the header.
 //
 //===----------------------------------------------------------------------------===//
@@ -24,6 +28,7 @@
 #include "mlir/IR/IRMapping.h"
 
 #include <cmath>
+#include <map>
 #include <cstring>
 
 using namespace mlir;
@@ -77,6 +82,19 @@ std::vector<float> sinusoidTable(td::PEVariant variant, int64_t rows, int64_t di
   return pe;
 }
 
+/// Little-endian record writer for the metadata section.
+struct Out {
+  std::string buf;
+  void u32(uint32_t v) { buf.append(reinterpret_cast<const char *>(&v), 4); }
+  void u64(uint64_t v) { buf.append(reinterpret_cast<const char *>(&v), 8); }
+  void i64(int64_t v) { u64((uint64_t)v); }
+  void f64(double v) { buf.append(reinterpret_cast<const char *>(&v), 8); }
+  void str(StringRef s) {
+    u32(s.size());
+    buf.append(s.data(), s.size());
+  }
+};
+
 class Writer {
 public:
   Writer(ModuleOp module, const WeightStore &ws) : module(module), ws(ws) {}
@@ -95,10 +113,17 @@ private:
   };
   std::vector<std::string> symbolNames;
   std::vector<int64_t> symbolMax;
+  // Per function (cleared between functions).
   llvm::DenseMap<Value, HostTensor> constants;
   llvm::DenseMap<Value, uint32_t> ids;
   std::vector<ValueInfo> values;
+  // Shared by all functions.
   std::string weightsBlob;
+  std::map<std::pair<uint64_t, uint64_t>, std::vector<uint64_t>> weightIndex;
+  uint64_t stateSize = 0;
+  std::vector<std::string> stateNames;
+
+  LogicalResult planFunction(func::FuncOp f, Out &m, PlanStats *stats);
 
   LogicalResult inferSymbolicShapes(func::FuncOp f,
                                     llvm::DenseMap<Value, std::vector<int64_t>> &sym,
@@ -273,37 +298,35 @@ LogicalResult Writer::evaluateConstant(Operation *op) {
 }
 
 uint32_t Writer::addWeight(Value v, const HostTensor &t) {
-  while (weightsBlob.size() % TFC_WEIGHT_ALIGN)
-    weightsBlob.push_back('\0');
   ValueInfo info;
-  info.storage = 1;
-  info.offset = weightsBlob.size();
+  info.storage = TFC_STORAGE_WEIGHT;
   info.dims = t.shape;
   info.maxDims = t.shape;
-  if (t.isInt) {
-    info.dtype = TFC_DTYPE_I64;
-    weightsBlob.append(reinterpret_cast<const char *>(t.ints.data()), t.ints.size() * 8);
-  } else {
-    info.dtype = TFC_DTYPE_F32;
-    weightsBlob.append(reinterpret_cast<const char *>(t.data.data()), t.data.size() * 4);
+  info.dtype = t.isInt ? TFC_DTYPE_I64 : TFC_DTYPE_F32;
+  const char *bytes = t.isInt ? reinterpret_cast<const char *>(t.ints.data())
+                              : reinterpret_cast<const char *>(t.data.data());
+  uint64_t n = t.isInt ? t.ints.size() * 8 : t.data.size() * 4;
+  // The derived entry points read the same weights as @forward: store each once.
+  auto key = std::make_pair(tfc_fnv1a64(bytes, n), n);
+  bool found = false;
+  for (uint64_t off : weightIndex[key])
+    if (std::memcmp(weightsBlob.data() + off, bytes, n) == 0) {
+      info.offset = off;
+      found = true;
+      break;
+    }
+  if (!found) {
+    while (weightsBlob.size() % TFC_WEIGHT_ALIGN)
+      weightsBlob.push_back('\0');
+    info.offset = weightsBlob.size();
+    weightsBlob.append(bytes, n);
+    weightIndex[key].push_back(info.offset);
   }
   ids[v] = values.size();
   values.push_back(info);
   return ids[v];
 }
 
-/// Little-endian record writer for the metadata section.
-struct Out {
-  std::string buf;
-  void u32(uint32_t v) { buf.append(reinterpret_cast<const char *>(&v), 4); }
-  void u64(uint64_t v) { buf.append(reinterpret_cast<const char *>(&v), 8); }
-  void i64(int64_t v) { u64((uint64_t)v); }
-  void f64(double v) { buf.append(reinterpret_cast<const char *>(&v), 8); }
-  void str(StringRef s) {
-    u32(s.size());
-    buf.append(s.data(), s.size());
-  }
-};
 
 /// Kernel id and attributes of a non-constant op; failure if unsupported.
 LogicalResult describe(Operation *op, uint32_t &kernel, std::vector<int64_t> &ints,
@@ -314,7 +337,8 @@ LogicalResult describe(Operation *op, uint32_t &kernel, std::vector<int64_t> &in
   };
   if (auto o = dyn_cast<td::TokenEmbeddingOp>(op)) {
     kernel = TFC_KERNEL_TOKEN_EMBEDDING;
-    ints = {(int64_t)o.getPositionAxis(), o.getPositions() ? 1 : 0, o.getTypeIds() ? 1 : 0};
+    ints = {(int64_t)o.getPositionAxis(), o.getPositions() ? 1 : 0, o.getTypeIds() ? 1 : 0,
+            o.getPositionOffset() ? 1 : 0};
     floats = {o.getScale().convertToDouble()};
   } else if (isa<td::EmbeddingOp>(op)) {
     kernel = TFC_KERNEL_EMBEDDING;
@@ -386,6 +410,10 @@ LogicalResult describe(Operation *op, uint32_t &kernel, std::vector<int64_t> &in
     kernel = TFC_KERNEL_ATTENTION;
     ints = {(int64_t)o.getMaskKind(), (int64_t)o.getNumHeads(), (int64_t)o.getPadId()};
     floats = {o.getScale().convertToDouble(), o.getMaskValue().convertToDouble()};
+  } else if (auto o = dyn_cast<td::CachedAttentionOp>(op)) {
+    kernel = TFC_KERNEL_CACHED_ATTENTION;
+    ints = {(int64_t)o.getNumHeads()};
+    floats = {o.getScale().convertToDouble()};
   } else if (auto o = dyn_cast<td::PositionsOp>(op)) {
     kernel = TFC_KERNEL_POSITIONS;
     ints = {axisOf((int64_t)o.getAxis())};
@@ -397,22 +425,34 @@ LogicalResult describe(Operation *op, uint32_t &kernel, std::vector<int64_t> &in
   return success();
 }
 
-FailureOr<std::string> Writer::run(PlanStats *stats) {
-  auto f = module.lookupSymbol<func::FuncOp>("forward");
-  if (!f)
-    return module.emitError("the module has no @forward function"), failure();
+LogicalResult Writer::planFunction(func::FuncOp f, Out &m, PlanStats *stats) {
+  constants.clear();
+  ids.clear();
+  values.clear();
   llvm::DenseMap<Value, std::vector<int64_t>> sym, maxShapes;
   if (failed(inferSymbolicShapes(f, sym, maxShapes)))
     return failure();
 
-  // Inputs.
+  // Inputs, and the state (KV cache) arguments.
+  uint32_t numInputs = 0;
   for (auto [i, arg] : llvm::enumerate(f.getArguments())) {
     ValueInfo info;
     info.dtype = dtypeOf(arg.getType());
     info.dims = sym[arg];
     info.maxDims = maxShapes[arg];
-    info.storage = 0;
-    info.offset = i;
+    if (f.getArgAttr(i, "tfc.state")) {
+      auto nm = f.getArgAttrOfType<StringAttr>(i, "tfc.name");
+      uint64_t bytes = tfc_dtype_size(info.dtype);
+      for (int64_t d : info.maxDims)
+        bytes *= (uint64_t)d;
+      info.storage = TFC_STORAGE_STATE;
+      info.offset = stateSize;
+      stateSize += (bytes + 63) / 64 * 64;
+      stateNames.push_back(nm ? nm.str() : "state");
+    } else {
+      info.storage = TFC_STORAGE_INPUT;
+      info.offset = numInputs++;
+    }
     ids[arg] = values.size();
     values.push_back(info);
   }
@@ -429,7 +469,8 @@ FailureOr<std::string> Writer::run(PlanStats *stats) {
   auto isConstSource = [](Operation *op) {
     return isa<td::WeightOp, td::ConstantOp, td::SinusoidTableOp>(op);
   };
-  for (Operation &op : f.getBody().front().without_terminator()) {
+  Block &body = f.getBody().front();
+  for (Operation &op : body.without_terminator()) {
     bool allConst = op.getNumOperands() > 0 &&
                     llvm::all_of(op.getOperands(), [&](Value v) { return constants.count(v); });
     if (isConstSource(&op) || (allConst && isa<td::TransposeOp, td::SliceOp, td::ConcatOp>(op))) {
@@ -438,20 +479,20 @@ FailureOr<std::string> Writer::run(PlanStats *stats) {
     }
   }
   // Materialize the constants something non-constant reads.
-  for (Operation &op : f.getBody().front().without_terminator()) {
+  for (Operation &op : body.without_terminator()) {
     if (constants.count(op.getResult(0)))
       continue;
     for (Value v : op.getOperands())
       if (constants.count(v) && !ids.count(v))
         addWeight(v, constants[v]);
   }
-  for (Operation &op : f.getBody().front().without_terminator()) {
+  for (Operation &op : body.without_terminator()) {
     Value r = op.getResult(0);
     if (constants.count(r))
       continue;
     Instr in;
     if (failed(describe(&op, in.kernel, in.ints, in.floats)))
-      return op.emitError("no runtime kernel for '") << op.getName() << "'", failure();
+      return op.emitError("no runtime kernel for '") << op.getName() << "'";
     for (Value v : op.getOperands())
       in.ins.push_back(ids.lookup(v));
     ValueInfo info;
@@ -459,22 +500,22 @@ FailureOr<std::string> Writer::run(PlanStats *stats) {
     info.dims = sym[r];
     info.maxDims = maxShapes[r];
     bool view = isa<td::ReshapeOp, td::UnsqueezeOp>(op);
-    info.storage = view ? 3 : 2;
+    info.storage = view ? TFC_STORAGE_VIEW : TFC_STORAGE_ARENA;
     info.offset = view ? in.ins[0] : 0;
     in.out = values.size();
     ids[r] = in.out;
     values.push_back(info);
     plan.push_back(std::move(in));
   }
-  auto ret = cast<func::ReturnOp>(f.getBody().front().getTerminator());
-  Value result = ret.getOperand(0);
-  if (!ids.count(result))
-    return f.emitError("the model's output is a constant"), failure();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  for (Value result : ret.getOperands())
+    if (!ids.count(result) || values[ids[result]].storage == TFC_STORAGE_WEIGHT)
+      return f.emitError("an output of @") << f.getName() << " is a constant";
 
   // Liveness over instruction indices; a view keeps its source alive.
   std::vector<int64_t> def(values.size(), -1), last(values.size(), -1);
   auto rootOf = [&](uint32_t v) {
-    while (values[v].storage == 3)
+    while (values[v].storage == TFC_STORAGE_VIEW)
       v = (uint32_t)values[v].offset;
     return v;
   };
@@ -486,11 +527,12 @@ FailureOr<std::string> Writer::run(PlanStats *stats) {
     }
     last[rootOf(plan[i].out)] = std::max<int64_t>(last[rootOf(plan[i].out)], i);
   }
-  last[rootOf(ids[result])] = plan.size(); // the output lives to the end
+  for (Value result : ret.getOperands())
+    last[rootOf(ids[result])] = plan.size(); // outputs live to the end
   // Best-fit placement, largest first, in a free list of [offset, size) holes.
   std::vector<uint32_t> order;
   for (uint32_t v = 0; v < values.size(); ++v)
-    if (values[v].storage == 2)
+    if (values[v].storage == TFC_STORAGE_ARENA)
       order.push_back(v);
   auto bytesOf = [&](uint32_t v) {
     uint64_t n = tfc_dtype_size(values[v].dtype);
@@ -525,16 +567,8 @@ FailureOr<std::string> Writer::run(PlanStats *stats) {
     arena = std::max(arena, off + size);
   }
 
-  // Serialize the metadata.
-  Out m;
-  m.str("tfc 0.1.0");
-  auto nameAttr = module->getAttrOfType<StringAttr>("tfc.model");
-  m.str(nameAttr ? nameAttr.getValue() : "");
-  m.u32(symbolNames.size());
-  for (size_t s = 0; s < symbolNames.size(); ++s) {
-    m.str(symbolNames[s]);
-    m.i64(symbolMax[s]);
-  }
+  // Serialize this function.
+  m.str(f.getName());
   m.u32(values.size());
   for (const ValueInfo &v : values) {
     m.u32(v.dtype);
@@ -544,16 +578,20 @@ FailureOr<std::string> Writer::run(PlanStats *stats) {
     m.u32(v.storage);
     m.u64(v.offset);
   }
-  m.u32(f.getNumArguments());
+  m.u32(numInputs);
   for (auto [i, arg] : llvm::enumerate(f.getArguments())) {
+    if (values[ids[arg]].storage != TFC_STORAGE_INPUT)
+      continue;
     auto nm = f.getArgAttrOfType<StringAttr>(i, "tfc.name");
     m.str(nm ? nm.getValue() : StringRef("input" + std::to_string(i)));
     m.u32(ids[arg]);
   }
-  m.u32(1);
-  auto outName = f.getResultAttrOfType<StringAttr>(0, "tfc.name");
-  m.str(outName ? outName.getValue() : "output");
-  m.u32(ids[result]);
+  m.u32(ret.getNumOperands());
+  for (auto [i, result] : llvm::enumerate(ret.getOperands())) {
+    auto outName = f.getResultAttrOfType<StringAttr>(i, "tfc.name");
+    m.str(outName ? outName.getValue() : StringRef("output" + std::to_string(i)));
+    m.u32(ids[result]);
+  }
   m.u32(plan.size());
   for (const Instr &in : plan) {
     m.u32(in.kernel);
@@ -569,6 +607,63 @@ FailureOr<std::string> Writer::run(PlanStats *stats) {
       m.f64(v);
   }
   m.u64(arena);
+
+  if (stats) {
+    stats->arenaBytes = std::max(stats->arenaBytes, arena);
+    if (f.getName() == "forward")
+      for (const Instr &in : plan)
+        if (in.kernel != TFC_KERNEL_RESHAPE && in.kernel != TFC_KERNEL_UNSQUEEZE)
+          ++stats->kernels;
+  }
+  return success();
+}
+
+FailureOr<std::string> Writer::run(PlanStats *stats) {
+  auto fwd = module.lookupSymbol<func::FuncOp>("forward");
+  if (!fwd)
+    return module.emitError("the module has no @forward function"), failure();
+  std::vector<func::FuncOp> funcs{fwd};
+  for (const char *name : {"encode", "decode_step"})
+    if (auto f = module.lookupSymbol<func::FuncOp>(name))
+      funcs.push_back(f);
+  if (stats)
+    *stats = PlanStats();
+
+  Out body;
+  body.u32(funcs.size());
+  for (func::FuncOp f : funcs)
+    if (failed(planFunction(f, body, stats)))
+      return failure();
+  body.u64(stateSize);
+  // Generation metadata: the target input and the special ids.
+  auto gen = module->getAttrOfType<DictionaryAttr>("tfc.generation");
+  auto params = module->getAttrOfType<DictionaryAttr>("tfc.params");
+  auto param = [&](StringRef n, int64_t dflt) {
+    auto a = params ? params.getAs<IntegerAttr>(n) : IntegerAttr();
+    return a ? a.getInt() : dflt;
+  };
+  if (gen && module.lookupSymbol("decode_step")) {
+    body.u32(1);
+    body.str(gen.getAs<StringAttr>("target").getValue());
+    body.i64(param("bos_id", -1));
+    body.i64(param("eos_id", -1));
+    body.i64(param("pad_id", 0));
+    body.i64(gen.getAs<IntegerAttr>("max_len").getInt());
+  } else {
+    body.u32(0);
+  }
+
+  // Serialize the metadata.
+  Out m;
+  m.str("tfc 0.2.0");
+  auto nameAttr = module->getAttrOfType<StringAttr>("tfc.model");
+  m.str(nameAttr ? nameAttr.getValue() : "");
+  m.u32(symbolNames.size());
+  for (size_t s = 0; s < symbolNames.size(); ++s) {
+    m.str(symbolNames[s]);
+    m.i64(symbolMax[s]);
+  }
+  m.buf += body.buf;
 
   // Header + sections.
   const uint64_t headerSize = 64;
@@ -594,11 +689,10 @@ FailureOr<std::string> Writer::run(PlanStats *stats) {
 
   if (stats) {
     stats->weightBytes = weightsBlob.size();
-    stats->arenaBytes = arena;
-    stats->kernels = 0;
-    for (const Instr &in : plan)
-      if (in.kernel != TFC_KERNEL_RESHAPE && in.kernel != TFC_KERNEL_UNSQUEEZE)
-        ++stats->kernels;
+    stats->stateBytes = stateSize;
+    if (stateSize)
+      stats->cacheDescription = std::to_string(stateNames.size()) +
+                                " buffers of [max_batch, max_len, width] f32";
   }
   return file;
 }

@@ -23,6 +23,9 @@ struct PlanStats {
   uint64_t weightBytes = 0;
   uint64_t arenaBytes = 0;
   uint64_t kernels = 0;
+  /// Session state (the KV caches of decode_step) at the declared maximums.
+  uint64_t stateBytes = 0;
+  std::string cacheDescription;
   std::map<std::string, uint64_t> kernelCounts;
 };
 

@@ -8,7 +8,10 @@
 #include "runtime/model.h"
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
+#include <map>
+#include <tuple>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -164,123 +167,176 @@ static Error parse(const uint8_t *data, size_t size, std::unique_ptr<Model> &m) 
     m->symbolNames.push_back(r.str());
     m->symbolMax.push_back(r.i64());
   }
-  uint32_t nv = r.count(20);
-  for (uint32_t i = 0; i < nv && r.ok(); ++i) {
-    ValueDesc v;
-    v.dtype = r.u32();
-    uint32_t rank = r.count(8);
-    if (rank > 8)
-      return invalid("value " + std::to_string(i) + " has rank " + std::to_string(rank));
-    for (uint32_t d = 0; d < rank; ++d)
-      v.dims.push_back(r.i64());
-    v.storage = static_cast<Storage>(r.u32());
-    v.offset = r.u64();
-    m->values.push_back(std::move(v));
-  }
-  for (auto *list : {&m->inputs, &m->outputs}) {
-    uint32_t n = r.count(8);
-    for (uint32_t i = 0; i < n && r.ok(); ++i) {
-      Binding b;
-      b.name = r.str();
-      b.value = r.u32();
-      list->push_back(std::move(b));
+  uint32_t nf = r.count(16);
+  if (r.ok() && (nf == 0 || nf > 8))
+    return invalid("model.bin has " + std::to_string(nf) + " functions");
+  for (uint32_t fi = 0; fi < nf && r.ok(); ++fi) {
+    Function f;
+    f.name = r.str();
+    uint32_t nv = r.count(20);
+    for (uint32_t i = 0; i < nv && r.ok(); ++i) {
+      ValueDesc v;
+      v.dtype = r.u32();
+      uint32_t rank = r.count(8);
+      if (rank > 8)
+        return invalid("value " + std::to_string(i) + " has rank " + std::to_string(rank));
+      for (uint32_t d = 0; d < rank; ++d)
+        v.dims.push_back(r.i64());
+      v.storage = static_cast<Storage>(r.u32());
+      v.offset = r.u64();
+      f.values.push_back(std::move(v));
     }
-  }
-  uint32_t np = r.count(16);
-  for (uint32_t i = 0; i < np && r.ok(); ++i) {
-    Instr in;
-    in.kernel = r.u32();
-    uint32_t ni = r.count(4);
-    for (uint32_t k = 0; k < ni; ++k)
-      in.inputs.push_back(r.u32());
-    in.output = r.u32();
-    uint32_t nint = r.count(8);
-    for (uint32_t k = 0; k < nint; ++k)
-      in.ints.push_back(r.i64());
-    uint32_t nf = r.count(8);
-    for (uint32_t k = 0; k < nf; ++k)
-      in.floats.push_back(r.f64());
-    m->plan.push_back(std::move(in));
-  }
-  m->arenaSize = r.u64();
-  if (!r.ok() || !r.atEnd())
-    return invalid("model.bin metadata is truncated or malformed");
-
-  // Cross-references.
-  size_t nvals = m->values.size();
-  for (size_t i = 0; i < nvals; ++i) {
-    const ValueDesc &v = m->values[i];
-    if (dtypeSize(v.dtype) == 0)
-      return invalid("value " + std::to_string(i) + " has unknown dtype " +
-                     std::to_string(v.dtype));
-    uint64_t elems = 1;
-    bool symbolic = false;
-    for (int64_t d : v.dims) {
-      if (d < 0) {
-        if ((uint64_t)(-(d + 1)) >= m->symbolNames.size())
-          return invalid("value " + std::to_string(i) + " uses an unknown symbolic dim");
-        symbolic = true;
-      } else if (d > (int64_t)1 << 40) {
-        return invalid("value " + std::to_string(i) + " has an absurd dim");
-      } else {
-        elems *= (uint64_t)d;
+    for (auto *list : {&f.inputs, &f.outputs}) {
+      uint32_t n = r.count(8);
+      for (uint32_t i = 0; i < n && r.ok(); ++i) {
+        Binding b;
+        b.name = r.str();
+        b.value = r.u32();
+        list->push_back(std::move(b));
       }
     }
-    switch (v.storage) {
-    case Storage::Input:
-      if (v.offset >= m->inputs.size())
-        return invalid("value " + std::to_string(i) + " names a missing input");
-      break;
-    case Storage::Weight:
-      if (symbolic || v.offset % TFC_WEIGHT_ALIGN ||
-          v.offset > wSize || elems * dtypeSize(v.dtype) > wSize - v.offset)
-        return invalid("weight value " + std::to_string(i) +
-                       " lies outside the weights section");
-      break;
-    case Storage::Arena:
-      if (v.offset > m->arenaSize)
-        return invalid("value " + std::to_string(i) + " lies outside the arena");
-      break;
-    case Storage::View:
-      if (v.offset >= i)
-        return invalid("view " + std::to_string(i) + " aliases a later value");
-      break;
-    default:
-      return invalid("value " + std::to_string(i) + " has unknown storage");
+    uint32_t np = r.count(16);
+    for (uint32_t i = 0; i < np && r.ok(); ++i) {
+      Instr in;
+      in.kernel = r.u32();
+      uint32_t ni = r.count(4);
+      for (uint32_t k = 0; k < ni; ++k)
+        in.inputs.push_back(r.u32());
+      in.output = r.u32();
+      uint32_t nint = r.count(8);
+      for (uint32_t k = 0; k < nint; ++k)
+        in.ints.push_back(r.i64());
+      uint32_t nfl = r.count(8);
+      for (uint32_t k = 0; k < nfl; ++k)
+        in.floats.push_back(r.f64());
+      f.plan.push_back(std::move(in));
     }
+    f.arenaSize = r.u64();
+    m->functions.push_back(std::move(f));
   }
-  for (const auto *list : {&m->inputs, &m->outputs})
-    for (const Binding &b : *list)
-      if (b.value >= nvals)
-        return invalid("binding '" + b.name + "' names a missing value");
-  for (size_t i = 0; i < m->plan.size(); ++i) {
-    const Instr &in = m->plan[i];
-    if (in.kernel > TFC_KERNEL_NOPEAK_MASK)
-      return Error{3, "model.bin uses kernel " + std::to_string(in.kernel) +
-                          ", unknown to this runtime"};
-    if (in.output >= nvals)
-      return invalid("instruction " + std::to_string(i) + " writes a missing value");
-    for (uint32_t v : in.inputs)
-      if (v >= nvals)
-        return invalid("instruction " + std::to_string(i) + " reads a missing value");
+  m->stateSize = r.u64();
+  if (r.u32() == 1) {
+    m->gen.present = true;
+    m->gen.target = r.str();
+    m->gen.bos = r.i64();
+    m->gen.eos = r.i64();
+    m->gen.pad = r.i64();
+    m->gen.maxLen = r.i64();
   }
-  // Pack every linear weight once for oneDNN; sessions share the packed copies.
-  m->packed.resize(nvals);
-  for (const Instr &in : m->plan) {
-    if (in.kernel != TFC_KERNEL_LINEAR && in.kernel != TFC_KERNEL_FUSED_LINEAR)
-      continue;
-    if (in.inputs.size() < 2)
-      return invalid("a linear instruction lacks its weight");
-    uint32_t wv = in.inputs[1];
-    const ValueDesc &w = m->values[wv];
-    if (w.storage != Storage::Weight || w.dims.size() != 2 || w.dtype != TFC_DTYPE_F32 ||
-        m->packed[wv])
-      continue;
-    std::string err;
-    m->packed[wv] = tfc::cpu::packLinear(
-        reinterpret_cast<const float *>(m->weights + w.offset), w.dims[0], w.dims[1], err);
-    if (!m->packed[wv])
-      return Error{6 /*TFRUN_INTERNAL*/, err};
+  if (!r.ok() || !r.atEnd())
+    return invalid("model.bin metadata is truncated or malformed");
+  if (m->functions[0].name != "forward")
+    return invalid("model.bin's first function is not forward");
+  if (m->gen.present && !m->find("decode_step"))
+    return invalid("model.bin has generation metadata but no decode_step");
+
+  // Cross-references, per function.
+  std::map<std::tuple<uint64_t, int64_t, int64_t>, std::shared_ptr<tfc::cpu::PackedLinear>>
+      packedByOffset;
+  for (Function &f : m->functions) {
+    const std::string where = "function '" + f.name + "': ";
+    size_t nvals = f.values.size();
+    for (size_t i = 0; i < nvals; ++i) {
+      const ValueDesc &v = f.values[i];
+      if (dtypeSize(v.dtype) == 0)
+        return invalid(where + "value " + std::to_string(i) + " has unknown dtype " +
+                       std::to_string(v.dtype));
+      uint64_t elems = 1, maxElems = 1;
+      bool symbolic = false;
+      for (int64_t d : v.dims) {
+        if (d < 0) {
+          if ((uint64_t)(-(d + 1)) >= m->symbolNames.size())
+            return invalid(where + "value " + std::to_string(i) +
+                           " uses an unknown symbolic dim");
+          symbolic = true;
+          maxElems *= (uint64_t)std::max<int64_t>(m->symbolMax[-(d + 1)], 0);
+        } else if (d > (int64_t)1 << 40) {
+          return invalid(where + "value " + std::to_string(i) + " has an absurd dim");
+        } else {
+          elems *= (uint64_t)d;
+          maxElems *= (uint64_t)d;
+        }
+      }
+      uint64_t maxBytes = maxElems * dtypeSize(v.dtype);
+      switch (v.storage) {
+      case Storage::Input:
+        if (v.offset >= f.inputs.size())
+          return invalid(where + "value " + std::to_string(i) + " names a missing input");
+        break;
+      case Storage::Weight:
+        if (symbolic || v.offset % TFC_WEIGHT_ALIGN || v.offset > wSize ||
+            elems * dtypeSize(v.dtype) > wSize - v.offset)
+          return invalid(where + "weight value " + std::to_string(i) +
+                         " lies outside the weights section");
+        break;
+      case Storage::Arena:
+        if (v.offset > f.arenaSize || maxBytes > f.arenaSize - v.offset)
+          return invalid(where + "value " + std::to_string(i) + " lies outside the arena");
+        break;
+      case Storage::State:
+        if (v.offset > m->stateSize || maxBytes > m->stateSize - v.offset ||
+            v.dtype != TFC_DTYPE_F32 || v.dims.size() != 3 || v.dims[1] < 0)
+          return invalid(where + "state value " + std::to_string(i) +
+                         " lies outside the session state");
+        break;
+      case Storage::View:
+        if (v.offset >= i)
+          return invalid(where + "view " + std::to_string(i) + " aliases a later value");
+        break;
+      default:
+        return invalid(where + "value " + std::to_string(i) + " has unknown storage");
+      }
+    }
+    for (const auto *list : {&f.inputs, &f.outputs})
+      for (const Binding &b : *list)
+        if (b.value >= nvals)
+          return invalid(where + "binding '" + b.name + "' names a missing value");
+    for (size_t i = 0; i < f.inputs.size(); ++i)
+      if (f.values[f.inputs[i].value].storage != Storage::Input ||
+          f.values[f.inputs[i].value].offset != i)
+        return invalid(where + "input '" + f.inputs[i].name + "' is not an input value");
+    for (size_t i = 0; i < f.plan.size(); ++i) {
+      const Instr &in = f.plan[i];
+      if (in.kernel > TFC_KERNEL_CACHED_ATTENTION)
+        return Error{3, "model.bin uses kernel " + std::to_string(in.kernel) +
+                            ", unknown to this runtime"};
+      if (in.output >= nvals)
+        return invalid(where + "instruction " + std::to_string(i) + " writes a missing value");
+      for (uint32_t v : in.inputs)
+        if (v >= nvals)
+          return invalid(where + "instruction " + std::to_string(i) +
+                         " reads a missing value");
+      if (in.kernel == TFC_KERNEL_CACHED_ATTENTION &&
+          (in.inputs.size() != 6 || in.ints.size() != 1 || in.floats.size() != 1 ||
+           f.values[in.inputs[3]].storage != Storage::State ||
+           f.values[in.inputs[4]].storage != Storage::State ||
+           f.values[in.inputs[5]].dtype != TFC_DTYPE_I64 || in.ints[0] <= 0))
+        return invalid(where + "cached attention instruction " + std::to_string(i) +
+                       " is malformed");
+    }
+    // Pack every linear weight once for oneDNN; sessions (and functions reading
+    // the same weight bytes) share the packed copies.
+    f.packed.resize(nvals);
+    for (const Instr &in : f.plan) {
+      if (in.kernel != TFC_KERNEL_LINEAR && in.kernel != TFC_KERNEL_FUSED_LINEAR)
+        continue;
+      if (in.inputs.size() < 2)
+        return invalid(where + "a linear instruction lacks its weight");
+      uint32_t wv = in.inputs[1];
+      const ValueDesc &w = f.values[wv];
+      if (w.storage != Storage::Weight || w.dims.size() != 2 || w.dtype != TFC_DTYPE_F32 ||
+          f.packed[wv])
+        continue;
+      auto &shared = packedByOffset[{w.offset, w.dims[0], w.dims[1]}];
+      if (!shared) {
+        std::string err;
+        shared = tfc::cpu::packLinear(reinterpret_cast<const float *>(m->weights + w.offset),
+                                      w.dims[0], w.dims[1], err);
+        if (!shared)
+          return Error{6 /*TFRUN_INTERNAL*/, err};
+      }
+      f.packed[wv] = shared;
+    }
   }
   return {};
 }

@@ -26,7 +26,7 @@ struct Error {
   explicit operator bool() const { return code != 0; }
 };
 
-enum class Storage : uint32_t { Input = 0, Weight = 1, Arena = 2, View = 3 };
+enum class Storage : uint32_t { Input = 0, Weight = 1, Arena = 2, View = 3, State = 4 };
 
 struct ValueDesc {
   uint32_t dtype;
@@ -48,23 +48,55 @@ struct Binding {
   uint32_t value;
 };
 
+/// One entry point: @forward, or the derived @encode / @decode_step.
+struct Function {
+  std::string name;
+  std::vector<ValueDesc> values;
+  std::vector<Binding> inputs, outputs;
+  std::vector<Instr> plan;
+  uint64_t arenaSize = 0;
+  /// Per value: the oneDNN-packed copy of a linear weight (shared between
+  /// functions that read the same weight bytes), or null.
+  std::vector<std::shared_ptr<tfc::cpu::PackedLinear>> packed;
+  int findInput(const std::string &n) const {
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (inputs[i].name == n)
+        return (int)i;
+    return -1;
+  }
+};
+
+/// What generation needs to know (docs/generation.md); absent for models
+/// without a decoder.
+struct GenerationInfo {
+  bool present = false;
+  std::string target; ///< the @forward input that holds the target tokens
+  int64_t bos = -1, eos = -1, pad = 0;
+  int64_t maxLen = 0; ///< KV-cache positions
+};
+
 /// An immutable, validated model. Shared by sessions on any thread.
 struct Model {
   std::string producer, name;
   std::vector<std::string> symbolNames;
   std::vector<int64_t> symbolMax;
-  std::vector<ValueDesc> values;
-  std::vector<Binding> inputs, outputs;
-  std::vector<Instr> plan;
-  uint64_t arenaSize = 0;
+  std::vector<Function> functions; ///< functions[0] is @forward
+  uint64_t stateSize = 0;          ///< session state (KV caches), bytes
+  GenerationInfo gen;
   std::vector<uint8_t> bytes;       ///< owned copy (buffer loads), 64-byte aligned base
   void *mapping = nullptr;          ///< read-only mmap of the file (file loads)
   size_t mappingSize = 0;
   ~Model();
   const uint8_t *weights = nullptr; ///< start of the weights section in |bytes|
   uint64_t weightsSize = 0;
-  /// Per value: the oneDNN-packed copy of a linear weight, built once at load.
-  std::vector<std::shared_ptr<tfc::cpu::PackedLinear>> packed;
+
+  const Function &forward() const { return functions[0]; }
+  const Function *find(const std::string &n) const {
+    for (const Function &f : functions)
+      if (f.name == n)
+        return &f;
+    return nullptr;
+  }
 };
 
 /// Parses |data| (copied into the model). Returns an error on any inconsistency.

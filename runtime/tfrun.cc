@@ -10,6 +10,7 @@
 #include "tfrun/tfrun.h"
 
 #include "backends/cpu/kernels_cpu.h"
+#include "runtime/generate.h"
 #include "runtime/model.h"
 
 #include <chrono>
@@ -32,21 +33,32 @@ struct tfrun_model {
 struct tfrun_session {
   const tfrun::Model *m = nullptr;
   int threads = 0;
-  void *arena = nullptr;
+  /// The inputs the user bound (by @forward's input names), token ids widened to i64.
   struct Input {
     bool bound = false;
     std::vector<int64_t> shape;
-    std::vector<int64_t> ids; // token ids, widened to i64
+    std::vector<int64_t> ids;
   };
   std::vector<Input> inputs;
-  std::vector<tfc::cpu::Tensor> tensors; // per value, for the last run
-  std::vector<std::vector<int64_t>> outputShapes;
-  bool ran = false;
+  /// Per function: its arena (allocated on the function's first run) and the
+  /// tensors of its last run.
+  struct FnState {
+    void *arena = nullptr;
+    std::vector<tfc::cpu::Tensor> tensors;
+    ~FnState() { std::free(arena); }
+  };
+  std::vector<FnState> fns;
+  void *state = nullptr; ///< KV caches, allocated on the first decode step
+  int lastRun = -1;      ///< the function whose outputs get_output reads
   bool profiling = false;
-  std::vector<double> kernelMs = std::vector<double>(TFC_KERNEL_NOPEAK_MASK + 1, 0.0);
-  std::vector<uint64_t> kernelCalls = std::vector<uint64_t>(TFC_KERNEL_NOPEAK_MASK + 1, 0);
+  std::vector<double> kernelMs = std::vector<double>(TFC_KERNEL_CACHED_ATTENTION + 1, 0.0);
+  std::vector<uint64_t> kernelCalls =
+      std::vector<uint64_t>(TFC_KERNEL_CACHED_ATTENTION + 1, 0);
   std::string profileText;
-  ~tfrun_session() { std::free(arena); }
+  /// The last generate's results.
+  std::vector<std::vector<int64_t>> generated;
+  std::vector<float> scores;
+  ~tfrun_session() { std::free(state); }
 };
 
 namespace {
@@ -93,68 +105,117 @@ const char *dtypeName(uint32_t d) {
   }
 }
 
-tfrun_status_t *runPlan(tfrun_session_t *s) {
+/// An input of one function run: a pointer the caller keeps alive for the run.
+struct BoundInput {
+  const void *data = nullptr;
+  uint32_t dtype = TFC_DTYPE_I64;
+  std::vector<int64_t> shape;
+};
+
+void *alignedAlloc(uint64_t bytes) {
+  return std::aligned_alloc(64, (std::max<uint64_t>(bytes, 64) + 63) / 64 * 64);
+}
+
+/// Runs function |fi| of the model on |ins| (one per function input, in order).
+tfrun_status_t *runFunction(tfrun_session_t *s, size_t fi, const std::vector<BoundInput> &ins) {
   const tfrun::Model &m = *s->m;
-  for (size_t i = 0; i < m.inputs.size(); ++i)
-    if (!s->inputs[i].bound)
-      return makeStatus(TFRUN_INVALID_ARGUMENT,
-                        "input '" + m.inputs[i].name + "' is not bound");
+  const tfrun::Function &f = m.functions[fi];
+  tfrun_session::FnState &fs = s->fns[fi];
+  s->lastRun = -1;
   // Bind symbolic dims from the inputs; they must agree across inputs.
   std::vector<int64_t> sym(m.symbolNames.size(), -1);
-  for (size_t i = 0; i < m.inputs.size(); ++i) {
-    const tfrun::ValueDesc &v = m.values[m.inputs[i].value];
-    const auto &shape = s->inputs[i].shape;
+  for (size_t i = 0; i < f.inputs.size(); ++i) {
+    const tfrun::ValueDesc &v = f.values[f.inputs[i].value];
+    const auto &shape = ins[i].shape;
+    if (shape.size() != v.dims.size() || ins[i].dtype != v.dtype)
+      return makeStatus(TFRUN_INVALID_ARGUMENT, "input '" + f.inputs[i].name +
+                                                    "' of '" + f.name +
+                                                    "' has the wrong rank or dtype");
     for (size_t d = 0; d < v.dims.size(); ++d) {
-      if (v.dims[d] >= 0)
+      if (v.dims[d] >= 0) {
+        if (shape[d] != v.dims[d])
+          return makeStatus(TFRUN_INVALID_ARGUMENT,
+                            "input '" + f.inputs[i].name + "' dim " + std::to_string(d) +
+                                " must be " + std::to_string(v.dims[d]));
         continue;
+      }
       size_t k = -(v.dims[d] + 1);
       if (sym[k] >= 0 && sym[k] != shape[d])
         return makeStatus(TFRUN_INVALID_ARGUMENT,
-                          "input '" + m.inputs[i].name + "' has " + m.symbolNames[k] +
+                          "input '" + f.inputs[i].name + "' has " + m.symbolNames[k] +
                               " " + std::to_string(shape[d]) + ", but another input has " +
                               std::to_string(sym[k]));
+      if (shape[d] > m.symbolMax[k])
+        return makeStatus(TFRUN_INVALID_ARGUMENT,
+                          "input '" + f.inputs[i].name + "' dim " + std::to_string(d) +
+                              " is " + std::to_string(shape[d]) +
+                              ", beyond the declared maximum " + m.symbolNames[k] + " = " +
+                              std::to_string(m.symbolMax[k]));
       sym[k] = shape[d];
     }
   }
+  // A symbol no input binds (the batch of a state-only dim) stays at 0 only if unused.
+  if (!fs.arena) {
+    fs.arena = alignedAlloc(f.arenaSize);
+    if (!fs.arena)
+      return makeStatus(TFRUN_OUT_OF_MEMORY,
+                        "cannot allocate the " + std::to_string(f.arenaSize) +
+                            "-byte arena of '" + f.name +
+                            "' (sized for the declared maximum dims; "
+                            "compile with smaller --set max_batch / max_len)");
+  }
+  if (m.stateSize && !s->state) {
+    s->state = alignedAlloc(m.stateSize);
+    if (!s->state)
+      return makeStatus(TFRUN_OUT_OF_MEMORY,
+                        "cannot allocate the " + std::to_string(m.stateSize) +
+                            "-byte KV cache (compile with smaller --set max_batch / max_len)");
+  }
   // Shapes and addresses.
-  s->tensors.assign(m.values.size(), {});
-  for (size_t i = 0; i < m.values.size(); ++i) {
-    const tfrun::ValueDesc &v = m.values[i];
-    tfc::cpu::Tensor &t = s->tensors[i];
+  fs.tensors.assign(f.values.size(), {});
+  for (size_t i = 0; i < f.values.size(); ++i) {
+    const tfrun::ValueDesc &v = f.values[i];
+    tfc::cpu::Tensor &t = fs.tensors[i];
     t.dtype = v.dtype;
-    for (int64_t d : v.dims)
-      t.shape.push_back(d >= 0 ? d : sym[-(d + 1)]);
-    switch (v.storage) {
-    case tfrun::Storage::Input: {
-      auto &in = s->inputs[v.offset];
-      t.data = in.ids.data();
-      t.dtype = TFC_DTYPE_I64;
-      t.shape = in.shape;
-      break;
+    for (int64_t d : v.dims) {
+      int64_t x = d >= 0 ? d : sym[-(d + 1)];
+      if (x < 0)
+        return makeStatus(TFRUN_INVALID_ARGUMENT,
+                          "'" + f.name + "': no input gives the size of " +
+                              m.symbolNames[-(d + 1)]);
+      t.shape.push_back(x);
     }
+    switch (v.storage) {
+    case tfrun::Storage::Input:
+      t.data = const_cast<void *>(ins[v.offset].data);
+      t.shape = ins[v.offset].shape;
+      break;
     case tfrun::Storage::Weight:
       t.data = const_cast<uint8_t *>(m.weights + v.offset);
-      t.packed = m.packed[i].get();
+      t.packed = f.packed[i].get();
       break;
     case tfrun::Storage::Arena:
-      t.data = static_cast<char *>(s->arena) + v.offset;
+      t.data = static_cast<char *>(fs.arena) + v.offset;
+      break;
+    case tfrun::Storage::State:
+      t.data = static_cast<char *>(s->state) + v.offset;
       break;
     case tfrun::Storage::View:
-      t.data = s->tensors[v.offset].data;
+      t.data = fs.tensors[v.offset].data;
       break;
     }
   }
   if (s->threads > 0)
     omp_set_num_threads(s->threads);
-  for (size_t i = 0; i < m.plan.size(); ++i) {
-    const tfrun::Instr &in = m.plan[i];
+  for (size_t i = 0; i < f.plan.size(); ++i) {
+    const tfrun::Instr &in = f.plan[i];
     if (in.kernel == TFC_KERNEL_RESHAPE || in.kernel == TFC_KERNEL_UNSQUEEZE)
       continue; // views: the address is already the source's
     std::vector<const tfc::cpu::Tensor *> args;
     for (uint32_t v : in.inputs)
-      args.push_back(&s->tensors[v]);
+      args.push_back(&fs.tensors[v]);
     auto t0 = std::chrono::steady_clock::now();
-    std::string err = tfc::cpu::runKernel(in.kernel, args, s->tensors[in.output], in.ints,
+    std::string err = tfc::cpu::runKernel(in.kernel, args, fs.tensors[in.output], in.ints,
                                           in.floats);
     if (s->profiling) {
       s->kernelMs[in.kernel] +=
@@ -165,7 +226,289 @@ tfrun_status_t *runPlan(tfrun_session_t *s) {
     if (!err.empty())
       return makeStatus(TFRUN_INVALID_ARGUMENT, err);
   }
-  s->ran = true;
+  s->lastRun = (int)fi;
+  return nullptr;
+}
+
+/// @forward on the inputs the user bound.
+tfrun_status_t *runForward(tfrun_session_t *s) {
+  const tfrun::Function &f = s->m->forward();
+  std::vector<BoundInput> ins(f.inputs.size());
+  for (size_t i = 0; i < f.inputs.size(); ++i) {
+    if (!s->inputs[i].bound)
+      return makeStatus(TFRUN_INVALID_ARGUMENT,
+                        "input '" + f.inputs[i].name + "' is not bound");
+    ins[i] = {s->inputs[i].ids.data(), TFC_DTYPE_I64, s->inputs[i].shape};
+  }
+  return runFunction(s, 0, ins);
+}
+
+/// The decoder side of generation over a session: @encode once, then
+/// @decode_step per position, with per-row copies of everything batch-major
+/// that decode_step reads (encoder memory, source ids) and the KV cache in the
+/// session state, so rows can be dropped, fanned out and reordered (select).
+class SessionStepModel : public tfrun::StepModel {
+public:
+  SessionStepModel(tfrun_session_t *s) : s(s), m(*s->m) {}
+
+  /// Runs @encode (if any) and sets up the per-row inputs of decode_step.
+  tfrun_status_t *start(int64_t batch) {
+    decIdx = index("decode_step");
+    const tfrun::Function &dec = m.functions[decIdx];
+    const tfrun::Function &fwd = m.forward();
+    rows = batch;
+    int encIdx = m.find("encode") ? (int)index("encode") : -1;
+    if (encIdx >= 0) {
+      const tfrun::Function &enc = m.functions[encIdx];
+      std::vector<BoundInput> ins(enc.inputs.size());
+      for (size_t i = 0; i < enc.inputs.size(); ++i) {
+        int fi = fwd.findInput(enc.inputs[i].name);
+        if (fi < 0 || !s->inputs[fi].bound)
+          return makeStatus(TFRUN_INVALID_ARGUMENT,
+                            "input '" + enc.inputs[i].name + "' is not bound");
+        ins[i] = {s->inputs[fi].ids.data(), TFC_DTYPE_I64, s->inputs[fi].shape};
+      }
+      if (tfrun_status_t *st = runFunction(s, encIdx, ins))
+        return st;
+    }
+    // Per-row copies of decode_step's batch-major inputs.
+    for (size_t i = 0; i < dec.inputs.size(); ++i) {
+      const std::string &name = dec.inputs[i].name;
+      if (name == "step.tokens") {
+        tokensIdx = i;
+        continue;
+      }
+      if (name == "step.pos") {
+        posIdx = i;
+        continue;
+      }
+      RowInput r;
+      r.input = i;
+      const void *src = nullptr;
+      std::vector<int64_t> shape;
+      r.dtype = dec.values[dec.inputs[i].value].dtype;
+      int fi = fwd.findInput(name);
+      if (fi >= 0 && s->inputs[fi].bound) {
+        src = s->inputs[fi].ids.data();
+        shape = s->inputs[fi].shape;
+      } else if (encIdx >= 0) {
+        const tfrun::Function &enc = m.functions[encIdx];
+        for (const tfrun::Binding &b : enc.outputs)
+          if (b.name == name) {
+            const tfc::cpu::Tensor &t = s->fns[encIdx].tensors[b.value];
+            src = t.data;
+            shape = t.shape;
+          }
+      }
+      if (!src || shape.empty() || shape[0] != batch)
+        return makeStatus(TFRUN_INVALID_MODEL,
+                          "decode_step input '" + name + "' has no source");
+      r.rowShape.assign(shape.begin() + 1, shape.end());
+      r.rowBytes = tfc_dtype_size(r.dtype);
+      for (int64_t d : r.rowShape)
+        r.rowBytes *= (uint64_t)d;
+      r.data.assign(static_cast<const char *>(src),
+                    static_cast<const char *>(src) + r.rowBytes * batch);
+      rowInputs.push_back(std::move(r));
+    }
+    if (tokensIdx < 0 || posIdx < 0)
+      return makeStatus(TFRUN_INVALID_MODEL, "decode_step lacks step.tokens or step.pos");
+    const tfrun::ValueDesc &logits = dec.values[dec.outputs.at(0).value];
+    vocab = logits.dims.empty() ? 0 : logits.dims.back();
+    if (vocab <= 0)
+      return makeStatus(TFRUN_INVALID_MODEL, "decode_step's logits have no static vocabulary");
+    for (const tfrun::ValueDesc &v : dec.values)
+      if (v.storage == tfrun::Storage::State) {
+        bool seen = false;
+        for (const Cache &c : caches)
+          seen |= c.offset == v.offset;
+        if (!seen)
+          caches.push_back({v.offset, v.dims[1], v.dims[2]});
+      }
+    return nullptr;
+  }
+
+  int64_t vocabSize() const override { return vocab; }
+  int64_t maxRows() const override {
+    const tfrun::ValueDesc &v = m.functions[decIdx].values[m.functions[decIdx]
+                                                               .inputs[tokensIdx]
+                                                               .value];
+    return v.dims[0] >= 0 ? v.dims[0] : m.symbolMax[-(v.dims[0] + 1)];
+  }
+  int64_t cacheLen() const { return caches.empty() ? 0 : caches[0].len; }
+
+  tfrun::Error step(const int64_t *tokens, int64_t n, int64_t p, const float **logits) override {
+    if (n != rows)
+      return {TFRUN_INTERNAL, "decode step with " + std::to_string(n) + " rows, the state has " +
+                                  std::to_string(rows)};
+    const tfrun::Function &dec = m.functions[decIdx];
+    std::vector<BoundInput> ins(dec.inputs.size());
+    pos = p;
+    ins[tokensIdx] = {tokens, TFC_DTYPE_I64, {n, 1}};
+    ins[posIdx] = {&pos, TFC_DTYPE_I64, {}};
+    for (const RowInput &r : rowInputs) {
+      std::vector<int64_t> shape{n};
+      shape.insert(shape.end(), r.rowShape.begin(), r.rowShape.end());
+      ins[r.input] = {r.data.data(), r.dtype, std::move(shape)};
+    }
+    tfrun_status_t *st = runFunction(s, decIdx, ins);
+    if (st) {
+      tfrun::Error e{(int)st->code, st->message};
+      tfrun_status_release(st);
+      return e;
+    }
+    lastPos = p;
+    *logits = s->fns[decIdx].tensors[dec.outputs[0].value].as<float>();
+    return {};
+  }
+
+  tfrun::Error select(const int64_t *from, int64_t n) override {
+    if (n > maxRows())
+      return {TFRUN_INVALID_ARGUMENT, std::to_string(n) + " rows exceed max_batch " +
+                                          std::to_string(maxRows())};
+    for (int64_t r = 0; r < n; ++r)
+      if (from[r] < 0 || from[r] >= rows)
+        return {TFRUN_INTERNAL, "select from a missing row"};
+    std::vector<char> tmp;
+    for (RowInput &ri : rowInputs) {
+      tmp.resize(ri.rowBytes * n);
+      for (int64_t r = 0; r < n; ++r)
+        std::memcpy(tmp.data() + r * ri.rowBytes, ri.data.data() + from[r] * ri.rowBytes,
+                    ri.rowBytes);
+      ri.data.swap(tmp);
+    }
+    // The caches: only positions [0, lastPos] hold data.
+    int64_t used = lastPos + 1;
+    if (used > 0 && s->state)
+      for (const Cache &c : caches) {
+        float *base = reinterpret_cast<float *>(static_cast<char *>(s->state) + c.offset);
+        uint64_t rowFloats = (uint64_t)c.len * c.width, usedFloats = (uint64_t)used * c.width;
+        tmp.resize(sizeof(float) * usedFloats * n);
+        float *t = reinterpret_cast<float *>(tmp.data());
+        for (int64_t r = 0; r < n; ++r)
+          std::memcpy(t + r * usedFloats, base + from[r] * rowFloats, sizeof(float) * usedFloats);
+        for (int64_t r = 0; r < n; ++r)
+          std::memcpy(base + r * rowFloats, t + r * usedFloats, sizeof(float) * usedFloats);
+      }
+    rows = n;
+    return {};
+  }
+
+private:
+  struct RowInput {
+    size_t input = 0;
+    uint32_t dtype = TFC_DTYPE_F32;
+    std::vector<int64_t> rowShape;
+    uint64_t rowBytes = 0;
+    std::vector<char> data;
+  };
+  struct Cache {
+    uint64_t offset;
+    int64_t len, width;
+  };
+  size_t index(const char *name) const {
+    for (size_t i = 0; i < m.functions.size(); ++i)
+      if (m.functions[i].name == name)
+        return i;
+    return 0;
+  }
+  tfrun_session_t *s;
+  const tfrun::Model &m;
+  size_t decIdx = 0;
+  int tokensIdx = -1, posIdx = -1;
+  std::vector<RowInput> rowInputs;
+  std::vector<Cache> caches;
+  int64_t rows = 0, vocab = 0, pos = 0, lastPos = -1;
+};
+
+tfrun_status_t *generate(tfrun_session_t *s, const tfrun_generate_options_t &o) {
+  const tfrun::Model &m = *s->m;
+  s->generated.clear();
+  s->scores.clear();
+  if (!m.gen.present)
+    return makeStatus(TFRUN_INVALID_ARGUMENT,
+                      "model '" + m.name + "' cannot generate: it has no decoder "
+                      "(no causal self-attention; see tfc compile --report)");
+  const tfrun::Function &fwd = m.forward();
+  bool encDec = m.find("encode") != nullptr;
+  tfrun::SearchOptions opt;
+  opt.bos = o.bos_id >= 0 ? o.bos_id : m.gen.bos;
+  opt.eos = o.eos_id >= 0 ? o.eos_id : m.gen.eos;
+  opt.pad = o.pad_id >= 0 ? o.pad_id : m.gen.pad;
+  opt.beam = o.beam_width;
+  opt.length_penalty = o.length_penalty;
+  opt.sample = o.sample != 0;
+  opt.temperature = o.temperature;
+  opt.top_k = o.top_k;
+  opt.top_p = o.top_p;
+  opt.seed = o.seed;
+  if (opt.sample && encDec)
+    return makeStatus(TFRUN_INVALID_ARGUMENT,
+                      "sampling is for decoder-only models; use greedy or beam search");
+  // The batch and the prompts.
+  std::vector<std::vector<int64_t>> prompts;
+  int64_t batch = -1;
+  for (size_t i = 0; i < fwd.inputs.size(); ++i) {
+    bool isTarget = fwd.inputs[i].name == m.gen.target;
+    if (isTarget == encDec)
+      continue; // enc-dec: the sources; decoder-only: the prompt
+    if (!s->inputs[i].bound)
+      return makeStatus(TFRUN_INVALID_ARGUMENT,
+                        "input '" + fwd.inputs[i].name + "' is not bound");
+    const auto &in = s->inputs[i];
+    int64_t b = in.shape[0], len = in.shape.size() > 1 ? in.shape[1] : 1;
+    batch = b;
+    for (int64_t r = 0; r < b; ++r) {
+      const int64_t *row = in.ids.data() + r * len;
+      int64_t n = len;
+      while (n > 0 && row[n - 1] == opt.pad)
+        --n;
+      if (n == 0)
+        return makeStatus(TFRUN_INVALID_ARGUMENT,
+                          (encDec ? "source " : "prompt ") + std::to_string(r) +
+                              " of input '" + fwd.inputs[i].name +
+                              "' is empty (only pad_id " + std::to_string(opt.pad) + ")");
+      if (!encDec)
+        prompts.emplace_back(row, row + n);
+    }
+  }
+  if (batch < 0)
+    return makeStatus(TFRUN_INVALID_ARGUMENT, "no input to generate from is bound");
+  if (encDec)
+    prompts.assign(batch, std::vector<int64_t>{opt.bos});
+  size_t longest = 0;
+  for (const auto &p : prompts)
+    longest = std::max(longest, p.size());
+  int64_t cache = m.gen.maxLen;
+  // Positions fed: the prompt and every new token but the last.
+  int64_t room = cache - (int64_t)longest + 1;
+  if (o.max_len < 0)
+    return makeStatus(TFRUN_INVALID_ARGUMENT,
+                      "max_len must be positive, got " + std::to_string(o.max_len));
+  opt.max_len = o.max_len ? o.max_len : (int)std::max<int64_t>(room, 0);
+  if (opt.max_len > room)
+    return makeStatus(TFRUN_INVALID_ARGUMENT,
+                      "max_len " + std::to_string(opt.max_len) + " needs " +
+                          std::to_string((int64_t)longest + opt.max_len - 1) +
+                          " cache positions, but the model's KV cache holds " +
+                          std::to_string(cache) + " (recompile with a larger --set max_len)");
+  SessionStepModel model(s);
+  if (tfrun_status_t *st = model.start(batch))
+    return st;
+  if (opt.bos < 0 || opt.bos >= model.vocabSize())
+    return makeStatus(TFRUN_INVALID_ARGUMENT,
+                      "bos_id " + std::to_string(opt.bos) + " is outside the vocabulary [0, " +
+                          std::to_string(model.vocabSize()) + ")");
+  if (opt.eos < 0 || opt.eos >= model.vocabSize())
+    return makeStatus(TFRUN_INVALID_ARGUMENT,
+                      "eos_id " + std::to_string(opt.eos) + " is outside the vocabulary [0, " +
+                          std::to_string(model.vocabSize()) + ")");
+  tfrun::SearchResult res;
+  if (tfrun::Error e = tfrun::search(model, prompts, opt, res))
+    return fromError(e);
+  s->generated = std::move(res.ids);
+  s->scores = std::move(res.scores);
+  s->lastRun = -1;
   return nullptr;
 }
 
@@ -209,15 +552,32 @@ tfrun_status_t *tfrun_model_load_file(const char *path, tfrun_model_t **out) {
 
 void tfrun_model_release(tfrun_model_t *m) { delete m; }
 
-size_t tfrun_model_input_count(const tfrun_model_t *m) { return m ? m->m->inputs.size() : 0; }
+size_t tfrun_model_input_count(const tfrun_model_t *m) {
+  return m ? m->m->forward().inputs.size() : 0;
+}
 const char *tfrun_model_input_name(const tfrun_model_t *m, size_t i) {
-  return m && i < m->m->inputs.size() ? m->m->inputs[i].name.c_str() : nullptr;
+  return m && i < m->m->forward().inputs.size() ? m->m->forward().inputs[i].name.c_str()
+                                                : nullptr;
 }
 size_t tfrun_model_output_count(const tfrun_model_t *m) {
-  return m ? m->m->outputs.size() : 0;
+  return m ? m->m->forward().outputs.size() : 0;
 }
 const char *tfrun_model_output_name(const tfrun_model_t *m, size_t i) {
-  return m && i < m->m->outputs.size() ? m->m->outputs[i].name.c_str() : nullptr;
+  return m && i < m->m->forward().outputs.size() ? m->m->forward().outputs[i].name.c_str()
+                                                 : nullptr;
+}
+int tfrun_model_can_generate(const tfrun_model_t *m) { return m && m->m->gen.present; }
+void tfrun_model_generation_info(const tfrun_model_t *m, int64_t *bos, int64_t *eos,
+                                 int64_t *pad, int64_t *maxLen) {
+  const tfrun::GenerationInfo *g = m && m->m->gen.present ? &m->m->gen : nullptr;
+  if (bos)
+    *bos = g ? g->bos : -1;
+  if (eos)
+    *eos = g ? g->eos : -1;
+  if (pad)
+    *pad = g ? g->pad : -1;
+  if (maxLen)
+    *maxLen = g ? g->maxLen : -1;
 }
 const char *tfrun_model_name(const tfrun_model_t *m) { return m ? m->m->name.c_str() : ""; }
 
@@ -230,12 +590,14 @@ tfrun_status_t *tfrun_session_create(const tfrun_model_t *model, int threads,
     auto s = std::make_unique<tfrun_session>();
     s->m = model->m.get();
     s->threads = threads;
-    s->inputs.resize(s->m->inputs.size());
-    size_t bytes = s->m->arenaSize ? s->m->arenaSize : 64;
-    s->arena = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-    if (!s->arena)
+    s->inputs.resize(s->m->forward().inputs.size());
+    s->fns.resize(s->m->functions.size());
+    // @forward's arena now, so a too-large model fails here rather than at run.
+    const tfrun::Function &f = s->m->forward();
+    s->fns[0].arena = alignedAlloc(f.arenaSize);
+    if (!s->fns[0].arena)
       return makeStatus(TFRUN_OUT_OF_MEMORY,
-                        "cannot allocate the " + std::to_string(bytes) +
+                        "cannot allocate the " + std::to_string(f.arenaSize) +
                             "-byte arena (sized for the declared maximum dims; "
                             "compile with smaller --set max_batch / max_len)");
     *out = s.release();
@@ -252,17 +614,18 @@ tfrun_status_t *tfrun_session_set_input(tfrun_session_t *s, const char *name,
     return makeStatus(TFRUN_INVALID_ARGUMENT, "null argument to tfrun_session_set_input");
   return guarded([&]() -> tfrun_status_t * {
     const tfrun::Model &m = *s->m;
+    const tfrun::Function &f = m.forward();
     size_t idx = 0;
-    while (idx < m.inputs.size() && m.inputs[idx].name != name)
+    while (idx < f.inputs.size() && f.inputs[idx].name != name)
       ++idx;
-    if (idx == m.inputs.size()) {
+    if (idx == f.inputs.size()) {
       std::string known;
-      for (const auto &b : m.inputs)
+      for (const auto &b : f.inputs)
         known += (known.empty() ? "" : ", ") + b.name;
       return makeStatus(TFRUN_INVALID_ARGUMENT,
                         std::string("unknown input '") + name + "' (inputs: " + known + ")");
     }
-    const tfrun::ValueDesc &v = m.values[m.inputs[idx].value];
+    const tfrun::ValueDesc &v = f.values[f.inputs[idx].value];
     if (dtype != TFRUN_I64 && dtype != TFRUN_I32)
       return makeStatus(TFRUN_INVALID_ARGUMENT,
                         std::string("input '") + name + "' takes token ids (i64 or i32), got " +
@@ -304,8 +667,7 @@ tfrun_status_t *tfrun_session_set_input(tfrun_session_t *s, const char *name,
 tfrun_status_t *tfrun_session_run(tfrun_session_t *s) {
   if (!s)
     return makeStatus(TFRUN_INVALID_ARGUMENT, "session is null");
-  s->ran = false;
-  return guarded([&] { return runPlan(s); });
+  return guarded([&] { return runForward(s); });
 }
 
 tfrun_status_t *tfrun_session_get_output(tfrun_session_t *s, const char *name,
@@ -313,11 +675,12 @@ tfrun_status_t *tfrun_session_get_output(tfrun_session_t *s, const char *name,
                                          size_t *rank) {
   if (!s || !name || !data || !shape || !rank)
     return makeStatus(TFRUN_INVALID_ARGUMENT, "null argument to tfrun_session_get_output");
-  if (!s->ran)
+  if (s->lastRun < 0)
     return makeStatus(TFRUN_INVALID_ARGUMENT, "no successful run yet");
-  for (const auto &b : s->m->outputs)
+  const tfrun::Function &f = s->m->functions[s->lastRun];
+  for (const auto &b : f.outputs)
     if (b.name == name) {
-      const tfc::cpu::Tensor &t = s->tensors[b.value];
+      const tfc::cpu::Tensor &t = s->fns[s->lastRun].tensors[b.value];
       *data = t.as<float>();
       *shape = t.shape.data();
       *rank = t.shape.size();
@@ -337,7 +700,7 @@ const char *tfrun_session_profile(tfrun_session_t *s) {
       "mul", "div", "and", "not", "compare", "cast", "masked_fill", "select", "reshape",
       "transpose", "unsqueeze", "slice", "reduce_mean", "reduce_sum", "sqrt", "relu",
       "gelu", "softmax", "log_softmax", "layer_norm", "attention", "positions",
-      "nopeak_mask"};
+      "nopeak_mask", "cached_attention"};
   if (!s)
     return "";
   try {
@@ -365,6 +728,47 @@ const char *tfrun_session_profile(tfrun_session_t *s) {
   } catch (...) {
     return "";
   }
+}
+
+void tfrun_generate_options_init(tfrun_generate_options_t *o) {
+  if (!o)
+    return;
+  *o = tfrun_generate_options_t{};
+  o->beam_width = 1;
+  o->max_len = 0;
+  o->length_penalty = 1.0f;
+  o->sample = 0;
+  o->temperature = 1.0f;
+  o->top_k = 0;
+  o->top_p = 1.0f;
+  o->seed = 0;
+  o->bos_id = o->eos_id = o->pad_id = -1;
+}
+
+tfrun_status_t *tfrun_session_generate(tfrun_session_t *s,
+                                       const tfrun_generate_options_t *o) {
+  if (!s || !o)
+    return makeStatus(TFRUN_INVALID_ARGUMENT, "null argument to tfrun_session_generate");
+  return guarded([&] { return generate(s, *o); });
+}
+
+size_t tfrun_session_generated_count(const tfrun_session_t *s) {
+  return s ? s->generated.size() : 0;
+}
+
+tfrun_status_t *tfrun_session_get_generated(const tfrun_session_t *s, size_t i,
+                                            const int64_t **ids, size_t *len, float *score) {
+  if (!s || !ids || !len)
+    return makeStatus(TFRUN_INVALID_ARGUMENT, "null argument to tfrun_session_get_generated");
+  if (i >= s->generated.size())
+    return makeStatus(TFRUN_INVALID_ARGUMENT,
+                      "sequence " + std::to_string(i) + " of " +
+                          std::to_string(s->generated.size()) + " generated");
+  *ids = s->generated[i].data();
+  *len = s->generated[i].size();
+  if (score)
+    *score = s->scores[i];
+  return nullptr;
 }
 
 } // extern "C"

@@ -133,13 +133,18 @@ OP_RE = re.compile(r"^\s*%([\w#]+) = (tfc\.\w+)\s*(.*)$")
 
 def parse_function(text):
     m = re.search(r"func\.func @forward\((.*?)\) -> ", text, re.S)
+    # Only @forward's body: tfc compile also derives @encode/@decode_step.
+    body = text[m.end():]
+    nxt = re.search(r"^\s*func\.func ", body, re.M)
+    if nxt:
+        body = body[:nxt.start()]
     args = []
     for a in split_top(m.group(1)):
         name = re.match(r"%(\w+)", a).group(1)
         tn = re.search(r'tfc\.name = "(\w+)"', a)
         args.append((name, tn.group(1) if tn else name))
     ops, ret = [], None
-    for line in text.splitlines():
+    for line in body.splitlines():
         om = OP_RE.match(line)
         if om:
             ops.append((om.group(1), om.group(2), om.group(3)))

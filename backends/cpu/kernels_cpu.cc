@@ -174,6 +174,7 @@ std::string runKernel(uint32_t kernel, const std::vector<const Tensor *> &in,
     const Tensor &ids = *in[0], &table = *in[1];
     int64_t axis = ints[0];
     bool hasPos = ints[1], hasTypes = ints[2];
+    bool hasOffset = ints.size() > 3 && ints[3];
     float *o = out.as<float>();
     std::string err = embeddingRows(table, ids, (float)floats[0], o, false);
     if (!err.empty())
@@ -188,9 +189,13 @@ std::string runKernel(uint32_t kernel, const std::vector<const Tensor *> &in,
     if (pos) {
       int64_t b = ids.shape[0], s = ids.shape[1], d = table.shape[1];
       int64_t rows = pos->shape[0];
+      // decode_step: the new tokens sit at positions offset, offset + 1, ...
+      int64_t offset = hasOffset ? *in.back()->as<int64_t>() : 0;
+      if (offset < 0)
+        return "negative position offset " + std::to_string(offset);
       for (int64_t i = 0; i < b; ++i)
         for (int64_t j = 0; j < s; ++j) {
-          int64_t p = axis == 0 ? i : j;
+          int64_t p = axis == 0 ? i : j + offset;
           if (p >= rows)
             return "position " + std::to_string(p) + " is beyond the " +
                    std::to_string(rows) + "-row positional table";
@@ -493,6 +498,44 @@ std::string runKernel(uint32_t kernel, const std::vector<const Tensor *> &in,
         return "additive mask does not cover every key";
     }
     attention(p, q.as<float>(), k.as<float>(), v.as<float>(), out.as<float>());
+    return "";
+  }
+  case TFC_KERNEL_CACHED_ATTENTION: {
+    // q/k/v: [B, T, D] new tokens at positions pos..pos+T-1; caches [B, L, D].
+    const Tensor &q = *in[0], &k = *in[1], &v = *in[2], &kc = *in[3], &vc = *in[4];
+    const int64_t pos = *in[5]->as<int64_t>();
+    const int64_t B = q.shape[0], T = q.shape[1], L = kc.shape[1];
+    const int64_t dk = k.shape[2], dv = v.shape[2];
+    if (pos < 0 || pos + T > L)
+      return "decode position " + std::to_string(pos + T) + " is beyond the KV cache's " +
+             std::to_string(L) + " positions";
+    if (kc.shape[0] < B || vc.shape[0] < B)
+      return "the KV cache holds fewer rows than the batch";
+    float *kcache = kc.as<float>(), *vcache = vc.as<float>();
+    for (int64_t b = 0; b < B; ++b) {
+      std::memcpy(kcache + (b * L + pos) * dk, k.as<float>() + b * T * dk,
+                  sizeof(float) * T * dk);
+      std::memcpy(vcache + (b * L + pos) * dv, v.as<float>() + b * T * dv,
+                  sizeof(float) * T * dv);
+    }
+    AttentionParams p{};
+    p.batch = B;
+    p.q_len = T;
+    p.kv_len = pos + T;
+    p.heads = ints[0];
+    p.head_dim = q.shape[2] / p.heads;
+    p.v_head_dim = dv / p.heads;
+    p.q_row_stride = q.shape[2];
+    p.k_row_stride = dk;
+    p.v_row_stride = dv;
+    p.out_row_stride = out.shape[2];
+    p.k_batch_stride = L * dk;
+    p.v_batch_stride = L * dv;
+    p.q_pos_offset = pos;
+    p.scale = (float)floats[0];
+    p.mask = MaskKind::Causal;
+    p.mask_value = -INFINITY;
+    attention(p, q.as<float>(), kcache, vcache, out.as<float>());
     return "";
   }
   case TFC_KERNEL_POSITIONS: {

@@ -17,7 +17,7 @@
 /* "TFCMODEL" as the first 8 bytes of every model.bin. */
 #define TFC_MAGIC "TFCMODEL"
 /* Layout version the loader accepts; a file with another version is rejected. */
-#define TFC_FORMAT_VERSION 1u
+#define TFC_FORMAT_VERSION 2u
 /* Weight data is aligned to this many bytes so it can be mmapped and used in place. */
 #define TFC_WEIGHT_ALIGN 64u
 
@@ -65,7 +65,19 @@ typedef enum tfc_kernel_t {
   TFC_KERNEL_ATTENTION = 27,      /* ints: mask_kind, num_heads, pad_id; floats: scale, mask_value */
   TFC_KERNEL_POSITIONS = 28,      /* ints: axis */
   TFC_KERNEL_NOPEAK_MASK = 29,
+  /* inputs: q, k, v, k_cache, v_cache, pos; ints: num_heads; floats: scale.
+     Writes k/v into the caches at pos, attends causally over rows [0, pos+T). */
+  TFC_KERNEL_CACHED_ATTENTION = 30,
 } tfc_kernel_t;
+
+/* Where a value lives (model.bin value table). Append-only. */
+typedef enum tfc_storage_t {
+  TFC_STORAGE_INPUT = 0,  /* offset: the function's input index */
+  TFC_STORAGE_WEIGHT = 1, /* offset: byte offset in the weights section */
+  TFC_STORAGE_ARENA = 2,  /* offset: byte offset in the function's arena */
+  TFC_STORAGE_VIEW = 3,   /* offset: the value it aliases */
+  TFC_STORAGE_STATE = 4,  /* offset: byte offset in the session state (KV caches) */
+} tfc_storage_t;
 
 /* Bytes per element of a tfc_dtype_t; 0 for an unknown value. */
 static inline uint64_t tfc_dtype_size(uint32_t dtype) {

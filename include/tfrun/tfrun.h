@@ -95,6 +95,50 @@ tfrun_status_t *tfrun_session_get_output(tfrun_session_t *session, const char *n
 void tfrun_session_enable_profiling(tfrun_session_t *session, int enable);
 const char *tfrun_session_profile(tfrun_session_t *session);
 
+/* ---- Generation (docs/generation.md) -------------------------------------
+ * For models tfc derived @encode/@decode_step for (encoder-decoder and
+ * decoder-only models). The decoding loop and its KV cache run inside the
+ * runtime. Inputs come from tfrun_session_set_input:
+ *   - encoder-decoder: the source inputs of the model (e.g. "src"), a batch
+ *     padded with pad_id; every target starts with bos_id;
+ *   - decoder-only: the target input (e.g. "tokens"): prompts, right-padded
+ *     with pad_id. */
+
+/* 1 if the model has generation entry points, else 0. */
+int tfrun_model_can_generate(const tfrun_model_t *model);
+/* The special ids and the KV-cache length compiled into the model (-1 when the
+ * YAML declares none). Any out-pointer may be NULL. */
+void tfrun_model_generation_info(const tfrun_model_t *model, int64_t *bos_id,
+                                 int64_t *eos_id, int64_t *pad_id, int64_t *max_len);
+
+typedef struct tfrun_generate_options_t {
+  int32_t beam_width;     /* >= 1; 1 = greedy (or sampling) */
+  int32_t max_len;        /* new tokens, eos included; 0 = as many as the cache allows */
+  float length_penalty;   /* beam search: score / length^length_penalty */
+  int32_t sample;         /* nonzero: sample (decoder-only models, beam_width 1) */
+  float temperature;      /* > 0 */
+  int32_t top_k;          /* 0 = off */
+  float top_p;            /* (0, 1]; 1 = off */
+  uint64_t seed;
+  int64_t bos_id, eos_id, pad_id; /* -1 = the model's */
+} tfrun_generate_options_t;
+
+/* Fills |options| with the defaults: greedy, max_len 0, length_penalty 1,
+ * temperature 1, top_k 0, top_p 1, seed 0, the model's ids. */
+void tfrun_generate_options_init(tfrun_generate_options_t *options);
+
+/* Runs the whole decoding loop over the bound inputs. The results stay in the
+ * session until the next generate or run. */
+tfrun_status_t *tfrun_session_generate(tfrun_session_t *session,
+                                       const tfrun_generate_options_t *options);
+/* Number of sequences in the last generate (the batch). */
+size_t tfrun_session_generated_count(const tfrun_session_t *session);
+/* Sequence |index| of the last generate: its new tokens (no bos/prompt, no eos;
+ * owned by the session) and its score (docs/generation.md). */
+tfrun_status_t *tfrun_session_get_generated(const tfrun_session_t *session, size_t index,
+                                            const int64_t **out_ids, size_t *out_len,
+                                            float *out_score);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

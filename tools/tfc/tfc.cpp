@@ -62,6 +62,11 @@ cl::opt<std::string> weightsFile(
 cl::opt<bool> noFusion(
     "no-fusion", cl::desc("Skip the fusion passes (an unfused model, for fused-vs-unfused checks)"),
     cl::cat(tfcCategory));
+cl::opt<bool> noGeneration(
+    "no-generation",
+    cl::desc("Don't derive the generation entry points (@encode, @decode_step); "
+             "--no-fusion implies it"),
+    cl::cat(tfcCategory));
 cl::opt<bool> report(
     "report", cl::desc("Print, layer by layer, what fused into what, and why any "
                        "attention-like softmax did not fuse"),
@@ -184,7 +189,11 @@ void printReport(ModuleOp module) {
     layers.back().second[what]++;
   };
   int attention = 0, norms = 0, leftover = 0;
-  module.walk([&](Operation *op) {
+  // The fusion report describes @forward; the derived entry points reuse its ops.
+  Operation *scope = module;
+  if (auto fwd = module.lookupSymbol<func::FuncOp>("forward"))
+    scope = fwd;
+  scope->walk([&](Operation *op) {
     if (auto a = dyn_cast<mlir::tfc::AttentionOp>(op)) {
       ++attention;
       bump(layerOf(op), ("attention(" + mlir::tfc::stringifyMaskKind(a.getMaskKind()) +
@@ -202,13 +211,21 @@ void printReport(ModuleOp module) {
       os << " " << what << (n > 1 ? " x" + std::to_string(n) : "");
     os << "\n";
   }
-  module.walk([&](mlir::tfc::SoftmaxOp sm) {
+  scope->walk([&](mlir::tfc::SoftmaxOp sm) {
     ++leftover;
     os << "  not fused: softmax at " << where(sm) << " (" << layerOf(sm)
        << "): " << whyNotFused(sm) << "\n";
   });
   os << "  total: " << attention << " tfc.attention, " << norms
      << " tfc.layer_norm, " << leftover << " softmax left\n";
+  if (auto dec = module.lookupSymbol<func::FuncOp>("decode_step")) {
+    int cached = 0;
+    dec.walk([&](mlir::tfc::CachedAttentionOp) { ++cached; });
+    os << "  generation: " << (module.lookupSymbol("encode") ? "encode + " : "")
+       << "decode_step, " << cached << " self-attention KV caches\n";
+  } else {
+    os << "  generation: none (no causal self-attention to decode with, or see the warning)\n";
+  }
 }
 
 /// `--require-fusion`: any remaining softmax over [batch, heads, q, k] scores is
@@ -258,6 +275,7 @@ int runCompile() {
     applyPassManagerCLOptions(pm);
     mlir::tfc::PipelineOptions popts;
     popts.fusion = !noFusion;
+    popts.generation = !noGeneration;
     mlir::tfc::buildCompilePipeline(pm, popts);
     if (failed(pm.run(module)))
       return 1;
@@ -282,6 +300,9 @@ int runCompile() {
       llvm::outs() << "  plan: " << stats.kernels << " kernels, weights "
                    << stats.weightBytes << " bytes, peak arena " << stats.arenaBytes
                    << " bytes (at the declared maximum dims)\n";
+    if (report && stats.stateBytes)
+      llvm::outs() << "  kv cache: " << stats.stateBytes << " bytes ("
+                   << stats.cacheDescription << ")\n";
   } else {
     llvm::raw_string_ostream os(text);
     OpPrintingFlags flags;

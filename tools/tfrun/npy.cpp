@@ -87,8 +87,21 @@ std::string read(const std::string &path, Array &out) {
   return "";
 }
 
+static std::string writeRaw(const std::string &path, const char *descr, const void *data,
+                            size_t elemSize, const std::vector<int64_t> &shape);
+
 std::string writeF32(const std::string &path, const float *data,
                      const std::vector<int64_t> &shape) {
+  return writeRaw(path, "<f4", data, 4, shape);
+}
+
+std::string writeI64(const std::string &path, const int64_t *data,
+                     const std::vector<int64_t> &shape) {
+  return writeRaw(path, "<i8", data, 8, shape);
+}
+
+static std::string writeRaw(const std::string &path, const char *descr, const void *data,
+                            size_t elemSize, const std::vector<int64_t> &shape) {
   std::string dims;
   size_t n = 1;
   for (int64_t d : shape) {
@@ -97,7 +110,10 @@ std::string writeF32(const std::string &path, const float *data,
   }
   if (shape.size() > 1)
     dims.resize(dims.size() - 2);
-  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + dims + "), }";
+  if (shape.size() == 1)
+    dims.pop_back(); // "(3, )" -> "(3,)"
+  std::string header = std::string("{'descr': '") + descr +
+                       "', 'fortran_order': False, 'shape': (" + dims + "), }";
   size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
   header.push_back('\n');
@@ -108,7 +124,7 @@ std::string writeF32(const std::string &path, const float *data,
   uint16_t hl = header.size();
   bool ok = std::fwrite("\x93NUMPY\x01\x00", 1, 8, f) == 8 && std::fwrite(&hl, 2, 1, f) == 1 &&
             std::fwrite(header.data(), 1, header.size(), f) == header.size() &&
-            std::fwrite(data, 4, n, f) == n;
+            std::fwrite(data, elemSize, n, f) == n;
   ok = (std::fclose(f) == 0) && ok;
   if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
     std::remove(tmp.c_str());

@@ -26,6 +26,9 @@ std::string read(const std::string &path, Array &out);
 /// Writes a float32 array. Returns "" on success, else a one-line error.
 std::string writeF32(const std::string &path, const float *data,
                      const std::vector<int64_t> &shape);
+/// The same for int64 data.
+std::string writeI64(const std::string &path, const int64_t *data,
+                     const std::vector<int64_t> &shape);
 
 } // namespace tfc::npy
 

@@ -2,6 +2,7 @@
 //
 //   tfrun model.bin [--input NAME=FILE.npy ...] [--output-dir DIR] [--threads N]
 //                   [--bench N] [--profile]
+//   tfrun model.bin --generate --input src=FILE.npy [--beam K] [--max-len N] ...
 //
 // A thin client of the C API (include/tfrun/tfrun.h): every error is one line on
 // stderr and exit code 1.
@@ -20,6 +21,8 @@
 #include <vector>
 
 namespace {
+
+int64_t generationPad = 0; // the model's pad_id, for padding ids.npy
 
 int fail(const std::string &msg) {
   std::fprintf(stderr, "tfrun: error: %s\n", msg.c_str());
@@ -41,7 +44,91 @@ const char *kUsage =
     "  --bench N              run N times after a warm-up; print min/median/max latency\n"
     "  --profile              print the time spent per kernel (over all timed runs)\n"
     "Without --input, a deterministic example input is used and each output is\n"
-    "summarized.\n";
+    "summarized.\n"
+    "\n"
+    "Generation (models with a decoder; docs/generation.md):\n"
+    "  --generate             run the decoding loop: encoder-decoder models take the\n"
+    "                         source (--input src=...), decoder-only models the prompt;\n"
+    "                         prints each sequence's new ids; with --output-dir, writes\n"
+    "                         ids.npy (int64 [batch, longest], pad_id-padded),\n"
+    "                         lengths.npy and scores.npy\n"
+    "  --beam K               beam search with K beams (default 1: greedy)\n"
+    "  --max-len N            at most N new tokens, eos included (default: the cache)\n"
+    "  --length-penalty A     beam score / length^A (default 1)\n"
+    "  --sample               sample instead (decoder-only): --temperature T, --top-k K,\n"
+    "                         --top-p P, --seed S\n"
+    "  --bos-id, --eos-id, --pad-id ID   override the ids compiled into the model\n"
+    "  --bench N              with --generate: N timed generations; prints\n"
+    "                         'generate: median X ms over N runs, T tokens, R tokens/s'\n";
+
+/// `--generate`: the decoding loop in the runtime, then the ids.
+int runGenerate(tfrun_session_t *session, const tfrun_generate_options_t &gopt, int bench,
+                bool profile, const std::string &outDir) {
+  std::vector<double> ms;
+  size_t tokens = 0;
+  for (int r = 0; r < std::max(bench, 1) + (bench ? 1 : 0); ++r) {
+    if (bench && r == 1)
+      tfrun_session_enable_profiling(session, profile);
+    if (!bench)
+      tfrun_session_enable_profiling(session, profile);
+    auto t0 = std::chrono::steady_clock::now();
+    if (tfrun_status_t *st = tfrun_session_generate(session, &gopt))
+      return failStatus(st);
+    double t = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                   .count();
+    if (bench && r == 0)
+      continue; // warm-up
+    ms.push_back(t);
+  }
+  size_t n = tfrun_session_generated_count(session);
+  std::vector<std::vector<int64_t>> seqs(n);
+  std::vector<float> scores(n);
+  size_t longest = 0;
+  for (size_t b = 0; b < n; ++b) {
+    const int64_t *ids;
+    size_t len;
+    if (tfrun_status_t *st = tfrun_session_get_generated(session, b, &ids, &len, &scores[b]))
+      return failStatus(st);
+    seqs[b].assign(ids, ids + len);
+    longest = std::max(longest, len);
+    tokens += len;
+  }
+  if (bench) {
+    std::sort(ms.begin(), ms.end());
+    double med = ms[ms.size() / 2];
+    std::printf("generate: median %.3f ms over %d runs, %zu tokens, %.1f tokens/s "
+                "(min %.3f ms, max %.3f ms)\n",
+                med, bench, tokens, med > 0 ? 1000.0 * tokens / med : 0.0, ms.front(),
+                ms.back());
+  }
+  if (profile)
+    std::fputs(tfrun_session_profile(session), stdout);
+  if (!outDir.empty()) {
+    int64_t pad = 0;
+    pad = gopt.pad_id >= 0 ? gopt.pad_id : generationPad;
+    std::vector<int64_t> ids(n * std::max<size_t>(longest, 0), pad), lens(n);
+    for (size_t b = 0; b < n; ++b) {
+      std::copy(seqs[b].begin(), seqs[b].end(), ids.begin() + b * longest);
+      lens[b] = (int64_t)seqs[b].size();
+    }
+    std::string err = tfc::npy::writeI64(outDir + "/ids.npy", ids.data(),
+                                         {(int64_t)n, (int64_t)longest});
+    if (err.empty())
+      err = tfc::npy::writeI64(outDir + "/lengths.npy", lens.data(), {(int64_t)n});
+    if (err.empty())
+      err = tfc::npy::writeF32(outDir + "/scores.npy", scores.data(), {(int64_t)n});
+    if (!err.empty())
+      return fail(err);
+  } else if (!bench) {
+    for (size_t b = 0; b < n; ++b) {
+      std::printf("[%zu]", b);
+      for (int64_t t : seqs[b])
+        std::printf(" %lld", (long long)t);
+      std::printf("  (score %.6g)\n", scores[b]);
+    }
+  }
+  return 0;
+}
 
 } // namespace
 
@@ -49,7 +136,19 @@ int main(int argc, char **argv) {
   std::string modelPath, outDir;
   std::vector<std::pair<std::string, std::string>> inputs;
   int threads = 0, bench = 0;
-  bool profile = false;
+  bool profile = false, generate = false;
+  tfrun_generate_options_t gopt;
+  tfrun_generate_options_init(&gopt);
+  auto number = [&](const char *flag, const char *v, double lo, double hi) {
+    char *end = nullptr;
+    double x = std::strtod(v, &end);
+    if (!end || *end || !(x >= lo && x <= hi)) {
+      fail(std::string(flag) + " expects a number in [" + std::to_string((long long)lo) +
+           ", " + std::to_string((long long)hi) + "], got '" + v + "'");
+      std::exit(1);
+    }
+    return x;
+  };
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](const char *flag) -> const char * {
@@ -76,6 +175,32 @@ int main(int argc, char **argv) {
         return fail("--threads expects a positive number");
     } else if (a == "--profile") {
       profile = true;
+    } else if (a == "--generate") {
+      generate = true;
+    } else if (a == "--beam") {
+      gopt.beam_width = (int32_t)number("--beam", value("--beam"), 0, 1 << 20);
+      if (gopt.beam_width != std::atof(argv[i]))
+        return fail("--beam expects an integer");
+    } else if (a == "--max-len") {
+      gopt.max_len = (int32_t)number("--max-len", value("--max-len"), 1, 1 << 30);
+    } else if (a == "--length-penalty") {
+      gopt.length_penalty = (float)number("--length-penalty", value("--length-penalty"), -100, 100);
+    } else if (a == "--sample") {
+      gopt.sample = 1;
+    } else if (a == "--temperature") {
+      gopt.temperature = (float)number("--temperature", value("--temperature"), 0, 1e6);
+    } else if (a == "--top-k") {
+      gopt.top_k = (int32_t)number("--top-k", value("--top-k"), 0, 1 << 30);
+    } else if (a == "--top-p") {
+      gopt.top_p = (float)number("--top-p", value("--top-p"), 0, 1);
+    } else if (a == "--seed") {
+      gopt.seed = std::strtoull(value("--seed"), nullptr, 10);
+    } else if (a == "--bos-id") {
+      gopt.bos_id = (int64_t)number("--bos-id", value("--bos-id"), 0, 1e15);
+    } else if (a == "--eos-id") {
+      gopt.eos_id = (int64_t)number("--eos-id", value("--eos-id"), 0, 1e15);
+    } else if (a == "--pad-id") {
+      gopt.pad_id = (int64_t)number("--pad-id", value("--pad-id"), 0, 1e15);
     } else if (a == "--bench") {
       bench = std::atoi(value("--bench"));
       if (bench <= 0)
@@ -106,6 +231,17 @@ int main(int argc, char **argv) {
     tfrun_model_release(model);
   };
 
+  tfrun_model_generation_info(model, nullptr, nullptr, &generationPad, nullptr);
+  if (generate && !tfrun_model_can_generate(model)) {
+    cleanup();
+    return fail("--generate: model '" + std::string(tfrun_model_name(model)) +
+                "' has no decoder to generate with (no causal self-attention; "
+                "tfc compile --report says why)");
+  }
+  if (generate && inputs.empty()) {
+    cleanup();
+    return fail("--generate needs the source or prompt: --input NAME=FILE.npy");
+  }
   if (inputs.empty()) {
     // A deterministic example: batch 2, sequence 8, ids in [1, 10).
     for (size_t i = 0; i < tfrun_model_input_count(model); ++i) {
@@ -142,6 +278,11 @@ int main(int argc, char **argv) {
     }
   }
 
+  if (generate) {
+    int rc = runGenerate(session, gopt, bench, profile, outDir);
+    cleanup();
+    return rc;
+  }
   if (bench) {
     if (tfrun_status_t *st = tfrun_session_run(session)) { // warm-up
       cleanup();

@@ -1,0 +1,438 @@
+//===- DeriveGeneration.cpp - encode / decode_step from @forward ----------===//
+//
+// Derives the entry points a decoding loop needs from the fused @forward, with no
+// description beyond the model's own graph (docs/generation.md):
+//
+//   @encode(sources...)            -> the encoder-side values the decoder reads
+//                                     (cross-attention K/V, computed once)
+//   @decode_step(step.tokens, step.pos, sources the decoder reads, encode
+//                outputs..., caches...) -> the decoder outputs (logits)
+//
+// The target input is the one every causal self-attention's query depends on.
+// Ops that depend on it form decode_step; ops that depend only on other inputs
+// form encode. In decode_step a causal tfc.attention becomes
+// tfc.cached_attention over a [batch, max_len, D] K and V cache (function
+// arguments marked `tfc.state`, which the runtime keeps across calls), and
+// tfc.token_embedding reads its positions from step.pos on. Every other
+// decoder-side op must act position by position. Where it does not, the model
+// keeps only @forward and the pass warns at the op's location: generation is a
+// derived capability, not a reason to reject a model that compiles.
+//
+//===----------------------------------------------------------------------------===//
+#include "passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/IRMapping.h"
+
+#include "llvm/ADT/ScopeExit.h"
+#include "llvm/ADT/SetVector.h"
+
+#include <functional>
+
+namespace mlir::tfc {
+#define GEN_PASS_DEF_DERIVEGENERATION
+#include "passes/Passes.h.inc"
+} // namespace mlir::tfc
+
+using namespace mlir;
+using namespace mlir::tfc;
+
+namespace {
+
+constexpr int64_t kDyn = ShapedType::kDynamic;
+
+int64_t rankOf(Value v) { return v.getType().cast<RankedTensorType>().getRank(); }
+
+bool isCausal(AttentionOp a) {
+  return a.getMaskKind() == MaskKind::causal || a.getMaskKind() == MaskKind::padding_causal;
+}
+
+/// The symbolic name of every dynamic dim of |values| (as in the tfc.dims of
+/// the inputs), found by re-inferring a clone of |f| with a distinct prime
+/// standing for each input dim name.
+LogicalResult symbolicDims(func::FuncOp f, ArrayRef<Value> values,
+                           SmallVectorImpl<SmallVector<std::string>> &out) {
+  static constexpr int64_t kPrimes[] = {1000003, 1000033, 1000037, 1000039, 1000081, 1000099};
+  std::vector<std::string> names;
+  IRMapping map;
+  OpBuilder b(f);
+  auto clone = cast<func::FuncOp>(b.clone(*f, map));
+  auto cleanup = llvm::make_scope_exit([&] { clone.erase(); });
+  for (auto [i, arg] : llvm::enumerate(clone.getArguments())) {
+    auto t = arg.getType().cast<RankedTensorType>();
+    auto dims = f.getArgAttrOfType<ArrayAttr>(i, "tfc.dims");
+    SmallVector<int64_t> shape(t.getShape());
+    for (int64_t d = 0; d < t.getRank(); ++d) {
+      if (!t.isDynamicDim(d))
+        continue;
+      if (!dims || d >= (int64_t)dims.size())
+        return f.emitError("input ") << i << " has no name for its dim " << d;
+      std::string nm = dims[d].cast<StringAttr>().str();
+      auto it = llvm::find(names, nm);
+      if (it == names.end()) {
+        if (names.size() == std::size(kPrimes))
+          return f.emitError("too many symbolic dims");
+        names.push_back(nm);
+        it = names.end() - 1;
+      }
+      shape[d] = kPrimes[it - names.begin()];
+    }
+    arg.setType(RankedTensorType::get(shape, t.getElementType()));
+  }
+  bool ok = true;
+  clone.walk([&](InferTypeOpInterface iface) {
+    SmallVector<Type> types;
+    Operation *op = iface.getOperation();
+    if (failed(iface.inferReturnTypes(op->getContext(), op->getLoc(), op->getOperands(),
+                                      op->getAttrDictionary(), op->getRegions(), types))) {
+      ok = false;
+      return WalkResult::interrupt();
+    }
+    for (auto [r, t] : llvm::zip(op->getResults(), types))
+      r.setType(t);
+    return WalkResult::advance();
+  });
+  if (!ok)
+    return failure();
+  for (Value v : values) {
+    Value c = map.lookup(v);
+    SmallVector<std::string> dims;
+    for (int64_t d : c.getType().cast<RankedTensorType>().getShape()) {
+      auto it = llvm::find(kPrimes, d);
+      if (it == std::end(kPrimes))
+        continue; // a static dim
+      if ((size_t)(it - std::begin(kPrimes)) >= names.size())
+        return failure();
+      dims.push_back(names[it - std::begin(kPrimes)]);
+    }
+    out.push_back(std::move(dims));
+  }
+  return success();
+}
+
+struct Deriver {
+  ModuleOp module;
+  func::FuncOp fwd;
+  /// Per value: the bit set of @forward's inputs it depends on.
+  llvm::DenseMap<Value, uint64_t> deps;
+  unsigned target = 0;
+
+  bool dependsOnTarget(Value v) const { return deps.lookup(v) >> target & 1; }
+  bool isConst(Value v) const { return deps.lookup(v) == 0; }
+
+  /// Why |op| (a decoder-side op) cannot run one position at a time, or empty.
+  std::string positionWiseProblem(Operation *op) const;
+  LogicalResult run();
+};
+
+std::string Deriver::positionWiseProblem(Operation *op) const {
+  auto lastAxis = [&](int64_t axis) {
+    int64_t r = rankOf(op->getOperand(0));
+    return axis == -1 || axis == r - 1;
+  };
+  if (auto a = dyn_cast<AttentionOp>(op)) {
+    if (isCausal(a))
+      return dependsOnTarget(a.getKey()) && dependsOnTarget(a.getValue())
+                 ? ""
+                 : "its causal attention reads keys that are not the target's";
+    if (dependsOnTarget(a.getKey()) || dependsOnTarget(a.getValue()) ||
+        (a.getMask() && dependsOnTarget(a.getMask())))
+      return "an attention over target positions has no causal mask";
+    return "";
+  }
+  if (auto t = dyn_cast<TokenEmbeddingOp>(op)) {
+    if (t.getPositions() && t.getPositionAxis() != 1)
+      return "its positional table is indexed by the batch axis, not by position";
+    if (t.getTypeIds() && dependsOnTarget(t.getTypeIds()))
+      return "target token types are not supported in decode_step";
+    return "";
+  }
+  if (isa<LinearOp, FusedLinearOp, LayerNormOp, ReluOp, GeluOp, SqrtOp, CastOp, NotOp,
+          EmbeddingOp>(op))
+    return "";
+  if (isa<AddOp, SubOp, MulOp, DivOp, AndOp, CompareOp, MaskedFillOp, SelectOp>(op)) {
+    int64_t r = rankOf(op->getResult(0));
+    for (Value v : op->getOperands())
+      if (!dependsOnTarget(v) && rankOf(v) >= r - 1 && rankOf(v) > 1)
+        return "an elementwise operand varies along the positions but is not the target's";
+    return "";
+  }
+  if (auto s = dyn_cast<SoftmaxOp>(op))
+    return lastAxis((int64_t)s.getAxis()) ? "" : "a softmax mixes positions";
+  if (auto s = dyn_cast<LogSoftmaxOp>(op))
+    return lastAxis((int64_t)s.getAxis()) ? "" : "a log_softmax mixes positions";
+  if (auto s = dyn_cast<SliceOp>(op))
+    return lastAxis((int64_t)s.getAxis()) ? "" : "a slice cuts the positions";
+  return "'" + op->getName().getStringRef().str() + "' may mix positions";
+}
+
+LogicalResult Deriver::run() {
+  Block &body = fwd.getBody().front();
+  if (fwd.getNumArguments() > 63)
+    return success();
+  for (auto [i, arg] : llvm::enumerate(fwd.getArguments()))
+    deps[arg] = uint64_t(1) << i;
+  SmallVector<AttentionOp> causal;
+  for (Operation &op : body.without_terminator()) {
+    uint64_t m = 0;
+    for (Value v : op.getOperands())
+      m |= deps.lookup(v);
+    for (Value r : op.getResults())
+      deps[r] = m;
+    if (auto a = dyn_cast<AttentionOp>(op); a && isCausal(a))
+      causal.push_back(a);
+  }
+  if (causal.empty())
+    return success(); // no decoder: nothing to generate with
+  uint64_t common = ~uint64_t(0);
+  for (AttentionOp a : causal)
+    common &= deps.lookup(a.getQuery());
+  if (__builtin_popcountll(common) != 1) {
+    emitWarning(causal.front().getLoc(),
+                "no generation entry points: the causal self-attentions do not read "
+                "exactly one target input");
+    return success();
+  }
+  target = (unsigned)__builtin_ctzll(common);
+  Value tgt = fwd.getArgument(target);
+  auto tgtT = tgt.getType().cast<RankedTensorType>();
+  auto tgtDims = fwd.getArgAttrOfType<ArrayAttr>(target, "tfc.dims");
+  auto dimMax = fwd->getAttrOfType<DictionaryAttr>("tfc.dim_max");
+  if (tgtT.getRank() != 2 || !tgtDims || tgtDims.size() != 2 || !dimMax) {
+    emitWarning(fwd.getLoc(), "no generation entry points: the target input is not "
+                              "[batch, len] token ids");
+    return success();
+  }
+  StringRef batchName = tgtDims[0].cast<StringAttr>().getValue();
+  StringRef lenName = tgtDims[1].cast<StringAttr>().getValue();
+  auto lenMax = dimMax.getAs<IntegerAttr>(lenName);
+  if (!lenMax) {
+    emitWarning(fwd.getLoc(), "no generation entry points: no declared maximum for '")
+        << lenName << "'";
+    return success();
+  }
+
+  // Classify and check the decoder side; collect the boundary it reads.
+  llvm::SetVector<Value> boundary; // encode-side op results the decoder reads
+  llvm::SetVector<Value> srcArgs;  // non-target inputs the decoder reads
+  for (Operation &op : body.without_terminator()) {
+    if (!dependsOnTarget(op.getResult(0)))
+      continue;
+    std::string why = positionWiseProblem(&op);
+    if (!why.empty()) {
+      emitWarning(op.getLoc(), "no generation entry points: ") << why;
+      return success();
+    }
+    for (Value v : op.getOperands()) {
+      if (dependsOnTarget(v) || isConst(v))
+        continue;
+      if (auto ba = v.dyn_cast<BlockArgument>())
+        srcArgs.insert(v);
+      else
+        boundary.insert(v);
+    }
+  }
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  SmallVector<unsigned> decOutputs;
+  for (auto [i, v] : llvm::enumerate(ret.getOperands()))
+    if (dependsOnTarget(v))
+      decOutputs.push_back(i);
+  if (decOutputs.empty())
+    return success();
+
+  SmallVector<SmallVector<std::string>> boundaryDims;
+  if (failed(symbolicDims(fwd, boundary.getArrayRef(), boundaryDims))) {
+    emitWarning(fwd.getLoc(), "no generation entry points: the shapes of the values "
+                              "encode hands to decode_step are not symbolic");
+    return success();
+  }
+
+  OpBuilder b(module.getBodyRegion());
+  b.setInsertionPointAfter(fwd);
+  MLIRContext *ctx = module.getContext();
+  auto strArray = [&](ArrayRef<std::string> xs) {
+    SmallVector<Attribute> a;
+    for (const std::string &x : xs)
+      a.push_back(b.getStringAttr(x));
+    return b.getArrayAttr(a);
+  };
+  auto nameOfArg = [&](unsigned i) {
+    auto n = fwd.getArgAttrOfType<StringAttr>(i, "tfc.name");
+    return n ? n.str() : "input" + std::to_string(i);
+  };
+  // Clones |v|'s defining chain of constant ops into |map| on demand.
+  std::function<Value(OpBuilder &, IRMapping &, Value)> cloneConst =
+      [&](OpBuilder &ob, IRMapping &map, Value v) -> Value {
+    if (Value m = map.lookupOrNull(v))
+      return m;
+    Operation *def = v.getDefiningOp();
+    for (Value o : def->getOperands())
+      cloneConst(ob, map, o);
+    Operation *c = ob.clone(*def, map);
+    return c->getResult(v.cast<OpResult>().getResultNumber());
+  };
+
+  // @encode: the source inputs to the boundary values.
+  if (!boundary.empty()) {
+    SmallVector<Type> argTypes, resTypes;
+    SmallVector<unsigned> srcIdx;
+    for (unsigned i = 0; i < fwd.getNumArguments(); ++i)
+      if (i != target) {
+        srcIdx.push_back(i);
+        argTypes.push_back(fwd.getArgument(i).getType());
+      }
+    for (Value v : boundary)
+      resTypes.push_back(v.getType());
+    auto enc = b.create<func::FuncOp>(fwd.getLoc(), "encode",
+                                      FunctionType::get(ctx, argTypes, resTypes));
+    enc->setAttr("tfc.dim_max", dimMax);
+    Block *eb = enc.addEntryBlock();
+    IRMapping map;
+    for (auto [j, i] : llvm::enumerate(srcIdx)) {
+      map.map(fwd.getArgument(i), eb->getArgument(j));
+      enc.setArgAttrs(j, fwd.getArgAttrDict(i));
+    }
+    // The ops the boundary needs, in program order.
+    llvm::DenseSet<Operation *> needed;
+    SmallVector<Value> work(boundary.begin(), boundary.end());
+    while (!work.empty()) {
+      Operation *def = work.pop_back_val().getDefiningOp();
+      if (!def || !needed.insert(def).second)
+        continue;
+      for (Value o : def->getOperands())
+        work.push_back(o);
+    }
+    OpBuilder eb2 = OpBuilder::atBlockEnd(eb);
+    for (Operation &op : body.without_terminator())
+      if (needed.count(&op))
+        eb2.clone(op, map);
+    SmallVector<Value> results;
+    for (Value v : boundary)
+      results.push_back(map.lookup(v));
+    eb2.create<func::ReturnOp>(fwd.getLoc(), results);
+    for (unsigned i = 0; i < boundary.size(); ++i)
+      enc.setResultAttr(i, "tfc.name", b.getStringAttr("memory." + std::to_string(i)));
+    b.setInsertionPointAfter(enc);
+  }
+
+  // @decode_step.
+  SmallVector<Type> argTypes;
+  SmallVector<DictionaryAttr> argAttrs;
+  auto addArg = [&](Type t, ArrayRef<NamedAttribute> attrs) {
+    argTypes.push_back(t);
+    argAttrs.push_back(b.getDictionaryAttr(attrs));
+    return argTypes.size() - 1;
+  };
+  auto named = [&](StringRef n, Attribute a) { return b.getNamedAttr(n, a); };
+  addArg(RankedTensorType::get({kDyn, kDyn}, tgtT.getElementType()),
+         {named("tfc.name", b.getStringAttr("step.tokens")),
+          named("tfc.dims", strArray({batchName.str(), "step"}))});
+  addArg(RankedTensorType::get({}, b.getI64Type()),
+         {named("tfc.name", b.getStringAttr("step.pos"))});
+  SmallVector<unsigned> srcArgPos, boundaryPos, cachePos;
+  for (Value v : srcArgs) {
+    unsigned i = v.cast<BlockArgument>().getArgNumber();
+    auto d = fwd.getArgAttrDict(i);
+    srcArgPos.push_back(addArg(v.getType(), d ? d.getValue() : ArrayRef<NamedAttribute>{}));
+  }
+  for (auto [j, v] : llvm::enumerate(boundary))
+    boundaryPos.push_back(addArg(
+        v.getType(), {named("tfc.name", b.getStringAttr("memory." + std::to_string(j))),
+                      named("tfc.dims", strArray(boundaryDims[j]))}));
+  int64_t L = lenMax.getInt();
+  for (auto [j, a] : llvm::enumerate(causal)) {
+    auto kT = a.getKey().getType().cast<RankedTensorType>();
+    auto vT = a.getValue().getType().cast<RankedTensorType>();
+    for (auto [which, t] : {std::make_pair("k", kT), std::make_pair("v", vT)}) {
+      auto ct = RankedTensorType::get({kDyn, L, t.getDimSize(2)}, t.getElementType());
+      cachePos.push_back(addArg(
+          ct, {named("tfc.name", b.getStringAttr("cache." + std::string(which) + "." +
+                                                 std::to_string(j))),
+               named("tfc.dims", strArray({batchName.str()})),
+               named("tfc.state", b.getUnitAttr())}));
+    }
+  }
+  SmallVector<Type> resTypes;
+  for (unsigned i : decOutputs)
+    resTypes.push_back(ret.getOperand(i).getType());
+  auto dec = b.create<func::FuncOp>(fwd.getLoc(), "decode_step",
+                                    FunctionType::get(ctx, argTypes, resTypes));
+  SmallVector<NamedAttribute> dm(dimMax.getValue());
+  if (!dimMax.get("step"))
+    dm.push_back(named("step", b.getI64IntegerAttr(L)));
+  dec->setAttr("tfc.dim_max", b.getDictionaryAttr(dm));
+  Block *db = dec.addEntryBlock();
+  for (unsigned i = 0; i < argAttrs.size(); ++i)
+    dec.setArgAttrs(i, argAttrs[i]);
+  for (auto [j, i] : llvm::enumerate(decOutputs))
+    dec.setResultAttrs(j, fwd.getResultAttrDict(i));
+  IRMapping map;
+  map.map(tgt, db->getArgument(0));
+  Value pos = db->getArgument(1);
+  for (auto [j, v] : llvm::enumerate(srcArgs))
+    map.map(v, db->getArgument(srcArgPos[j]));
+  for (auto [j, v] : llvm::enumerate(boundary))
+    map.map(v, db->getArgument(boundaryPos[j]));
+  OpBuilder ob = OpBuilder::atBlockEnd(db);
+  unsigned nextCache = 0;
+  for (Operation &op : body.without_terminator()) {
+    if (!dependsOnTarget(op.getResult(0)))
+      continue;
+    for (Value v : op.getOperands())
+      if (isConst(v))
+        cloneConst(ob, map, v);
+    if (auto a = dyn_cast<AttentionOp>(op); a && isCausal(a)) {
+      Value kc = db->getArgument(cachePos[nextCache++]);
+      Value vc = db->getArgument(cachePos[nextCache++]);
+      auto c = ob.create<CachedAttentionOp>(
+          a.getLoc(), a.getType(),
+          ValueRange{map.lookup(a.getQuery()), map.lookup(a.getKey()),
+                     map.lookup(a.getValue()), kc, vc, pos},
+          ArrayRef<NamedAttribute>{named("num_heads", a.getNumHeadsAttr()),
+                                   named("scale", a.getScaleAttr())});
+      map.map(a.getResult(), c.getResult());
+      continue;
+    }
+    if (auto t = dyn_cast<TokenEmbeddingOp>(op); t && t.getPositions()) {
+      OperationState st(t.getLoc(), TokenEmbeddingOp::getOperationName());
+      st.addOperands({map.lookup(t.getIds()), map.lookup(t.getTable()),
+                      map.lookup(t.getPositions())});
+      if (t.getTypeIds())
+        st.addOperands({map.lookup(t.getTypeIds()), map.lookup(t.getTypeTable())});
+      st.addOperands(pos);
+      st.addTypes(t.getType());
+      st.addAttribute("scale", t.getScaleAttr());
+      st.addAttribute("position_axis", t.getPositionAxisAttr());
+      st.addAttribute("operand_segment_sizes",
+                      b.getDenseI32ArrayAttr({1, 1, 1, t.getTypeIds() ? 1 : 0,
+                                              t.getTypeIds() ? 1 : 0, 1}));
+      map.map(t.getResult(), ob.create(st)->getResult(0));
+      continue;
+    }
+    ob.clone(op, map);
+  }
+  SmallVector<Value> results;
+  for (unsigned i : decOutputs)
+    results.push_back(map.lookup(ret.getOperand(i)));
+  ob.create<func::ReturnOp>(fwd.getLoc(), results);
+  module->setAttr("tfc.generation",
+                  b.getDictionaryAttr({named("target", b.getStringAttr(nameOfArg(target))),
+                                       named("max_len", b.getI64IntegerAttr(L))}));
+  return success();
+}
+
+struct DeriveGenerationPass
+    : public mlir::tfc::impl::DeriveGenerationBase<DeriveGenerationPass> {
+  void runOnOperation() override {
+    ModuleOp m = getOperation();
+    auto fwd = m.lookupSymbol<func::FuncOp>("forward");
+    if (!fwd || m.lookupSymbol("decode_step"))
+      return;
+    Deriver d{m, fwd};
+    if (failed(d.run()))
+      signalPassFailure();
+  }
+};
+
+} // namespace
