@@ -31,21 +31,37 @@ namespace tfc::cpu {
 enum class MaskKind : int32_t {
   None = 0,          ///< nothing is masked
   KeyPadding = 1,    ///< key j is masked where key_tokens[b, j] == pad_id
-  Causal = 2,        ///< key j is masked for query i where j > i
+  Causal = 2,        ///< key j is masked for query i where j > i + q_pos_offset
   PaddingCausal = 3, ///< both of the above
   Additive = 4,      ///< the `additive` tensor is added to the scaled scores
 };
 
 /// Shapes, layouts and mask of one attention call. All strides count floats
 /// (or, for nothing else, elements); row r of batch b of a tensor X is at
-/// X + (b * len + r) * x_row_stride, and head h occupies the columns
+/// X + b * x_batch_stride + r * x_row_stride, where an x_batch_stride of 0
+/// means len * x_row_stride (len = q_len for q and out, kv_len for k and v:
+/// the batches follow each other), and head h occupies the columns
 /// [h * head_dim, (h + 1) * head_dim) of that row. Separate strides let the
 /// kernel read a packed QKV buffer [B, S, 3D] in place (q = base,
-/// k = base + D, v = base + 2D, all three strides 3D) and write into a wider
-/// buffer.
+/// k = base + D, v = base + 2D, all three row strides 3D) and write into a
+/// wider buffer; the batch strides let it read K and V from a KV cache laid
+/// out [batch, max_len, D] while kv_len < max_len (k_batch_stride =
+/// v_batch_stride = max_len * D): only rows 0 .. kv_len-1 of each batch are
+/// read.
 struct AttentionParams {
   int64_t batch = 0, q_len = 0, kv_len = 0, heads = 0, head_dim = 0;
   int64_t q_row_stride = 0, k_row_stride = 0, v_row_stride = 0, out_row_stride = 0;
+  /// Where batch b starts, in floats: batch b of X starts at
+  /// X + b * x_batch_stride. 0 means the default, len * x_row_stride.
+  int64_t q_batch_stride = 0, k_batch_stride = 0, v_batch_stride = 0, out_batch_stride = 0;
+  /// Query row i sits at absolute position i + q_pos_offset, key j at
+  /// position j. For Causal and PaddingCausal, key j is masked for query i
+  /// where j > i + q_pos_offset. 0 (the default) aligns query and key rows at
+  /// the start of the sequence, as in a full-sequence forward; an incremental
+  /// decoding step over a KV cache holding positions 0 .. kv_len-1 passes
+  /// q_pos_offset = kv_len - q_len. It may be negative. It changes nothing
+  /// else: the other masks, and the additive tensor's rows, are indexed by i.
+  int64_t q_pos_offset = 0;
   /// Multiplies Q K^T (typically 1/sqrt(head_dim)).
   float scale = 1.0f;
   MaskKind mask = MaskKind::None;
@@ -55,9 +71,12 @@ struct AttentionParams {
   float mask_value = -1e9f;
   /// The padding token id, for KeyPadding and PaddingCausal.
   int64_t pad_id = 0;
-  /// [batch, kv_len] key-side token ids, contiguous, for KeyPadding and
-  /// PaddingCausal; null otherwise.
+  /// Key-side token ids for KeyPadding and PaddingCausal, null otherwise:
+  /// the id of key j of batch b is key_tokens[b * key_tokens_batch_stride + j]
+  /// (j < kv_len).
   const int64_t *key_tokens = nullptr;
+  /// 0 means kv_len: a contiguous [batch, kv_len] array.
+  int64_t key_tokens_batch_stride = 0;
   /// The additive mask for Additive, null otherwise: an [B|1, H|1, Sq|1, Sk]
   /// tensor whose element (b, h, i, j) is at
   /// additive[b * add_stride_b + h * add_stride_h + i * add_stride_q + j];
@@ -71,9 +90,10 @@ struct AttentionParams {
 
 /// Computes, for every batch b, head h and query row i,
 ///   out[b, i, h*dv:(h+1)*dv] = sum_j softmax_j(s_ij) v[b, j, h*dv:(h+1)*dv]
-/// with s_ij = scale * q_i . k_j, then masked as `p.mask` says. Query i and
-/// key j are aligned at the start of the sequence (a full-sequence forward),
-/// so Causal masks exactly j > i whatever q_len and kv_len are.
+/// with s_ij = scale * q_i . k_j, then masked as `p.mask` says. Query i is at
+/// position i + p.q_pos_offset and key j at position j, so Causal masks
+/// exactly j > i + q_pos_offset whatever q_len and kv_len are (with the
+/// default offset 0: j > i, a full-sequence forward).
 ///
 /// Edge cases, matching PyTorch's softmax in f32:
 /// - a row where every score is -inf (all keys masked with mask_value = -inf,
@@ -82,10 +102,14 @@ struct AttentionParams {
 ///   uniform average of all kv_len value rows (the softmax of equal scores);
 /// - kv_len == 0 produces zeros (an empty sum), q_len == 0 writes nothing.
 ///
-/// Only the batch*q_len rows of `out` at out_row_stride, in the heads*dv
-/// columns, are written; `out` must not overlap q, k or v. Parallel over
-/// batch x heads x query blocks with OpenMP; the result is bitwise the same
-/// for any thread count. Thread-safe: no global state.
+/// Only the q_len rows of each batch of `out` (at out_row_stride and
+/// out_batch_stride), in the heads*dv columns, are written; `out` must not
+/// overlap q, k or v. Parallel over batch x heads x query blocks with OpenMP
+/// (a small call runs on the calling thread); the result is bitwise the same
+/// for any thread count. Query blocks of a few rows (a decoding step) take a
+/// path that vectorizes over head_dim instead of over query rows, so their
+/// results agree with those of a longer query to float rounding, not bitwise.
+/// Thread-safe: no global state.
 void attention(const AttentionParams &p, const float *q, const float *k, const float *v,
                float *out);
 
