@@ -223,6 +223,8 @@ void printReport(ModuleOp module) {
     dec.walk([&](mlir::tfc::CachedAttentionOp) { ++cached; });
     os << "  generation: " << (module.lookupSymbol("encode") ? "encode + " : "")
        << "decode_step, " << cached << " self-attention KV caches\n";
+  } else if (noFusion || noGeneration) {
+    os << "  generation: off (" << (noFusion ? "--no-fusion" : "--no-generation") << ")\n";
   } else {
     os << "  generation: none (no causal self-attention to decode with, or see the warning)\n";
   }
