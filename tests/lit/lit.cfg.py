@@ -16,5 +16,6 @@ config.substitutions.append(("%models", os.path.join(config.tfc_src_root, "model
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
 config.substitutions.append(("%python", config.python_executable))
 config.substitutions.append(("%golden", os.path.join(config.tfc_src_root, "tests", "golden")))
+config.substitutions.append(("%compare_gen", os.path.join(config.tfc_src_root, "scripts", "compare_gen.py")))
 config.substitutions.append(("%compare", os.path.join(config.tfc_src_root, "scripts", "compare_npy.py")))
 config.substitutions.append(("%interp", os.path.join(config.tfc_src_root, "scripts", "tfc_interp.py")))

@@ -233,10 +233,11 @@ int main(int argc, char **argv) {
 
   tfrun_model_generation_info(model, nullptr, nullptr, &generationPad, nullptr);
   if (generate && !tfrun_model_can_generate(model)) {
+    std::string msg = "--generate: model '" + std::string(tfrun_model_name(model)) +
+                      "' has no decoder to generate with (no causal self-attention; "
+                      "tfc compile --report says why)";
     cleanup();
-    return fail("--generate: model '" + std::string(tfrun_model_name(model)) +
-                "' has no decoder to generate with (no causal self-attention; "
-                "tfc compile --report says why)");
+    return fail(msg);
   }
   if (generate && inputs.empty()) {
     cleanup();
