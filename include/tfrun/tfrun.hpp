@@ -106,6 +106,35 @@ public:
     return t;
   }
 
+  /// Runs the decoding loop (docs/generation.md) over the bound inputs and
+  /// returns each sequence's new tokens and score.
+  struct Generated {
+    std::vector<std::vector<int64_t>> ids;
+    std::vector<float> scores;
+  };
+  Generated generate(const tfrun_generate_options_t &options) {
+    check(tfrun_session_generate(s_, &options));
+    Generated g;
+    for (size_t i = 0; i < tfrun_session_generated_count(s_); ++i) {
+      const int64_t *ids;
+      size_t len;
+      float score;
+      check(tfrun_session_get_generated(s_, i, &ids, &len, &score));
+      g.ids.emplace_back(ids, ids + len);
+      g.scores.push_back(score);
+    }
+    return g;
+  }
+  /// Greedy (beamWidth 1) or beam search with the model's ids.
+  Generated generate(int beamWidth = 1, int maxLen = 0, float lengthPenalty = 1.0f) {
+    tfrun_generate_options_t o;
+    tfrun_generate_options_init(&o);
+    o.beam_width = beamWidth;
+    o.max_len = maxLen;
+    o.length_penalty = lengthPenalty;
+    return generate(o);
+  }
+
 private:
   tfrun_session_t *s_ = nullptr;
 };
