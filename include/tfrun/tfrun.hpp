@@ -2,6 +2,7 @@
 //
 // Header-only RAII over include/tfrun/tfrun.h for C++ programs: Model and Session
 // release themselves, and a failing call throws tfrun::Error (code + message).
+// Session::generate wraps tfrun_session_generate (docs/generation.md, docs/c-api.md).
 // The exceptions are thrown here, in the caller's code; none crosses the C API.
 // Thread safety is the C API's: share a Model freely, use a Session from one
 // thread at a time.
