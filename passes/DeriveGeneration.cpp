@@ -359,8 +359,10 @@ LogicalResult Deriver::run() {
   auto dec = b.create<func::FuncOp>(fwd.getLoc(), "decode_step",
                                     FunctionType::get(ctx, argTypes, resTypes));
   SmallVector<NamedAttribute> dm(dimMax.getValue());
+  // One new token per row and call: the arena is planned for that, not for
+  // max_len tokens (a prompt is fed token by token).
   if (!dimMax.get("step"))
-    dm.push_back(named("step", b.getI64IntegerAttr(L)));
+    dm.push_back(named("step", b.getI64IntegerAttr(1)));
   dec->setAttr("tfc.dim_max", b.getDictionaryAttr(dm));
   Block *db = dec.addEntryBlock();
   for (unsigned i = 0; i < argAttrs.size(); ++i)

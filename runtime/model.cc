@@ -229,6 +229,9 @@ static Error parse(const uint8_t *data, size_t size, std::unique_ptr<Model> &m) 
     return invalid("model.bin's first function is not forward");
   if (m->gen.present && !m->find("decode_step"))
     return invalid("model.bin has generation metadata but no decode_step");
+  if (m->gen.present && m->functions[0].findInput(m->gen.target) < 0)
+    return invalid("model.bin's generation target '" + m->gen.target +
+                   "' is not an input of forward");
 
   // Cross-references, per function.
   std::map<std::tuple<uint64_t, int64_t, int64_t>, std::shared_ptr<tfc::cpu::PackedLinear>>
@@ -275,7 +278,8 @@ static Error parse(const uint8_t *data, size_t size, std::unique_ptr<Model> &m) 
         break;
       case Storage::State:
         if (v.offset > m->stateSize || maxBytes > m->stateSize - v.offset ||
-            v.dtype != TFC_DTYPE_F32 || v.dims.size() != 3 || v.dims[1] < 0)
+            v.dtype != TFC_DTYPE_F32 || v.dims.size() != 3 || v.dims[1] <= 0 ||
+            v.dims[2] <= 0)
           return invalid(where + "state value " + std::to_string(i) +
                          " lies outside the session state");
         break;

@@ -164,7 +164,10 @@ tfrun_status_t *runFunction(tfrun_session_t *s, size_t fi, const std::vector<Bou
                             "' (sized for the declared maximum dims; "
                             "compile with smaller --set max_batch / max_len)");
   }
-  if (m.stateSize && !s->state) {
+  bool usesState = false;
+  for (const tfrun::ValueDesc &v : f.values)
+    usesState |= v.storage == tfrun::Storage::State;
+  if (usesState && !s->state) {
     s->state = alignedAlloc(m.stateSize);
     if (!s->state)
       return makeStatus(TFRUN_OUT_OF_MEMORY,
@@ -495,7 +498,7 @@ tfrun_status_t *generate(tfrun_session_t *s, const tfrun_generate_options_t &o) 
   SessionStepModel model(s);
   if (tfrun_status_t *st = model.start(batch))
     return st;
-  if (opt.bos < 0 || opt.bos >= model.vocabSize())
+  if (encDec && (opt.bos < 0 || opt.bos >= model.vocabSize()))
     return makeStatus(TFRUN_INVALID_ARGUMENT,
                       "bos_id " + std::to_string(opt.bos) + " is outside the vocabulary [0, " +
                           std::to_string(model.vocabSize()) + ")");

@@ -35,7 +35,7 @@ typedef enum tfc_dtype_t {
 /* Kernel ids of plan instructions. Append-only. Each corresponds to one tfc op
  * (docs/dialect.md); attributes are stored as the op's, in the order listed. */
 typedef enum tfc_kernel_t {
-  TFC_KERNEL_TOKEN_EMBEDDING = 0, /* ints: position_axis; floats: scale */
+  TFC_KERNEL_TOKEN_EMBEDDING = 0, /* ints: position_axis, has_positions, has_type_ids, has_offset; floats: scale */
   TFC_KERNEL_EMBEDDING = 1,
   TFC_KERNEL_LINEAR = 2,          /* ints: has_bias */
   TFC_KERNEL_FUSED_LINEAR = 3,    /* ints: has_bias, has_residual, activation */

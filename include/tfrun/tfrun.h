@@ -106,8 +106,9 @@ const char *tfrun_session_profile(tfrun_session_t *session);
 
 /* 1 if the model has generation entry points, else 0. */
 int tfrun_model_can_generate(const tfrun_model_t *model);
-/* The special ids and the KV-cache length compiled into the model (-1 when the
- * YAML declares none). Any out-pointer may be NULL. */
+/* The special ids and the KV-cache length compiled into the model: bos/eos are
+ * -1 when the YAML declares none, pad is 0 then; all are -1 for a model that
+ * cannot generate. Any out-pointer may be NULL. */
 void tfrun_model_generation_info(const tfrun_model_t *model, int64_t *bos_id,
                                  int64_t *eos_id, int64_t *pad_id, int64_t *max_len);
 
