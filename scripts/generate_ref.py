@@ -31,8 +31,9 @@ Command line (Debian's /usr/bin/python3):
 writes OUTDIR/ids.npy (int64 [batch, longest], padded with pad), OUTDIR/lengths.npy
 (int64 [batch], the number of returned ids) and OUTDIR/scores.npy (float32 [batch]):
 the files `tfrun model.bin --generate ... --output-dir OUTDIR` writes. An eos id that
-never occurs (e.g. --eos -1) forces exactly max_len tokens. --max-len defaults to what
-fits the model's max_len (its positions) after the bos/prompt.
+never occurs (e.g. --eos -1; tfrun itself wants ids in [0, vocab)) forces exactly
+max_len tokens. --max-len defaults to what fits the model's max_len positions:
+max_len - longest prompt + 1 (the bos is the prompt of an encoder-decoder model).
 """
 import argparse
 import json
@@ -252,11 +253,13 @@ def write_outputs(outdir, results, pad):
 
 
 def default_max_len(name, params, x, pad):
+    """As many new tokens as fit (docs/generation.md): every token fed needs a position
+    and the last new one is never fed, so longest prompt + max_len - 1 <= max_len."""
     if is_decoder_only(name):
         x = np.asarray(x)
         longest = max(int(np.nonzero(r != pad)[0][-1]) + 1 for r in x.reshape(-1, x.shape[-1]))
-        return params['max_len'] - longest
-    return params['max_len'] - 1
+        return params['max_len'] - longest + 1
+    return params['max_len']
 
 
 def main(argv=None):
@@ -291,7 +294,7 @@ def main(argv=None):
     room = default_max_len(a.model, params, x, a.pad)
     max_len = a.max_len if a.max_len is not None else room
     if max_len > room:
-        raise SystemExit(f'--max-len {max_len}: the bos/prompt + max_len exceed the model\'s '
+        raise SystemExit(f'--max-len {max_len}: the bos/prompt + max_len - 1 exceed the model\'s '
                          f'{params["max_len"]} positions')
     if a.beam > 1:
         res = beam(a.model, model, x, a.beam, max_len, a.length_penalty, a.bos, a.eos, a.pad)
