@@ -20,6 +20,9 @@
 #include <string>
 #include <vector>
 
+#include <cerrno>
+#include <sys/stat.h>
+
 namespace {
 
 int64_t generationPad = 0; // the model's pad_id, for padding ids.npy
@@ -217,6 +220,9 @@ int main(int argc, char **argv) {
     std::fputs(kUsage, stderr);
     return 1;
   }
+  // --output-dir is created if missing (its parent must exist).
+  if (!outDir.empty() && ::mkdir(outDir.c_str(), 0777) != 0 && errno != EEXIST)
+    return fail("cannot create the output directory '" + outDir + "': " + std::strerror(errno));
 
   tfrun_model_t *model = nullptr;
   if (tfrun_status_t *st = tfrun_model_load_file(modelPath.c_str(), &model))
