@@ -615,17 +615,24 @@ TFC_INFER(AttentionOp) {
   return pushTensor(types, out, q.getElementType());
 }
 
-LogicalResult AttentionOp::verify() {
-  int64_t heads = (int64_t)getNumHeads();
-  auto qt = getQuery().getType().cast<RankedTensorType>();
+/// The head split both attention ops share: a [batch, seq, dim] query whose
+/// width divides into num_heads > 0 heads.
+static LogicalResult verifyHeads(Operation *op, Value query, int64_t heads) {
+  auto qt = query.getType().cast<RankedTensorType>();
   if (qt.getRank() != 3)
-    return emitOpError("query must be [batch, seq, dim]");
+    return op->emitOpError("query must be [batch, seq, dim]");
   int64_t d = qt.getDimSize(2);
   if (heads <= 0)
-    return emitOpError("num_heads must be positive");
+    return op->emitOpError("num_heads must be positive");
   if (d != kDyn && d % heads != 0)
-    return emitOpError("model width ") << d << " is not divisible by " << heads
-                                       << " heads";
+    return op->emitOpError("model width ") << d << " is not divisible by " << heads
+                                           << " heads";
+  return success();
+}
+
+LogicalResult AttentionOp::verify() {
+  if (failed(verifyHeads(*this, getQuery(), (int64_t)getNumHeads())))
+    return failure();
   MaskKind kind = getMaskKind();
   bool needsOperand = kind == MaskKind::key_padding ||
                       kind == MaskKind::padding_causal ||
@@ -673,13 +680,8 @@ TFC_INFER(CachedAttentionOp) {
 }
 
 LogicalResult CachedAttentionOp::verify() {
-  int64_t heads = (int64_t)getNumHeads();
-  int64_t d = getQuery().getType().cast<RankedTensorType>().getDimSize(2);
-  if (heads <= 0)
-    return emitOpError("num_heads must be positive");
-  if (d != kDyn && d % heads != 0)
-    return emitOpError("model width ") << d << " is not divisible by " << heads
-                                       << " heads";
+  if (failed(verifyHeads(*this, getQuery(), (int64_t)getNumHeads())))
+    return failure();
   if (getKCache().getType().cast<RankedTensorType>().getDimSize(1) == kDyn)
     return emitOpError("the cache length must be static");
   return success();
