@@ -20,12 +20,12 @@
 //
 //===----------------------------------------------------------------------------===//
 #include "passes/Passes.h"
+#include "passes/SymbolicShapes.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/IRMapping.h"
 
-#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/SetVector.h"
 
 #include <functional>
@@ -49,65 +49,42 @@ bool isCausal(AttentionOp a) {
 }
 
 /// The symbolic name of every dynamic dim of |values| (as in the tfc.dims of
-/// the inputs), found by re-inferring a clone of |f| with a distinct prime
-/// standing for each input dim name.
+/// the inputs), found by re-inferring |f| with a distinct prime standing for
+/// each input dim name.
 LogicalResult symbolicDims(func::FuncOp f, ArrayRef<Value> values,
                            SmallVectorImpl<SmallVector<std::string>> &out) {
-  static constexpr int64_t kPrimes[] = {1000003, 1000033, 1000037, 1000039, 1000081, 1000099};
   std::vector<std::string> names;
-  IRMapping map;
-  OpBuilder b(f);
-  auto clone = cast<func::FuncOp>(b.clone(*f, map));
-  auto cleanup = llvm::make_scope_exit([&] { clone.erase(); });
-  for (auto [i, arg] : llvm::enumerate(clone.getArguments())) {
-    auto t = arg.getType().cast<RankedTensorType>();
-    auto dims = f.getArgAttrOfType<ArrayAttr>(i, "tfc.dims");
-    SmallVector<int64_t> shape(t.getShape());
-    for (int64_t d = 0; d < t.getRank(); ++d) {
-      if (!t.isDynamicDim(d))
-        continue;
-      if (!dims || d >= (int64_t)dims.size())
-        return f.emitError("input ") << i << " has no name for its dim " << d;
-      std::string nm = dims[d].cast<StringAttr>().str();
-      auto it = llvm::find(names, nm);
-      if (it == names.end()) {
-        if (names.size() == std::size(kPrimes))
-          return f.emitError("too many symbolic dims");
-        names.push_back(nm);
-        it = names.end() - 1;
-      }
-      shape[d] = kPrimes[it - names.begin()];
-    }
-    arg.setType(RankedTensorType::get(shape, t.getElementType()));
-  }
-  bool ok = true;
-  clone.walk([&](InferTypeOpInterface iface) {
-    SmallVector<Type> types;
-    Operation *op = iface.getOperation();
-    if (failed(iface.inferReturnTypes(op->getContext(), op->getLoc(), op->getOperands(),
-                                      op->getAttrDictionary(), op->getRegions(), types))) {
-      ok = false;
-      return WalkResult::interrupt();
-    }
-    for (auto [r, t] : llvm::zip(op->getResults(), types))
-      r.setType(t);
-    return WalkResult::advance();
-  });
-  if (!ok)
-    return failure();
-  for (Value v : values) {
-    Value c = map.lookup(v);
-    SmallVector<std::string> dims;
-    for (int64_t d : c.getType().cast<RankedTensorType>().getShape()) {
-      auto it = llvm::find(kPrimes, d);
-      if (it == std::end(kPrimes))
-        continue; // a static dim
-      if ((size_t)(it - std::begin(kPrimes)) >= names.size())
+  llvm::DenseMap<Value, SmallVector<std::string>> dimsOf;
+  llvm::DenseSet<Value> wanted(values.begin(), values.end());
+  auto dimValue = [&](StringRef nm) -> FailureOr<int64_t> {
+    auto it = llvm::find(names, nm);
+    if (it == names.end()) {
+      if (names.size() == std::size(kDimSentinels))
         return failure();
-      dims.push_back(names[it - std::begin(kPrimes)]);
+      names.push_back(nm.str());
+      it = names.end() - 1;
     }
-    out.push_back(std::move(dims));
-  }
+    return kDimSentinels[it - names.begin()];
+  };
+  auto record = [&](Value orig, Value clone) -> LogicalResult {
+    if (!wanted.count(orig))
+      return success();
+    SmallVector<std::string> dims;
+    for (int64_t d : clone.getType().cast<RankedTensorType>().getShape()) {
+      auto it = llvm::find(kDimSentinels, d);
+      if (it == std::end(kDimSentinels))
+        continue; // a static dim
+      if ((size_t)(it - std::begin(kDimSentinels)) >= names.size())
+        return failure();
+      dims.push_back(names[it - std::begin(kDimSentinels)]);
+    }
+    dimsOf[orig] = std::move(dims);
+    return success();
+  };
+  if (failed(reinferWithDims(f, dimValue, record)))
+    return failure();
+  for (Value v : values)
+    out.push_back(dimsOf.lookup(v));
   return success();
 }
 

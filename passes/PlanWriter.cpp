@@ -22,6 +22,7 @@
 #include "frontend/Weights.h"
 #include "tfc/abi.h"
 #include "ir/TfcDialect.h"
+#include "passes/SymbolicShapes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -36,10 +37,6 @@ namespace td = mlir::tfc;
 
 namespace tfc {
 namespace {
-
-/// Sentinel values standing for the symbolic dims during re-inference; larger
-/// than any real dim, and prime so a product of two would be recognizable.
-constexpr int64_t kSentinels[] = {1000003, 1000033, 1000037, 1000039, 1000081, 1000099};
 
 struct HostTensor {
   std::vector<int64_t> shape;
@@ -146,65 +143,24 @@ uint32_t dtypeOf(Type t) {
 LogicalResult Writer::inferSymbolicShapes(
     func::FuncOp f, llvm::DenseMap<Value, std::vector<int64_t>> &sym,
     llvm::DenseMap<Value, std::vector<int64_t>> &max) {
-  // Run inference twice on a clone: once with sentinels, once with maximums.
+  // Inference twice: once with a sentinel per symbol, once with the maximums.
   for (int pass = 0; pass < 2; ++pass) {
-    IRMapping map;
-    OpBuilder b(f);
-    auto clone = cast<func::FuncOp>(b.clone(*f, map));
-    for (auto [i, arg] : llvm::enumerate(clone.getArguments())) {
-      auto t = arg.getType().cast<RankedTensorType>();
-      auto names = f.getArgAttrOfType<ArrayAttr>(i, "tfc.dims");
-      SmallVector<int64_t> shape;
-      for (int64_t d = 0; d < t.getRank(); ++d) {
-        if (!t.isDynamicDim(d)) {
-          shape.push_back(t.getDimSize(d));
-          continue;
-        }
-        std::string name = names && d < (int64_t)names.size()
-                               ? names[d].cast<StringAttr>().str()
-                               : "dim" + std::to_string(d);
-        auto it = llvm::find(symbolNames, name);
-        size_t s = it - symbolNames.begin();
-        if (it == symbolNames.end()) {
-          auto dm = f->getAttrOfType<DictionaryAttr>("tfc.dim_max");
-          auto mx = dm ? dm.getAs<IntegerAttr>(name) : IntegerAttr();
-          if (!mx) {
-            clone.erase();
-            return f.emitError("symbolic dim '") << name << "' has no declared maximum";
-          }
-          if (s >= std::size(kSentinels)) {
-            clone.erase();
-            return f.emitError("too many symbolic dims");
-          }
-          symbolNames.push_back(name);
-          symbolMax.push_back(mx.getInt());
-        }
-        shape.push_back(pass == 0 ? kSentinels[s] : symbolMax[s]);
+    auto dimValue = [&](StringRef name) -> FailureOr<int64_t> {
+      auto it = llvm::find(symbolNames, name);
+      size_t s = it - symbolNames.begin();
+      if (it == symbolNames.end()) {
+        auto dm = f->getAttrOfType<DictionaryAttr>("tfc.dim_max");
+        auto mx = dm ? dm.getAs<IntegerAttr>(name) : IntegerAttr();
+        if (!mx)
+          return f.emitError("symbolic dim '") << name << "' has no declared maximum";
+        if (s >= std::size(td::kDimSentinels))
+          return f.emitError("too many symbolic dims");
+        symbolNames.push_back(name.str());
+        symbolMax.push_back(mx.getInt());
       }
-      arg.setType(RankedTensorType::get(shape, t.getElementType()));
-    }
-    LogicalResult result = success();
-    clone.walk([&](Operation *op) {
-      auto iface = dyn_cast<InferTypeOpInterface>(op);
-      if (!iface)
-        return WalkResult::advance();
-      SmallVector<Type> types;
-      if (failed(iface.inferReturnTypes(op->getContext(), op->getLoc(), op->getOperands(),
-                                        op->getAttrDictionary(), op->getRegions(),
-                                        types))) {
-        result = failure();
-        return WalkResult::interrupt();
-      }
-      for (auto [r, t] : llvm::zip(op->getResults(), types))
-        r.setType(t);
-      return WalkResult::advance();
-    });
-    if (failed(result)) {
-      clone.erase();
-      return failure();
-    }
-    // Map the clone's shapes back onto the original values.
-    auto record = [&](Value orig, Value cl) {
+      return pass == 0 ? td::kDimSentinels[s] : symbolMax[s];
+    };
+    auto record = [&](Value orig, Value cl) -> LogicalResult {
       auto t = cl.getType().cast<RankedTensorType>();
       std::vector<int64_t> dims(t.getShape().begin(), t.getShape().end());
       if (pass == 1) {
@@ -212,28 +168,19 @@ LogicalResult Writer::inferSymbolicShapes(
         return success();
       }
       for (int64_t &d : dims) {
-        if (d < kSentinels[0])
+        if (d < td::kDimSentinels[0])
           continue;
-        auto it = llvm::find(kSentinels, d);
-        if (it == std::end(kSentinels))
-          return failure();
-        d = -((it - std::begin(kSentinels)) + 1);
+        auto it = llvm::find(td::kDimSentinels, d);
+        if (it == std::end(td::kDimSentinels))
+          return emitError(orig.getLoc(), "a dim depends on a product of symbolic dims, "
+                                          "which the plan cannot express");
+        d = -((it - std::begin(td::kDimSentinels)) + 1);
       }
       sym[orig] = dims;
       return success();
     };
-    for (auto [a, c] : llvm::zip(f.getArguments(), clone.getArguments()))
-      (void)record(a, c);
-    auto origOps = f.getBody().front().without_terminator();
-    auto cloneOps = clone.getBody().front().without_terminator();
-    for (auto [o, c] : llvm::zip(origOps, cloneOps))
-      for (auto [ro, rc] : llvm::zip(o.getResults(), c.getResults()))
-        if (failed(record(ro, rc))) {
-          clone.erase();
-          return o.emitError("a dim depends on a product of symbolic dims, which the "
-                             "plan cannot express");
-        }
-    clone.erase();
+    if (failed(td::reinferWithDims(f, dimValue, record)))
+      return failure();
   }
   return success();
 }
