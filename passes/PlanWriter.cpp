@@ -10,17 +10,22 @@
 //  2. Constant evaluation: tfc.weight, tfc.constant, tfc.sinusoid_table and
 //     transpose/slice/concat of those are computed here, so the weights section
 //     holds exactly what the kernels read (packed QKV, transposed Conv1D weights).
-//  3. Memory plan: every other value gets an arena slot by liveness (best fit,
+//  3. Precision (--precision bf16 / int8): linear weights and embedding tables
+//     are stored converted (bf16, or int8 with per-row scales as an extra input),
+//     and each activation the kernels can exchange in bf16 is made bf16; see
+//     assignActivations.
+//  4. Memory plan: every other value gets an arena slot by liveness (best fit,
 //     largest first); reshape and unsqueeze are views of their input.
 //     `tfc.state` arguments (the KV caches) live in the session state instead,
 //     one slot each at the declared maximums.
-//  4. Serialization, with an FNV-1a checksum over everything after the header.
+//  5. Serialization, with an FNV-1a checksum over everything after the header.
 //
 //===----------------------------------------------------------------------------===//
 #include "passes/PlanWriter.h"
 
 #include "frontend/Weights.h"
 #include "tfc/abi.h"
+#include "tfc/bf16.h"
 #include "ir/TfcDialect.h"
 #include "passes/SymbolicShapes.h"
 
@@ -28,8 +33,10 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/IRMapping.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <cstring>
 
 using namespace mlir;
@@ -92,14 +99,25 @@ struct Out {
   }
 };
 
+/// One plan instruction before serialization.
+struct Instr {
+  uint32_t kernel;
+  std::vector<uint32_t> ins;
+  uint32_t out;
+  std::vector<int64_t> ints;
+  std::vector<double> floats;
+};
+
 class Writer {
 public:
-  Writer(ModuleOp module, const WeightStore &ws) : module(module), ws(ws) {}
+  Writer(ModuleOp module, const WeightStore &ws, const PlanOptions &opts)
+      : module(module), ws(ws), opts(opts) {}
   FailureOr<std::string> run(PlanStats *stats);
 
 private:
   ModuleOp module;
   const WeightStore &ws;
+  PlanOptions opts;
 
   struct ValueInfo {
     uint32_t dtype = TFC_DTYPE_F32;
@@ -127,6 +145,13 @@ private:
                                     llvm::DenseMap<Value, std::vector<int64_t>> &max);
   LogicalResult evaluateConstant(Operation *op);
   uint32_t addWeight(Value v, const HostTensor &t);
+  uint32_t addWeightBytes(const std::vector<int64_t> &shape, uint32_t dtype,
+                          const char *bytes, uint64_t n);
+  /// The weight value operand |i| of |op| reads: f32 (or i64), or the reduced
+  /// form --precision asks for. |scales| gets the id of an i8 weight's scales.
+  uint32_t weightOperand(Operation *op, unsigned i, Value v, std::optional<uint32_t> &scales);
+  llvm::DenseMap<std::pair<Value, unsigned>, std::pair<uint32_t, uint32_t>> reducedWeights;
+  void assignActivations(const std::vector<Instr> &plan, const std::vector<uint32_t> &outputs);
 };
 
 uint32_t dtypeOf(Type t) {
@@ -244,15 +269,13 @@ LogicalResult Writer::evaluateConstant(Operation *op) {
   return success();
 }
 
-uint32_t Writer::addWeight(Value v, const HostTensor &t) {
+uint32_t Writer::addWeightBytes(const std::vector<int64_t> &shape, uint32_t dtype,
+                                const char *bytes, uint64_t n) {
   ValueInfo info;
   info.storage = TFC_STORAGE_WEIGHT;
-  info.dims = t.shape;
-  info.maxDims = t.shape;
-  info.dtype = t.isInt ? TFC_DTYPE_I64 : TFC_DTYPE_F32;
-  const char *bytes = t.isInt ? reinterpret_cast<const char *>(t.ints.data())
-                              : reinterpret_cast<const char *>(t.data.data());
-  uint64_t n = t.isInt ? t.ints.size() * 8 : t.data.size() * 4;
+  info.dims = shape;
+  info.maxDims = shape;
+  info.dtype = dtype;
   // The derived entry points read the same weights as @forward: store each once.
   auto key = std::make_pair(tfc_fnv1a64(bytes, n), n);
   bool found = false;
@@ -269,11 +292,133 @@ uint32_t Writer::addWeight(Value v, const HostTensor &t) {
     weightsBlob.append(bytes, n);
     weightIndex[key].push_back(info.offset);
   }
-  ids[v] = values.size();
   values.push_back(info);
+  return values.size() - 1;
+}
+
+uint32_t Writer::addWeight(Value v, const HostTensor &t) {
+  const char *bytes = t.isInt ? reinterpret_cast<const char *>(t.ints.data())
+                              : reinterpret_cast<const char *>(t.data.data());
+  uint64_t n = t.isInt ? t.ints.size() * 8 : t.data.size() * 4;
+  ids[v] = addWeightBytes(t.shape, t.isInt ? TFC_DTYPE_I64 : TFC_DTYPE_F32, bytes, n);
   return ids[v];
 }
 
+uint32_t Writer::weightOperand(Operation *op, unsigned i, Value v,
+                               std::optional<uint32_t> &scales) {
+  // Only a linear layer's weight and a token embedding's table are stored in
+  // reduced precision; everything else (biases, norms, positional tables) stays
+  // f32: it is small, and the kernels add it to f32 sums.
+  bool reducible = opts.precision != Precision::F32 && i == 1 &&
+                   isa<td::LinearOp, td::FusedLinearOp, td::TokenEmbeddingOp>(op) &&
+                   !constants[v].isInt && constants[v].shape.size() == 2;
+  if (!reducible) {
+    if (!ids.count(v))
+      addWeight(v, constants[v]);
+    return ids[v];
+  }
+  unsigned mode = (unsigned)opts.precision;
+  auto it = reducedWeights.find({v, mode});
+  if (it != reducedWeights.end()) {
+    if (opts.precision == Precision::Int8)
+      scales = it->second.second;
+    return it->second.first;
+  }
+  const HostTensor &t = constants[v];
+  const int64_t rows = t.shape[0], cols = t.shape[1];
+  uint32_t id, sid = 0;
+  if (opts.precision == Precision::BF16) {
+    std::vector<uint16_t> h(t.data.size());
+    for (size_t e = 0; e < h.size(); ++e)
+      h[e] = tfc_f32_to_bf16(t.data[e]);
+    id = addWeightBytes(t.shape, TFC_DTYPE_BF16, reinterpret_cast<const char *>(h.data()),
+                        h.size() * 2);
+  } else {
+    // Symmetric per row (= per output channel of a linear weight [N, K], and per
+    // token of an embedding table [V, D]: the same numbers for a tied weight).
+    std::vector<int8_t> q(t.data.size());
+    std::vector<float> sc(rows);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float *w = t.data.data() + r * cols;
+      float amax = 0;
+      for (int64_t c = 0; c < cols; ++c)
+        amax = std::max(amax, std::fabs(w[c]));
+      sc[r] = amax / 127.0f;
+      float inv = amax > 0 ? 127.0f / amax : 0.0f;
+      for (int64_t c = 0; c < cols; ++c)
+        q[r * cols + c] = (int8_t)std::clamp(std::nearbyint(w[c] * inv), -127.0f, 127.0f);
+    }
+    id = addWeightBytes(t.shape, TFC_DTYPE_I8, reinterpret_cast<const char *>(q.data()),
+                        q.size());
+    sid = addWeightBytes({rows}, TFC_DTYPE_F32, reinterpret_cast<const char *>(sc.data()),
+                         sc.size() * 4);
+    scales = sid;
+  }
+  reducedWeights[{v, mode}] = {id, sid};
+  return id;
+}
+
+/// Picks the activations that travel in bf16 (--precision bf16 / int8). A value
+/// is bf16 when its producer can write bf16 and every reader can read it:
+/// - writers: linear, fused_linear without a residual, attention, layer_norm,
+///   and slice/reshape/unsqueeze of a bf16 value;
+/// - readers: a linear's input, attention's q/k/v (all three alike),
+///   layer_norm's input, slice/reshape/unsqueeze (which keep the dtype).
+/// Everything else stays f32: the residual stream (token embeddings and
+/// fused_linear with a residual), softmax/log_softmax, elementwise ops, the KV
+/// caches and cached_attention, and every function output. Starting from all
+/// writers, values that break a rule are cleared until nothing changes.
+void Writer::assignActivations(const std::vector<Instr> &plan,
+                               const std::vector<uint32_t> &outputs) {
+  if (opts.precision == Precision::F32)
+    return;
+  auto keepsDtype = [](uint32_t k) {
+    return k == TFC_KERNEL_SLICE || k == TFC_KERNEL_RESHAPE || k == TFC_KERNEL_UNSQUEEZE;
+  };
+  auto writes = [&](const Instr &in) {
+    return in.kernel == TFC_KERNEL_LINEAR || in.kernel == TFC_KERNEL_ATTENTION ||
+           in.kernel == TFC_KERNEL_LAYER_NORM || keepsDtype(in.kernel) ||
+           (in.kernel == TFC_KERNEL_FUSED_LINEAR && in.ints[1] == 0);
+  };
+  auto reads = [&](const Instr &in, size_t p) {
+    if (in.kernel == TFC_KERNEL_ATTENTION)
+      return p < 3;
+    return p == 0 && (in.kernel == TFC_KERNEL_LINEAR || in.kernel == TFC_KERNEL_FUSED_LINEAR ||
+                      in.kernel == TFC_KERNEL_LAYER_NORM || keepsDtype(in.kernel));
+  };
+  std::vector<char> bf(values.size(), 0);
+  for (const Instr &in : plan)
+    if (writes(in) && values[in.out].dtype == TFC_DTYPE_F32)
+      bf[in.out] = 1;
+  for (uint32_t o : outputs)
+    bf[o] = 0;
+  bool changed = true;
+  auto clear = [&](uint32_t v) {
+    if (bf[v]) {
+      bf[v] = 0;
+      changed = true;
+    }
+  };
+  while (changed) {
+    changed = false;
+    for (const Instr &in : plan) {
+      for (size_t p = 0; p < in.ins.size(); ++p)
+        if (bf[in.ins[p]] && !reads(in, p))
+          clear(in.ins[p]);
+      if (keepsDtype(in.kernel) && bf[in.ins[0]] != bf[in.out]) {
+        clear(in.ins[0]);
+        clear(in.out);
+      }
+      if (in.kernel == TFC_KERNEL_ATTENTION &&
+          !(bf[in.ins[0]] && bf[in.ins[1]] && bf[in.ins[2]]))
+        for (size_t p = 0; p < 3; ++p)
+          clear(in.ins[p]);
+    }
+  }
+  for (size_t v = 0; v < values.size(); ++v)
+    if (bf[v])
+      values[v].dtype = TFC_DTYPE_BF16;
+}
 
 /// Kernel id and attributes of a non-constant op; failure if unsupported.
 LogicalResult describe(Operation *op, uint32_t &kernel, std::vector<int64_t> &ints,
@@ -405,13 +550,7 @@ LogicalResult Writer::planFunction(func::FuncOp f, Out &m, PlanStats *stats) {
   }
 
   // Constants first (they only depend on each other), then the plan.
-  struct Instr {
-    uint32_t kernel;
-    std::vector<uint32_t> ins;
-    uint32_t out;
-    std::vector<int64_t> ints;
-    std::vector<double> floats;
-  };
+  reducedWeights.clear();
   std::vector<Instr> plan;
   auto isConstSource = [](Operation *op) {
     return isa<td::WeightOp, td::ConstantOp, td::SinusoidTableOp>(op);
@@ -425,14 +564,6 @@ LogicalResult Writer::planFunction(func::FuncOp f, Out &m, PlanStats *stats) {
         return failure();
     }
   }
-  // Materialize the constants something non-constant reads.
-  for (Operation &op : body.without_terminator()) {
-    if (constants.count(op.getResult(0)))
-      continue;
-    for (Value v : op.getOperands())
-      if (constants.count(v) && !ids.count(v))
-        addWeight(v, constants[v]);
-  }
   for (Operation &op : body.without_terminator()) {
     Value r = op.getResult(0);
     if (constants.count(r))
@@ -440,8 +571,13 @@ LogicalResult Writer::planFunction(func::FuncOp f, Out &m, PlanStats *stats) {
     Instr in;
     if (failed(describe(&op, in.kernel, in.ints, in.floats)))
       return op.emitError("no runtime kernel for '") << op.getName() << "'";
-    for (Value v : op.getOperands())
-      in.ins.push_back(ids.lookup(v));
+    // Constants something non-constant reads become weights (in the precision
+    // --precision asks for); an i8 weight's scales are the last input.
+    std::optional<uint32_t> scales;
+    for (auto [i, v] : llvm::enumerate(op.getOperands()))
+      in.ins.push_back(constants.count(v) ? weightOperand(&op, i, v, scales) : ids.lookup(v));
+    if (scales)
+      in.ins.push_back(*scales);
     ValueInfo info;
     info.dtype = dtypeOf(r.getType());
     info.dims = sym[r];
@@ -455,9 +591,13 @@ LogicalResult Writer::planFunction(func::FuncOp f, Out &m, PlanStats *stats) {
     plan.push_back(std::move(in));
   }
   auto ret = cast<func::ReturnOp>(body.getTerminator());
-  for (Value result : ret.getOperands())
+  std::vector<uint32_t> outputIds;
+  for (Value result : ret.getOperands()) {
     if (!ids.count(result) || values[ids[result]].storage == TFC_STORAGE_WEIGHT)
       return f.emitError("an output of @") << f.getName() << " is a constant";
+    outputIds.push_back(ids[result]);
+  }
+  assignActivations(plan, outputIds);
 
   // Liveness over instruction indices; a view keeps its source alive.
   std::vector<int64_t> def(values.size(), -1), last(values.size(), -1);
@@ -557,10 +697,25 @@ LogicalResult Writer::planFunction(func::FuncOp f, Out &m, PlanStats *stats) {
 
   if (stats) {
     stats->arenaBytes = std::max(stats->arenaBytes, arena);
-    if (f.getName() == "forward")
-      for (const Instr &in : plan)
-        if (in.kernel != TFC_KERNEL_RESHAPE && in.kernel != TFC_KERNEL_UNSQUEEZE)
-          ++stats->kernels;
+    if (f.getName() == "forward") {
+      for (const Instr &in : plan) {
+        if (in.kernel == TFC_KERNEL_RESHAPE || in.kernel == TFC_KERNEL_UNSQUEEZE)
+          continue;
+        ++stats->kernels;
+        char label[24];
+        const size_t n = in.ins.size();
+        tfc_instr_precision(in.kernel, n > 0 ? values[in.ins[0]].dtype : UINT32_MAX,
+                            n > 1 ? values[in.ins[1]].dtype : UINT32_MAX,
+                            values[in.out].dtype, label, sizeof label);
+        ++stats->precisionCounts[std::string(tfc_kernel_name(in.kernel)) + " " + label];
+      }
+      for (const ValueInfo &v : values)
+        if (v.storage == TFC_STORAGE_ARENA &&
+            (v.dtype == TFC_DTYPE_F32 || v.dtype == TFC_DTYPE_BF16)) {
+          ++stats->floatActivations;
+          stats->bf16Activations += v.dtype == TFC_DTYPE_BF16;
+        }
+    }
   }
   return success();
 }
@@ -602,7 +757,7 @@ FailureOr<std::string> Writer::run(PlanStats *stats) {
 
   // Serialize the metadata.
   Out m;
-  m.str("tfc 0.2.0");
+  m.str("tfc 0.3.0");
   auto nameAttr = module->getAttrOfType<StringAttr>("tfc.model");
   m.str(nameAttr ? nameAttr.getValue() : "");
   m.u32(symbolNames.size());
@@ -647,8 +802,8 @@ FailureOr<std::string> Writer::run(PlanStats *stats) {
 } // namespace
 
 FailureOr<std::string> writeModelBin(ModuleOp module, const WeightStore &weights,
-                                     PlanStats *stats) {
-  return Writer(module, weights).run(stats);
+                                     PlanStats *stats, const PlanOptions &options) {
+  return Writer(module, weights, options).run(stats);
 }
 
 } // namespace tfc

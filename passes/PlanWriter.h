@@ -18,6 +18,22 @@
 namespace tfc {
 class WeightStore;
 
+/// The precision of the plan's weights and activations (tfc compile --precision).
+/// The IR stays f32; this is a lowering decision, like the kernel choice.
+enum class Precision {
+  F32,  ///< everything f32
+  BF16, ///< linear weights and token-embedding tables bf16; activations between
+        ///< the linear, attention and norm kernels bf16; f32 accumulation, norms
+        ///< and softmax statistics, residual stream and outputs
+  Int8, ///< as BF16, but linear weights and embedding tables int8 with a
+        ///< symmetric per-row (per output channel) f32 scale; linear inputs
+        ///< quantized per row at run time
+};
+
+struct PlanOptions {
+  Precision precision = Precision::F32;
+};
+
 /// Figures `tfc compile --report` prints about the plan.
 struct PlanStats {
   uint64_t weightBytes = 0;
@@ -27,13 +43,19 @@ struct PlanStats {
   uint64_t stateBytes = 0;
   std::string cacheDescription;
   std::map<std::string, uint64_t> kernelCounts;
+  /// @forward's instructions per "kernel precision" (tfc_instr_precision),
+  /// e.g. "fused_linear bf16" -> 12.
+  std::map<std::string, uint64_t> precisionCounts;
+  /// @forward's float activations (arena values), and how many of them are bf16.
+  uint64_t floatActivations = 0, bf16Activations = 0;
 };
 
 /// Lowers |module| (after the pass pipeline) to the bytes of a model.bin. Emits a
 /// located error and fails on anything the plan cannot express.
 mlir::FailureOr<std::string> writeModelBin(mlir::ModuleOp module,
                                            const WeightStore &weights,
-                                           PlanStats *stats = nullptr);
+                                           PlanStats *stats = nullptr,
+                                           const PlanOptions &options = {});
 
 } // namespace tfc
 

@@ -25,6 +25,94 @@ namespace {
 
 Error invalid(std::string msg) { return Error{2 /*TFRUN_INVALID_MODEL*/, std::move(msg)}; }
 
+bool isFloat(uint32_t d) { return d == TFC_DTYPE_F32 || d == TFC_DTYPE_BF16; }
+bool isReduced(uint32_t d) {
+  return d == TFC_DTYPE_BF16 || d == TFC_DTYPE_F16 || d == TFC_DTYPE_I8;
+}
+
+/// The dtype rules of reduced-precision plans (include/tfc/abi.h): bf16 and i8
+/// values appear only where a kernel reads or writes them, and an i8 weight
+/// comes with its scales. Returns "" or what is wrong.
+std::string checkDtypes(const Function &f, const Instr &in) {
+  const size_t n = in.inputs.size();
+  auto val = [&](size_t i) -> const ValueDesc & { return f.values[in.inputs[i]]; };
+  const uint32_t out = f.values[in.output].dtype;
+  // The scales of an i8 weight/table: the last input, an f32 weight [rows].
+  auto scalesOk = [&](int64_t rows) {
+    const ValueDesc &s = val(n - 1);
+    return s.dtype == TFC_DTYPE_F32 && s.storage == Storage::Weight &&
+           s.dims == std::vector<int64_t>{rows};
+  };
+  switch (in.kernel) {
+  case TFC_KERNEL_LINEAR:
+  case TFC_KERNEL_FUSED_LINEAR: {
+    if (n < 2 || in.ints.size() < (in.kernel == TFC_KERNEL_LINEAR ? 1u : 3u))
+      return "lacks its weight or attributes";
+    const ValueDesc &w = val(1);
+    bool res = in.kernel == TFC_KERNEL_FUSED_LINEAR && in.ints[1];
+    size_t want = 2 + (in.ints[0] ? 1 : 0) + (res ? 1 : 0) + (w.dtype == TFC_DTYPE_I8);
+    if (n != want)
+      return "has " + std::to_string(n) + " inputs, not " + std::to_string(want);
+    if (w.dtype != TFC_DTYPE_F32 && w.dtype != TFC_DTYPE_BF16 && w.dtype != TFC_DTYPE_I8)
+      return std::string("has a weight of dtype ") + tfc_dtype_name(w.dtype);
+    if (w.dtype != TFC_DTYPE_F32 && (w.storage != Storage::Weight || w.dims.size() != 2))
+      return "has a reduced-precision weight that is not a 2-D weight";
+    if (w.dtype == TFC_DTYPE_I8 && !scalesOk(w.dims[0]))
+      return "has an int8 weight without its [N] f32 scales";
+    const bool reducedOk = w.dtype != TFC_DTYPE_F32;
+    for (uint32_t d : {val(0).dtype, out})
+      if (!(d == TFC_DTYPE_F32 || (reducedOk && d == TFC_DTYPE_BF16)))
+        return std::string("reads or writes ") + tfc_dtype_name(d) + " with " +
+               tfc_dtype_name(w.dtype) + " weights";
+    for (size_t i = 2; i < 2 + (in.ints[0] ? 1 : 0) + (res ? 1 : 0); ++i)
+      if (val(i).dtype != TFC_DTYPE_F32)
+        return "has a bias or residual that is not f32";
+    return "";
+  }
+  case TFC_KERNEL_TOKEN_EMBEDDING: {
+    if (n < 2 || in.ints.size() < 3)
+      return "lacks its table or attributes";
+    const ValueDesc &t = val(1);
+    size_t want = 2 + (in.ints[1] ? 1 : 0) + (in.ints[2] ? 2 : 0) +
+                  (in.ints.size() > 3 && in.ints[3] ? 1 : 0) + (t.dtype == TFC_DTYPE_I8);
+    if (n != want)
+      return "has " + std::to_string(n) + " inputs, not " + std::to_string(want);
+    if (t.dims.size() != 2 || (t.dtype != TFC_DTYPE_F32 && t.dtype != TFC_DTYPE_BF16 &&
+                               t.dtype != TFC_DTYPE_I8))
+      return "has a table that is not a 2-D f32, bf16 or i8 tensor";
+    if (t.dtype == TFC_DTYPE_I8 && (t.storage != Storage::Weight || !scalesOk(t.dims[0])))
+      return "has an int8 table without its [V] f32 scales";
+    for (size_t i = 2; i < n - (t.dtype == TFC_DTYPE_I8); ++i)
+      if (isReduced(val(i).dtype))
+        return "has a reduced-precision positional or type table";
+    return out == TFC_DTYPE_F32 ? "" : "must write f32";
+  }
+  case TFC_KERNEL_LAYER_NORM:
+    if (n != 3 || !isFloat(val(0).dtype) || !isFloat(out) || val(1).dtype != TFC_DTYPE_F32 ||
+        val(2).dtype != TFC_DTYPE_F32)
+      return "must read f32 or bf16 with f32 gamma and beta";
+    return "";
+  case TFC_KERNEL_ATTENTION:
+    if (n < 3 || !isFloat(val(0).dtype) || val(1).dtype != val(0).dtype ||
+        val(2).dtype != val(0).dtype || !isFloat(out))
+      return "must read q, k and v of one dtype, f32 or bf16";
+    if (n > 3 && isReduced(val(3).dtype))
+      return "has a reduced-precision mask";
+    return "";
+  case TFC_KERNEL_SLICE:
+  case TFC_KERNEL_RESHAPE:
+  case TFC_KERNEL_UNSQUEEZE:
+    if (n < 1 || val(0).dtype != out)
+      return "changes the dtype";
+    return "";
+  default:
+    for (size_t i = 0; i < n; ++i)
+      if (isReduced(val(i).dtype))
+        return std::string("reads a ") + tfc_dtype_name(val(i).dtype) + " value";
+    return isReduced(out) ? std::string("writes a ") + tfc_dtype_name(out) + " value" : "";
+  }
+}
+
 /// Bounds-checked little-endian reader over the metadata section.
 class Reader {
 public:
@@ -139,10 +227,11 @@ static Error parse(const uint8_t *data, size_t size, std::unique_ptr<Model> &m) 
   std::memcpy(&metaSize, data + 40, 8);
   std::memcpy(&wOff, data + 48, 8);
   std::memcpy(&wSize, data + 56, 8);
-  if (version != TFC_FORMAT_VERSION)
+  if (version < TFC_FORMAT_MIN_VERSION || version > TFC_FORMAT_VERSION)
     return Error{3 /*TFRUN_UNSUPPORTED*/,
                  "model.bin format version " + std::to_string(version) +
-                     " is not supported (this runtime reads version " +
+                     " is not supported (this runtime reads versions " +
+                     std::to_string(TFC_FORMAT_MIN_VERSION) + " to " +
                      std::to_string(TFC_FORMAT_VERSION) + "); recompile it with tfc"};
   if (hsize != 64)
     return invalid("model.bin header size " + std::to_string(hsize) + " is not 64");
@@ -234,7 +323,8 @@ static Error parse(const uint8_t *data, size_t size, std::unique_ptr<Model> &m) 
                    "' is not an input of forward");
 
   // Cross-references, per function.
-  std::map<std::tuple<uint64_t, int64_t, int64_t>, std::shared_ptr<tfc::cpu::PackedLinear>>
+  std::map<std::tuple<uint64_t, int64_t, int64_t, uint32_t, const float *>,
+           std::shared_ptr<tfc::cpu::PackedLinear>>
       packedByOffset;
   for (Function &f : m->functions) {
     const std::string where = "function '" + f.name + "': ";
@@ -317,6 +407,10 @@ static Error parse(const uint8_t *data, size_t size, std::unique_ptr<Model> &m) 
            f.values[in.inputs[5]].dtype != TFC_DTYPE_I64 || in.ints[0] <= 0))
         return invalid(where + "cached attention instruction " + std::to_string(i) +
                        " is malformed");
+      std::string bad = checkDtypes(f, in);
+      if (!bad.empty())
+        return invalid(where + "instruction " + std::to_string(i) + " (" +
+                       tfc_kernel_name(in.kernel) + ") " + bad);
     }
     // Pack every linear weight once for oneDNN; sessions (and functions reading
     // the same weight bytes) share the packed copies.
@@ -328,14 +422,18 @@ static Error parse(const uint8_t *data, size_t size, std::unique_ptr<Model> &m) 
         return invalid(where + "a linear instruction lacks its weight");
       uint32_t wv = in.inputs[1];
       const ValueDesc &w = f.values[wv];
-      if (w.storage != Storage::Weight || w.dims.size() != 2 || w.dtype != TFC_DTYPE_F32 ||
-          f.packed[wv])
+      if (w.storage != Storage::Weight || w.dims.size() != 2 || f.packed[wv])
         continue;
-      auto &shared = packedByOffset[{w.offset, w.dims[0], w.dims[1]}];
+      // checkDtypes made sure an i8 weight's last input is its scales.
+      const float *scales =
+          w.dtype == TFC_DTYPE_I8
+              ? reinterpret_cast<const float *>(m->weights + f.values[in.inputs.back()].offset)
+              : nullptr;
+      auto &shared = packedByOffset[{w.offset, w.dims[0], w.dims[1], w.dtype, scales}];
       if (!shared) {
         std::string err;
-        shared = tfc::cpu::packLinear(reinterpret_cast<const float *>(m->weights + w.offset),
-                                      w.dims[0], w.dims[1], err);
+        shared = tfc::cpu::packLinear(m->weights + w.offset, w.dtype, w.dims[0], w.dims[1],
+                                      scales, err);
         if (!shared)
           return Error{6 /*TFRUN_INTERNAL*/, err};
       }

@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <algorithm>
+#include <map>
 #include <new>
 #include <omp.h>
 
@@ -51,9 +52,12 @@ struct tfrun_session {
   void *state = nullptr; ///< KV caches, allocated on the first decode step
   int lastRun = -1;      ///< the function whose outputs get_output reads
   bool profiling = false;
-  std::vector<double> kernelMs = std::vector<double>(TFC_KERNEL_CACHED_ATTENTION + 1, 0.0);
-  std::vector<uint64_t> kernelCalls =
-      std::vector<uint64_t>(TFC_KERNEL_CACHED_ATTENTION + 1, 0);
+  /// Per (kernel, precision label): total milliseconds and calls.
+  struct KernelTime {
+    double ms = 0;
+    uint64_t calls = 0;
+  };
+  std::map<std::pair<uint32_t, std::string>, KernelTime> kernelTimes;
   std::string profileText;
   /// The last generate's results.
   std::vector<std::vector<int64_t>> generated;
@@ -221,10 +225,15 @@ tfrun_status_t *runFunction(tfrun_session_t *s, size_t fi, const std::vector<Bou
     std::string err = tfc::cpu::runKernel(in.kernel, args, fs.tensors[in.output], in.ints,
                                           in.floats);
     if (s->profiling) {
-      s->kernelMs[in.kernel] +=
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-              .count();
-      s->kernelCalls[in.kernel]++;
+      char label[24];
+      const size_t n = in.inputs.size();
+      tfc_instr_precision(in.kernel, n > 0 ? args[0]->dtype : UINT32_MAX,
+                          n > 1 ? args[1]->dtype : UINT32_MAX, fs.tensors[in.output].dtype,
+                          label, sizeof label);
+      auto &kt = s->kernelTimes[{in.kernel, label}];
+      kt.ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                   .count();
+      kt.calls++;
     }
     if (!err.empty())
       return makeStatus(TFRUN_INVALID_ARGUMENT, err);
@@ -698,34 +707,27 @@ void tfrun_session_enable_profiling(tfrun_session_t *s, int enable) {
 }
 
 const char *tfrun_session_profile(tfrun_session_t *s) {
-  static const char *kNames[] = {
-      "token_embedding", "embedding", "linear", "fused_linear", "matmul", "add", "sub",
-      "mul", "div", "and", "not", "compare", "cast", "masked_fill", "select", "reshape",
-      "transpose", "unsqueeze", "slice", "reduce_mean", "reduce_sum", "sqrt", "relu",
-      "gelu", "softmax", "log_softmax", "layer_norm", "attention", "positions",
-      "nopeak_mask", "cached_attention"};
   if (!s)
     return "";
   try {
     double total = 0;
-    for (double v : s->kernelMs)
-      total += v;
-    std::vector<size_t> order;
-    for (size_t k = 0; k < s->kernelMs.size(); ++k)
-      if (s->kernelCalls[k])
-        order.push_back(k);
-    std::sort(order.begin(), order.end(),
-              [&](size_t a, size_t b) { return s->kernelMs[a] > s->kernelMs[b]; });
+    std::vector<std::pair<std::pair<uint32_t, std::string>, tfrun_session::KernelTime>> rows(
+        s->kernelTimes.begin(), s->kernelTimes.end());
+    for (const auto &r : rows)
+      total += r.second.ms;
+    std::stable_sort(rows.begin(), rows.end(),
+                     [](const auto &a, const auto &b) { return a.second.ms > b.second.ms; });
     char line[160];
-    s->profileText = "kernel               dtype  calls    total ms   share\n";
-    for (size_t k : order) {
-      std::snprintf(line, sizeof line, "%-20s %-5s %6llu %11.3f %6.1f%%\n", kNames[k], "f32",
-                    (unsigned long long)s->kernelCalls[k], s->kernelMs[k],
-                    total > 0 ? 100.0 * s->kernelMs[k] / total : 0.0);
+    s->profileText = "kernel               dtype      calls    total ms   share\n";
+    for (const auto &[key, kt] : rows) {
+      std::snprintf(line, sizeof line, "%-20s %-9s %6llu %11.3f %6.1f%%\n",
+                    tfc_kernel_name(key.first), key.second.c_str(),
+                    (unsigned long long)kt.calls, kt.ms,
+                    total > 0 ? 100.0 * kt.ms / total : 0.0);
       s->profileText += line;
     }
-    std::snprintf(line, sizeof line, "%-20s %-5s %6s %11.3f %6.1f%%\n", "total", "", "", total,
-                  100.0);
+    std::snprintf(line, sizeof line, "%-20s %-9s %6s %11.3f %6.1f%%\n", "total", "", "",
+                  total, 100.0);
     s->profileText += line;
     return s->profileText.c_str();
   } catch (...) {

@@ -9,9 +9,11 @@
 #include "backends/cpu/kernels_cpu.h"
 
 #include "backends/cpu/attention_cpu.h"
+#include "backends/cpu/convert_cpu.h"
 #include "backends/cpu/layer_norm_cpu.h"
 #include "backends/cpu/linear_dnnl.h"
 #include "tfc/abi.h"
+#include "tfc/bf16.h"
 
 #include <algorithm>
 #include <cmath>
@@ -141,26 +143,60 @@ void linear(const float *x, const float *w, const float *b, const float *res, fl
   }
 }
 
+/// out[i, :] (+)= table[ids[i], :] * scale for an f32, bf16 or i8 table (an
+/// i8 row is dequantized with its |rowScales| entry).
 std::string embeddingRows(const Tensor &table, const Tensor &ids, float scale,
-                          float *out, bool accumulate) {
+                          const float *rowScales, float *out, bool accumulate) {
   int64_t v = table.shape[0], d = table.shape[1];
   int64_t n = ids.numel();
-  const float *t = table.as<float>();
   for (int64_t i = 0; i < n; ++i) {
     int64_t id = (int64_t)loadAsDouble(ids, i);
     if (id < 0 || id >= v)
       return "token id " + std::to_string(id) + " is out of range [0, " +
              std::to_string(v) + ")";
-    const float *row = t + id * d;
     float *o = out + i * d;
-    if (accumulate)
-      for (int64_t j = 0; j < d; ++j)
-        o[j] += row[j] * scale;
-    else
-      for (int64_t j = 0; j < d; ++j)
-        o[j] = row[j] * scale;
+    auto emit = [&](auto load, float s) {
+      if (accumulate)
+        for (int64_t j = 0; j < d; ++j)
+          o[j] += load(j) * s;
+      else
+        for (int64_t j = 0; j < d; ++j)
+          o[j] = load(j) * s;
+    };
+    if (table.dtype == TFC_DTYPE_BF16) {
+      const uint16_t *row = table.as<uint16_t>() + id * d;
+      emit([&](int64_t j) { return tfc_bf16_to_f32(row[j]); }, scale);
+    } else if (table.dtype == TFC_DTYPE_I8) {
+      const int8_t *row = table.as<int8_t>() + id * d;
+      emit([&](int64_t j) { return (float)row[j]; }, scale * rowScales[id]);
+    } else {
+      const float *row = table.as<float>() + id * d;
+      emit([&](int64_t j) { return row[j]; }, scale);
+    }
   }
   return "";
+}
+
+/// A bf16 tensor's values widened to f32 in |buf|, or the f32 tensor's own data.
+const float *asF32(const Tensor &t, std::vector<float> &buf) {
+  if (t.dtype != TFC_DTYPE_BF16)
+    return t.as<float>();
+  buf.resize(t.numel());
+  bf16ToF32(t.as<uint16_t>(), buf.data(), (int64_t)buf.size());
+  return buf.data();
+}
+
+/// Where an f32 kernel writes |out|: its own memory, or |buf| when |out| is
+/// bf16 (narrowed afterwards by finishOut).
+float *outF32(Tensor &out, std::vector<float> &buf) {
+  if (out.dtype != TFC_DTYPE_BF16)
+    return out.as<float>();
+  buf.resize(out.numel());
+  return buf.data();
+}
+void finishOut(Tensor &out, const std::vector<float> &buf) {
+  if (out.dtype == TFC_DTYPE_BF16)
+    f32ToBf16(buf.data(), out.as<uint16_t>(), out.numel());
 }
 
 } // namespace
@@ -171,18 +207,24 @@ std::string runKernel(uint32_t kernel, const std::vector<const Tensor *> &in,
   switch (kernel) {
   case TFC_KERNEL_TOKEN_EMBEDDING: {
     // table[ids] * scale (+ type_table[type_ids]) + positions[pos(ids)]
+    // Inputs: ids, table, [positions], [type_ids, type_table], [offset],
+    // [row scales of an i8 table].
     const Tensor &ids = *in[0], &table = *in[1];
     int64_t axis = ints[0];
     bool hasPos = ints[1], hasTypes = ints[2];
     bool hasOffset = ints.size() > 3 && ints[3];
-    float *o = out.as<float>();
-    std::string err = embeddingRows(table, ids, (float)floats[0], o, false);
-    if (!err.empty())
-      return err;
     size_t next = 2;
     const Tensor *pos = hasPos ? in[next++] : nullptr;
+    const Tensor *typeIds = hasTypes ? in[next++] : nullptr;
+    const Tensor *typeTable = hasTypes ? in[next++] : nullptr;
+    const Tensor *offsetT = hasOffset ? in[next++] : nullptr;
+    const float *rowScales = table.dtype == TFC_DTYPE_I8 ? in[next++]->as<float>() : nullptr;
+    float *o = out.as<float>();
+    std::string err = embeddingRows(table, ids, (float)floats[0], rowScales, o, false);
+    if (!err.empty())
+      return err;
     if (hasTypes) {
-      err = embeddingRows(*in[next + 1], *in[next], 1.0f, o, true);
+      err = embeddingRows(*typeTable, *typeIds, 1.0f, nullptr, o, true);
       if (!err.empty())
         return err;
     }
@@ -190,7 +232,7 @@ std::string runKernel(uint32_t kernel, const std::vector<const Tensor *> &in,
       int64_t b = ids.shape[0], s = ids.shape[1], d = table.shape[1];
       int64_t rows = pos->shape[0];
       // decode_step: the new tokens sit at positions offset, offset + 1, ...
-      int64_t offset = hasOffset ? *in.back()->as<int64_t>() : 0;
+      int64_t offset = offsetT ? *offsetT->as<int64_t>() : 0;
       if (offset < 0)
         return "negative position offset " + std::to_string(offset);
       for (int64_t i = 0; i < b; ++i)
@@ -208,9 +250,10 @@ std::string runKernel(uint32_t kernel, const std::vector<const Tensor *> &in,
     return "";
   }
   case TFC_KERNEL_EMBEDDING:
-    return embeddingRows(*in[0], *in[1], 1.0f, out.as<float>(), false);
+    return embeddingRows(*in[0], *in[1], 1.0f, nullptr, out.as<float>(), false);
   case TFC_KERNEL_LINEAR:
   case TFC_KERNEL_FUSED_LINEAR: {
+    // Inputs: x, weight, [bias], [residual], [scales of an i8 weight].
     const Tensor &x = *in[0], &w = *in[1];
     bool hasBias = ints[0];
     bool hasRes = kernel == TFC_KERNEL_FUSED_LINEAR && ints[1];
@@ -219,9 +262,20 @@ std::string runKernel(uint32_t kernel, const std::vector<const Tensor *> &in,
     int64_t rows = x.numel() / k;
     const float *b = hasBias ? in[2]->as<float>() : nullptr;
     const float *res = hasRes ? in[hasBias ? 3 : 2]->as<float>() : nullptr;
-    if (w.packed)
-      return runPackedLinear(*static_cast<const PackedLinear *>(w.packed), x.as<float>(), rows,
-                             b, res, act, out.as<float>());
+    if (w.packed) {
+      LinearCall c;
+      c.x = x.data;
+      c.xDtype = x.dtype;
+      c.rows = rows;
+      c.bias = b;
+      c.residual = res;
+      c.act = act;
+      c.y = out.data;
+      c.yDtype = out.dtype;
+      return runPackedLinear(*static_cast<const PackedLinear *>(w.packed), c);
+    }
+    if (w.dtype != TFC_DTYPE_F32 || x.dtype != TFC_DTYPE_F32 || out.dtype != TFC_DTYPE_F32)
+      return "an unpacked linear layer must be f32";
     linear(x.as<float>(), w.as<float>(), b, res, out.as<float>(), rows, k, n, act);
     return "";
   }
@@ -386,7 +440,7 @@ std::string runKernel(uint32_t kernel, const std::vector<const Tensor *> &in,
     int64_t axis = ints[0], start = ints[1], size = ints[2];
     int64_t outer, len, inner;
     aroundAxis(x.shape, axis, outer, len, inner);
-    size_t es = x.dtype == TFC_DTYPE_I64 ? 8 : x.dtype == TFC_DTYPE_BOOL ? 1 : 4;
+    size_t es = tfc_dtype_size(x.dtype);
     const char *src = static_cast<const char *>(x.data);
     char *dst = static_cast<char *>(out.data);
     for (int64_t o = 0; o < outer; ++o)
@@ -456,9 +510,11 @@ std::string runKernel(uint32_t kernel, const std::vector<const Tensor *> &in,
     const Tensor &x = *in[0];
     int64_t d = x.shape.back();
     int64_t rows = x.numel() / d;
+    thread_local std::vector<float> xbuf, ybuf;
     layerNorm(ints[0] == 1 ? NormVariant::StdNorm : NormVariant::LayerNorm, rows, d,
-              x.as<float>(), d, in[1]->as<float>(), in[2]->as<float>(), (float)floats[0],
-              out.as<float>(), d);
+              asF32(x, xbuf), d, in[1]->as<float>(), in[2]->as<float>(), (float)floats[0],
+              outF32(out, ybuf), d);
+    finishOut(out, ybuf);
     return "";
   }
   case TFC_KERNEL_ATTENTION: {
@@ -497,7 +553,10 @@ std::string runKernel(uint32_t kernel, const std::vector<const Tensor *> &in,
       if (full[3] != p.kv_len)
         return "additive mask does not cover every key";
     }
-    attention(p, q.as<float>(), k.as<float>(), v.as<float>(), out.as<float>());
+    // bf16 q/k/v are widened once (the kernel's arithmetic is f32 either way).
+    thread_local std::vector<float> qb, kb, vb, ob;
+    attention(p, asF32(q, qb), asF32(k, kb), asF32(v, vb), outF32(out, ob));
+    finishOut(out, ob);
     return "";
   }
   case TFC_KERNEL_CACHED_ATTENTION: {

@@ -1,14 +1,19 @@
 //===- linear_dnnl.cc - linear layers on oneDNN matmul --------------------===//
 #include "backends/cpu/linear_dnnl.h"
 
+#include "backends/cpu/convert_cpu.h"
+#include "tfc/abi.h"
+
 #include <oneapi/dnnl/dnnl.hpp>
 #include <omp.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <tuple>
+#include <vector>
 
 namespace tfc::cpu {
 
@@ -23,29 +28,75 @@ dnnl::engine &cpuEngine() {
 /// The row count the weights' layout is chosen for; oneDNN's blocked weight
 /// layouts do not depend on it, and primitives for other row counts accept it.
 constexpr int64_t kPackRows = 128;
+
+dt dnnlType(uint32_t dtype) {
+  switch (dtype) {
+  case TFC_DTYPE_BF16:
+    return dt::bf16;
+  case TFC_DTYPE_I8:
+    return dt::s8;
+  default:
+    return dt::f32;
+  }
+}
+
+/// A per-thread, 64-byte-aligned buffer grown to the largest request. Each
+/// call site has its own, and only its thread uses it.
+class ThreadBuffer {
+public:
+  void *get(size_t bytes) {
+    if (bytes > size) {
+      p.reset(static_cast<char *>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
+      size = p ? bytes : 0;
+    }
+    return p.get();
+  }
+
+private:
+  std::unique_ptr<char, void (*)(void *)> p{nullptr, std::free};
+  size_t size = 0;
+};
+
+float activate(float v, int act) {
+  if (act == 1)
+    return v > 0.0f ? v : 0.0f;
+  if (act == 2)
+    return 0.5f * v * (1.0f + std::erf(v * 0.7071067811865476f));
+  if (act == 3)
+    return 0.5f * v * (1.0f + std::tanh(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+  return v;
+}
 } // namespace
 
 class PackedLinear {
 public:
   int64_t n = 0, k = 0;
+  uint32_t dtype = TFC_DTYPE_F32;
+  const float *scales = nullptr; ///< i8: per output channel
+  /// i8: sum over k of weight[n, k], to take the activations' zero points out
+  /// of the u8 x s8 sums: sum_k (q - z) w = sum_k q w - z * wsum[n].
+  std::vector<int32_t> wsum;
   dnnl::memory::desc wdesc;
   dnnl::memory weights;
 
   struct Prim {
     dnnl::matmul::primitive_desc pd;
     dnnl::matmul prim;
+    dnnl::memory::desc residual;
   };
-  /// Primitive for (rows, hasBias, act, hasResidual, threads), created on
-  /// first use. oneDNN fixes a primitive's thread count when it is created, so
-  /// sessions with different thread counts get their own primitives.
-  const Prim &get(int64_t rows, bool bias, int act, bool res) const {
+  /// Primitive for (rows, src, dst, hasBias, act, hasResidual, threads),
+  /// created on first use. oneDNN fixes a primitive's thread count when it is
+  /// created, so sessions with different thread counts get their own primitives.
+  const Prim &get(int64_t rows, dt srcT, dt dstT, bool bias, int act, bool res) const {
     std::lock_guard<std::mutex> lock(mu);
-    auto key = std::make_tuple(rows, bias, act, res, omp_get_max_threads());
+    auto key = std::make_tuple(rows, (int)srcT, (int)dstT, bias, act, res,
+                               omp_get_max_threads());
     auto it = cache.find(key);
     if (it != cache.end())
       return it->second;
-    dnnl::memory::desc src({rows, k}, dt::f32, tag::ab);
-    dnnl::memory::desc dst({rows, n}, dt::f32, tag::ab);
+    dnnl::memory::desc src({rows, k}, srcT, tag::ab);
+    dnnl::memory::desc dst({rows, n}, dstT, tag::ab);
+    dnnl::memory::desc rdesc({rows, n}, dt::f32, tag::ab);
     dnnl::memory::desc bdesc = bias ? dnnl::memory::desc({1, n}, dt::f32, tag::ab)
                                     : dnnl::memory::desc();
     dnnl::post_ops ops;
@@ -56,7 +107,7 @@ public:
     else if (act == 3)
       ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_tanh, 0.0f, 0.0f);
     if (res)
-      ops.append_binary(dnnl::algorithm::binary_add, dst);
+      ops.append_binary(dnnl::algorithm::binary_add, rdesc);
     dnnl::primitive_attr attr;
     attr.set_post_ops(ops);
     // A primitive in oneDNN's default (library) scratchpad mode takes its
@@ -68,30 +119,51 @@ public:
     dnnl::matmul::desc d = bias ? dnnl::matmul::desc(src, wdesc, bdesc, dst)
                                 : dnnl::matmul::desc(src, wdesc, dst);
     dnnl::matmul::primitive_desc pd(d, attr, cpuEngine());
-    auto [pos, _] = cache.emplace(key, Prim{pd, dnnl::matmul(pd)});
+    auto [pos, _] = cache.emplace(key, Prim{pd, dnnl::matmul(pd), rdesc});
     return pos->second;
   }
 
 private:
   mutable std::mutex mu;
-  mutable std::map<std::tuple<int64_t, bool, int, bool, int>, Prim> cache;
+  mutable std::map<std::tuple<int64_t, int, int, bool, int, bool, int>, Prim> cache;
 };
 
-std::shared_ptr<PackedLinear> packLinear(const float *w, int64_t n, int64_t k,
-                                         std::string &err) {
+std::shared_ptr<PackedLinear> packLinear(const void *w, uint32_t dtype, int64_t n, int64_t k,
+                                         const float *scales, std::string &err) {
+  if (dtype != TFC_DTYPE_F32 && dtype != TFC_DTYPE_BF16 && dtype != TFC_DTYPE_I8) {
+    err = std::string("a linear weight of dtype ") + tfc_dtype_name(dtype) +
+          " is not supported on the CPU";
+    return nullptr;
+  }
+  if (dtype == TFC_DTYPE_I8 && !scales) {
+    err = "an int8 linear weight has no scales";
+    return nullptr;
+  }
   try {
     auto p = std::make_shared<PackedLinear>();
     p->n = n;
     p->k = k;
+    p->dtype = dtype;
+    p->scales = scales;
+    if (dtype == TFC_DTYPE_I8) {
+      p->wsum.assign(n, 0);
+      const int8_t *wq = static_cast<const int8_t *>(w);
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t c = 0; c < k; ++c)
+          p->wsum[r] += wq[r * k + c];
+    }
+    dt wt = dnnlType(dtype);
     // W [N, K] row-major is the matmul weights [K, N] in layout "ba".
-    dnnl::memory::desc plain({k, n}, dt::f32, tag::ba);
-    dnnl::memory::desc any({k, n}, dt::f32, tag::any);
-    dnnl::memory::desc src({kPackRows, k}, dt::f32, tag::ab);
-    dnnl::memory::desc dst({kPackRows, n}, dt::f32, tag::ab);
+    dnnl::memory::desc plain({k, n}, wt, tag::ba);
+    dnnl::memory::desc any({k, n}, wt, tag::any);
+    dt srcT = dtype == TFC_DTYPE_I8 ? dt::u8 : wt;
+    dt dstT = dtype == TFC_DTYPE_I8 ? dt::s32 : dt::f32;
+    dnnl::memory::desc src({kPackRows, k}, srcT, tag::ab);
+    dnnl::memory::desc dst({kPackRows, n}, dstT, tag::ab);
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, any, dst), cpuEngine());
     p->wdesc = pd.weights_desc();
     p->weights = dnnl::memory(p->wdesc, cpuEngine());
-    dnnl::memory from(plain, cpuEngine(), const_cast<float *>(w));
+    dnnl::memory from(plain, cpuEngine(), const_cast<void *>(w));
     dnnl::stream s(cpuEngine());
     dnnl::reorder(from, p->weights).execute(s, from, p->weights);
     s.wait();
@@ -102,37 +174,113 @@ std::shared_ptr<PackedLinear> packLinear(const float *w, int64_t n, int64_t k,
   }
 }
 
-std::string runPackedLinear(const PackedLinear &w, const float *x, int64_t rows,
-                            const float *bias, const float *residual, int act, float *y) {
-  try {
-    const PackedLinear::Prim &p = w.get(rows, bias != nullptr, act, residual != nullptr);
-    dnnl::engine &eng = cpuEngine();
-    dnnl::memory src(p.pd.src_desc(), eng, const_cast<float *>(x));
-    dnnl::memory dst(p.pd.dst_desc(), eng, y);
-    std::unordered_map<int, dnnl::memory> args{
-        {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, w.weights}, {DNNL_ARG_DST, dst}};
-    if (bias)
-      args[DNNL_ARG_BIAS] = dnnl::memory(p.pd.bias_desc(), eng, const_cast<float *>(bias));
-    if (residual)
-      args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(act ? 1 : 0) | DNNL_ARG_SRC_1] =
-          dnnl::memory(p.pd.dst_desc(), eng, const_cast<float *>(residual));
-    const size_t scratch = p.pd.scratchpad_desc().get_size();
-    if (scratch) {
-      // Per thread, grown to the largest need; only the calling thread uses it.
-      thread_local std::unique_ptr<char, void (*)(void *)> buf(nullptr, std::free);
-      thread_local size_t bufSize = 0;
-      if (scratch > bufSize) {
-        buf.reset(static_cast<char *>(std::aligned_alloc(64, (scratch + 63) / 64 * 64)));
-        bufSize = buf ? scratch : 0;
-        if (!buf)
-          return "out of memory for a oneDNN matmul scratchpad";
-      }
-      args[DNNL_ARG_SCRATCHPAD] = dnnl::memory(p.pd.scratchpad_desc(), eng, buf.get());
+namespace {
+/// Runs a primitive with a per-call scratchpad.
+std::string execute(const PackedLinear::Prim &p, std::unordered_map<int, dnnl::memory> &args) {
+  dnnl::engine &eng = cpuEngine();
+  const size_t scratch = p.pd.scratchpad_desc().get_size();
+  if (scratch) {
+    thread_local ThreadBuffer buf;
+    void *mem = buf.get(scratch);
+    if (!mem)
+      return "out of memory for a oneDNN matmul scratchpad";
+    args[DNNL_ARG_SCRATCHPAD] = dnnl::memory(p.pd.scratchpad_desc(), eng, mem);
+  }
+  thread_local dnnl::stream stream(eng);
+  p.prim.execute(stream, args);
+  stream.wait();
+  return "";
+}
+
+/// The int8 path: quantize x per row (u8 with a zero point), u8 x s8 -> s32 on
+/// oneDNN, then one epilogue pass for the zero points, scales, bias,
+/// activation and residual.
+std::string runInt8(const PackedLinear &w, const LinearCall &c) {
+  const int64_t rows = c.rows, k = w.k, n = w.n;
+  thread_local ThreadBuffer qbuf, sbuf, zbuf, accbuf;
+  auto *q = static_cast<uint8_t *>(qbuf.get(rows * k));
+  auto *sx = static_cast<float *>(sbuf.get(rows * sizeof(float)));
+  auto *zx = static_cast<int32_t *>(zbuf.get(rows * sizeof(int32_t)));
+  auto *acc = static_cast<int32_t *>(accbuf.get(rows * n * sizeof(int32_t)));
+  if (!q || !sx || !zx || !acc)
+    return "out of memory for an int8 linear layer's buffers";
+  quantizeRows(c.x, c.xDtype == TFC_DTYPE_BF16, rows, k, q, sx, zx);
+  const PackedLinear::Prim &p = w.get(rows, dt::u8, dt::s32, false, 0, false);
+  dnnl::engine &eng = cpuEngine();
+  std::unordered_map<int, dnnl::memory> args{
+      {DNNL_ARG_SRC, dnnl::memory(p.pd.src_desc(), eng, q)},
+      {DNNL_ARG_WEIGHTS, w.weights},
+      {DNNL_ARG_DST, dnnl::memory(p.pd.dst_desc(), eng, acc)}};
+  std::string err = execute(p, args);
+  if (!err.empty())
+    return err;
+  const float *sw = w.scales, *b = c.bias, *res = c.residual;
+  const int32_t *wsum = w.wsum.data();
+  const bool bf16Out = c.yDtype == TFC_DTYPE_BF16;
+  const int act = c.act;
+#pragma omp parallel for schedule(static) if (rows * n > 32768)
+  for (int64_t r = 0; r < rows; ++r) {
+    thread_local std::vector<float> row;
+    row.resize(n);
+    float *y = bf16Out ? row.data() : static_cast<float *>(c.y) + r * n;
+    const int32_t *a = acc + r * n;
+    const float s = sx[r];
+    const int32_t z = zx[r];
+    for (int64_t j = 0; j < n; ++j) {
+      float v = (float)(a[j] - z * wsum[j]) * (s * sw[j]);
+      if (b)
+        v += b[j];
+      y[j] = v;
     }
-    thread_local dnnl::stream stream(eng);
-    p.prim.execute(stream, args);
-    stream.wait();
-    return "";
+    if (act)
+      for (int64_t j = 0; j < n; ++j)
+        y[j] = activate(y[j], act);
+    if (res)
+      for (int64_t j = 0; j < n; ++j)
+        y[j] += res[r * n + j];
+    if (bf16Out)
+      f32ToBf16(y, static_cast<uint16_t *>(c.y) + r * n, n);
+  }
+  return "";
+}
+} // namespace
+
+std::string runPackedLinear(const PackedLinear &w, const LinearCall &c) {
+  try {
+    const bool xOk = c.xDtype == TFC_DTYPE_F32 ||
+                     (c.xDtype == TFC_DTYPE_BF16 && w.dtype != TFC_DTYPE_F32);
+    const bool yOk = c.yDtype == TFC_DTYPE_F32 ||
+                     (c.yDtype == TFC_DTYPE_BF16 && w.dtype != TFC_DTYPE_F32);
+    if (!xOk || !yOk)
+      return std::string("a linear layer with ") + tfc_dtype_name(w.dtype) +
+             " weights cannot read " + tfc_dtype_name(c.xDtype) + " or write " +
+             tfc_dtype_name(c.yDtype);
+    if (w.dtype == TFC_DTYPE_I8)
+      return runInt8(w, c);
+    const void *x = c.x;
+    if (w.dtype == TFC_DTYPE_BF16 && c.xDtype == TFC_DTYPE_F32) {
+      thread_local ThreadBuffer xbuf;
+      auto *xb = static_cast<uint16_t *>(xbuf.get(c.rows * w.k * sizeof(uint16_t)));
+      if (!xb)
+        return "out of memory converting a linear layer's input to bf16";
+      f32ToBf16(static_cast<const float *>(c.x), xb, c.rows * w.k);
+      x = xb;
+    }
+    const dt srcT = dnnlType(w.dtype);
+    const PackedLinear::Prim &p = w.get(c.rows, srcT, dnnlType(c.yDtype), c.bias != nullptr,
+                                        c.act, c.residual != nullptr);
+    dnnl::engine &eng = cpuEngine();
+    std::unordered_map<int, dnnl::memory> args{
+        {DNNL_ARG_SRC, dnnl::memory(p.pd.src_desc(), eng, const_cast<void *>(x))},
+        {DNNL_ARG_WEIGHTS, w.weights},
+        {DNNL_ARG_DST, dnnl::memory(p.pd.dst_desc(), eng, c.y)}};
+    if (c.bias)
+      args[DNNL_ARG_BIAS] =
+          dnnl::memory(p.pd.bias_desc(), eng, const_cast<float *>(c.bias));
+    if (c.residual)
+      args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(c.act ? 1 : 0) | DNNL_ARG_SRC_1] =
+          dnnl::memory(p.residual, eng, const_cast<float *>(c.residual));
+    return execute(p, args);
   } catch (const dnnl::error &e) {
     return std::string("oneDNN matmul failed: ") + e.what();
   }

@@ -4,7 +4,15 @@
 // once, at model load, into the layout oneDNN prefers (format_tag::any), and the
 // bias, activation and residual add as post-ops. We use oneDNN rather than our own
 // GEMM because its brgemm kernels reach this machine's practical ceilings
-// (../shared/BUILD-NOTES.md).
+// (../shared/BUILD-NOTES.md), and pick AMX, AVX-512 BF16 or VNNI by themselves.
+//
+// Three weight precisions:
+// - f32: x and y f32.
+// - bf16: x is converted to bf16 if it is f32; the GEMM accumulates in f32; y is
+//   f32 or bf16; the bias, activation and residual are applied to the f32 sums.
+// - int8 (per-output-channel symmetric, scales from the compiler): x is quantized
+//   per row at run time (quantizeRows), the s8 x s8 GEMM accumulates in s32, and
+//   one pass applies scale_x[r] * scale_w[n], bias, activation and residual.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TFC_BACKENDS_CPU_LINEAR_DNNL_H
@@ -22,16 +30,28 @@ namespace tfc::cpu {
 /// instance serves every session and thread.
 class PackedLinear;
 
-/// Packs W [n, k] (row-major, as torch.nn.Linear stores it). Returns null and sets
-/// |err| if oneDNN cannot.
-std::shared_ptr<PackedLinear> packLinear(const float *w, int64_t n, int64_t k,
-                                         std::string &err);
+/// Packs W [n, k] (row-major, as torch.nn.Linear stores it) of |dtype|
+/// (TFC_DTYPE_F32, _BF16 or _I8). |scales| ([n], i8 only) must outlive the
+/// result. Returns null and sets |err| if oneDNN cannot.
+std::shared_ptr<PackedLinear> packLinear(const void *w, uint32_t dtype, int64_t n, int64_t k,
+                                         const float *scales, std::string &err);
 
-/// y[rows, n] = act(x[rows, k] W^T + bias) + residual; act: 0 none, 1 relu,
-/// 2 gelu (erf), 3 gelu (tanh). bias and residual may be null. Returns "" or an
-/// error message.
-std::string runPackedLinear(const PackedLinear &w, const float *x, int64_t rows,
-                            const float *bias, const float *residual, int act, float *y);
+/// One call: y[rows, n] = act(x[rows, k] W^T + bias) + residual; act: 0 none,
+/// 1 relu, 2 gelu (erf), 3 gelu (tanh). bias ([n]) and residual ([rows, n]) are
+/// f32 and may be null. x and y are f32 or bf16 (tfc_dtype_t).
+struct LinearCall {
+  const void *x = nullptr;
+  uint32_t xDtype = 0;
+  int64_t rows = 0;
+  const float *bias = nullptr;
+  const float *residual = nullptr;
+  int act = 0;
+  void *y = nullptr;
+  uint32_t yDtype = 0;
+};
+
+/// Returns "" or an error message.
+std::string runPackedLinear(const PackedLinear &w, const LinearCall &c);
 
 } // namespace tfc::cpu
 

@@ -16,8 +16,11 @@
 
 /* "TFCMODEL" as the first 8 bytes of every model.bin. */
 #define TFC_MAGIC "TFCMODEL"
-/* Layout version the loader accepts; a file with another version is rejected. */
-#define TFC_FORMAT_VERSION 2u
+/* Layout version the compiler writes. Version 3 added reduced-precision plans
+ * (bf16 values, int8 weights with their scales as an extra input); a version-2
+ * file is an all-f32 plan and still loads. Other versions are rejected. */
+#define TFC_FORMAT_VERSION 3u
+#define TFC_FORMAT_MIN_VERSION 2u
 /* Weight data is aligned to this many bytes so it can be mmapped and used in place. */
 #define TFC_WEIGHT_ALIGN 64u
 
@@ -35,8 +38,16 @@ typedef enum tfc_dtype_t {
 /* Kernel ids of plan instructions. Append-only. Each corresponds to one tfc op
  * (docs/dialect.md); attributes are stored as the op's, in the order listed. */
 typedef enum tfc_kernel_t {
-  TFC_KERNEL_TOKEN_EMBEDDING = 0, /* ints: position_axis, has_positions, has_type_ids, has_offset; floats: scale */
+  /* ints: position_axis, has_positions, has_type_ids, has_offset; floats: scale.
+     The table is f32, bf16 or i8; an i8 table has one more input, last: its
+     per-row f32 scales [V] (row v = scales[v] * table[v]). */
+  TFC_KERNEL_TOKEN_EMBEDDING = 0,
   TFC_KERNEL_EMBEDDING = 1,
+  /* Linear kernels: inputs x, weight [N, K] (, bias [N] f32) (, residual f32).
+     The weight is f32, bf16 or i8; an i8 weight has one more input, last: its
+     per-output-channel f32 scales [N] (W[n, :] = scales[n] * weight[n, :]),
+     and x is quantized per row at run time. x and the output are f32 or bf16
+     (f32 only with an f32 weight). */
   TFC_KERNEL_LINEAR = 2,          /* ints: has_bias */
   TFC_KERNEL_FUSED_LINEAR = 3,    /* ints: has_bias, has_residual, activation */
   TFC_KERNEL_MATMUL = 4,          /* ints: transpose_b */
@@ -53,7 +64,7 @@ typedef enum tfc_kernel_t {
   TFC_KERNEL_RESHAPE = 15,        /* a view: no data movement */
   TFC_KERNEL_TRANSPOSE = 16,      /* ints: perm */
   TFC_KERNEL_UNSQUEEZE = 17,      /* a view */
-  TFC_KERNEL_SLICE = 18,          /* ints: axis, start, size */
+  TFC_KERNEL_SLICE = 18,          /* ints: axis, start, size. Any dtype; out = in */
   TFC_KERNEL_REDUCE_MEAN = 19,    /* ints: axis, keepdim */
   TFC_KERNEL_REDUCE_SUM = 20,     /* ints: axis, keepdim */
   TFC_KERNEL_SQRT = 21,
@@ -61,8 +72,10 @@ typedef enum tfc_kernel_t {
   TFC_KERNEL_GELU = 23,           /* ints: approximate (0 erf, 1 tanh) */
   TFC_KERNEL_SOFTMAX = 24,        /* ints: axis */
   TFC_KERNEL_LOG_SOFTMAX = 25,    /* ints: axis */
-  TFC_KERNEL_LAYER_NORM = 26,     /* ints: variant; floats: eps */
-  TFC_KERNEL_ATTENTION = 27,      /* ints: mask_kind, num_heads, pad_id; floats: scale, mask_value */
+  TFC_KERNEL_LAYER_NORM = 26,     /* ints: variant; floats: eps. x, out: f32 or bf16 */
+  /* ints: mask_kind, num_heads, pad_id; floats: scale, mask_value.
+     q, k and v share one dtype, f32 or bf16; the output is f32 or bf16. */
+  TFC_KERNEL_ATTENTION = 27,
   TFC_KERNEL_POSITIONS = 28,      /* ints: axis */
   TFC_KERNEL_NOPEAK_MASK = 29,
   /* inputs: q, k, v, k_cache, v_cache, pos; ints: num_heads; floats: scale.
@@ -96,6 +109,57 @@ static inline uint64_t tfc_dtype_size(uint32_t dtype) {
   default:
     return 0;
   }
+}
+
+/* The kernel's name as the dialect spells the op ("fused_linear"); "?" if unknown. */
+static inline const char *tfc_kernel_name(uint32_t kernel) {
+  static const char *const names[] = {
+      "token_embedding", "embedding", "linear", "fused_linear", "matmul", "add", "sub",
+      "mul", "div", "and", "not", "compare", "cast", "masked_fill", "select", "reshape",
+      "transpose", "unsqueeze", "slice", "reduce_mean", "reduce_sum", "sqrt", "relu",
+      "gelu", "softmax", "log_softmax", "layer_norm", "attention", "positions",
+      "nopeak_mask", "cached_attention"};
+  return kernel < sizeof(names) / sizeof(names[0]) ? names[kernel] : "?";
+}
+
+/* A dtype's short name ("f32", "bf16", "i8"); "?" if unknown. */
+static inline const char *tfc_dtype_name(uint32_t dtype) {
+  static const char *const names[] = {"f32", "i64", "i32", "bool", "f16", "bf16", "i8"};
+  return dtype < sizeof(names) / sizeof(names[0]) ? names[dtype] : "?";
+}
+
+/* The precision a plan instruction computes in, as `tfc compile --report` and
+ * `tfrun --profile` show it: a linear layer's weight dtype ("i8", "bf16") or a
+ * token embedding's table dtype; otherwise "in->out" when a float input and the
+ * output differ ("f32->bf16"), else the output dtype. |in0|/|in1| are the first
+ * two inputs' dtypes (UINT32_MAX when absent). */
+static inline const char *tfc_instr_precision(uint32_t kernel, uint32_t in0, uint32_t in1,
+                                              uint32_t out, char *buf, unsigned n) {
+  const char *a;
+  if (kernel == TFC_KERNEL_LINEAR || kernel == TFC_KERNEL_FUSED_LINEAR ||
+      kernel == TFC_KERNEL_TOKEN_EMBEDDING)
+    a = tfc_dtype_name(in1);
+  else if ((in0 == TFC_DTYPE_F32 || in0 == TFC_DTYPE_BF16 || in0 == TFC_DTYPE_F16) &&
+           in0 != out) {
+    const char *x = tfc_dtype_name(in0), *y = tfc_dtype_name(out);
+    unsigned i = 0;
+    for (; *x && i + 1 < n; ++x)
+      buf[i++] = *x;
+    for (const char *arrow = "->"; *arrow && i + 1 < n; ++arrow)
+      buf[i++] = *arrow;
+    for (; *y && i + 1 < n; ++y)
+      buf[i++] = *y;
+    if (n)
+      buf[i] = 0;
+    return buf;
+  } else
+    a = tfc_dtype_name(out);
+  unsigned i = 0;
+  for (; a[i] && i + 1 < n; ++i)
+    buf[i] = a[i];
+  if (n)
+    buf[i] = 0;
+  return buf;
 }
 
 /* The model.bin checksum: FNV-1a 64 over |n| bytes. */

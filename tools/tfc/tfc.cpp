@@ -76,6 +76,18 @@ cl::opt<bool> requireFusion(
     cl::desc("Make any softmax left outside a tfc.attention an error (an output "
              "log_softmax is not a softmax)"),
     cl::cat(tfcCategory));
+cl::opt<::tfc::Precision> precision(
+    "precision", cl::desc("Precision of the plan's weights and activations (model.bin only)"),
+    cl::init(::tfc::Precision::F32),
+    cl::values(clEnumValN(::tfc::Precision::F32, "f32", "everything in f32 (the default)"),
+               clEnumValN(::tfc::Precision::BF16, "bf16",
+                          "bf16 linear weights, embedding tables and activations between "
+                          "the linear, attention and norm kernels; f32 accumulation"),
+               clEnumValN(::tfc::Precision::Int8, "int8",
+                          "int8 linear weights and embedding tables (symmetric, per "
+                          "output channel / row), activations as for bf16, linear "
+                          "inputs quantized per row at run time")),
+    cl::cat(tfcCategory));
 cl::opt<long long> seedOpt(
     "seed", cl::desc("Seed for the Xavier-uniform initialisation used without weights"),
     cl::init(-1), cl::cat(tfcCategory));
@@ -294,7 +306,9 @@ int runCompile() {
       return 1;
     }
     ::tfc::PlanStats stats;
-    auto bin = ::tfc::writeModelBin(module, *model->weights, &stats);
+    ::tfc::PlanOptions planOpts;
+    planOpts.precision = precision;
+    auto bin = ::tfc::writeModelBin(module, *model->weights, &stats, planOpts);
     if (failed(bin))
       return 1;
     text = std::move(*bin);
@@ -302,10 +316,24 @@ int runCompile() {
       llvm::outs() << "  plan: " << stats.kernels << " kernels, weights "
                    << stats.weightBytes << " bytes, peak arena " << stats.arenaBytes
                    << " bytes (at the declared maximum dims)\n";
+    if (report) {
+      static const char *names[] = {"f32", "bf16", "int8"};
+      llvm::outs() << "  precision: " << names[(int)precision.getValue()] << ", "
+                   << stats.bf16Activations << " of " << stats.floatActivations
+                   << " float activations in bf16\n  kernels by dtype:";
+      for (auto &[what, count] : stats.precisionCounts)
+        llvm::outs() << " " << what << " x" << count << ";";
+      llvm::outs() << "\n";
+    }
     if (report && stats.stateBytes)
       llvm::outs() << "  kv cache: " << stats.stateBytes << " bytes ("
                    << stats.cacheDescription << ")\n";
   } else {
+    if (precision.getNumOccurrences() && precision != ::tfc::Precision::F32) {
+      llvm::errs() << "error: --precision applies to model.bin (-o model.bin or "
+                      "--emit=bin); the IR stays f32\n";
+      return 1;
+    }
     llvm::raw_string_ostream os(text);
     OpPrintingFlags flags;
     flags.enableDebugInfo(false);
