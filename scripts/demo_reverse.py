@@ -2,6 +2,7 @@
 """The trained demo (models/demo-reverse.yaml): digit strings <-> token ids.
 
   demo_reverse.py encode 31415 9876543210 ... -o src.npy   # padded [batch, 12] ids
+  demo_reverse.py random N [--seed S] -o src.npy             # N random strings, 1 to 12 digits
   demo_reverse.py check src.npy OUTDIR                       # OUTDIR from tfrun --generate --output-dir
 
 Ids: pad 0, bos 1, eos 2, digit d = d + 3. The model reverses the digits.
@@ -51,12 +52,21 @@ def main():
     e = sub.add_parser("encode")
     e.add_argument("digits", nargs="+")
     e.add_argument("-o", required=True)
+    r = sub.add_parser("random")
+    r.add_argument("n", type=int)
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("-o", required=True)
     c = sub.add_parser("check")
     c.add_argument("src")
     c.add_argument("outdir")
     a = ap.parse_args()
     if a.cmd == "encode":
         encode(a.digits, a.o)
+        return 0
+    if a.cmd == "random":
+        rng = np.random.default_rng(a.seed)
+        encode(["".join(str(d) for d in rng.integers(0, 10, rng.integers(1, MAX_DIGITS + 1)))
+                for _ in range(a.n)], a.o)
         return 0
     return check(a.src, a.outdir)
 

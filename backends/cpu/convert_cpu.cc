@@ -5,7 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
-#if defined(__AVX512BF16__) && defined(__AVX512F__)
+#if defined(__AVX512F__)
 #include <immintrin.h>
 #endif
 
@@ -36,33 +36,57 @@ void bf16ToF32(const uint16_t *x, float *y, int64_t n) {
     y[i] = tfc_bf16_to_f32(x[i]);
 }
 
+namespace {
+/// Loads 16 values of a row (f32, or bf16 widened) as f32.
+#if defined(__AVX512F__)
+inline __m512 load16(const void *x, bool isBf16, int64_t i) {
+  if (isBf16) {
+    __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(
+        static_cast<const uint16_t *>(x) + i));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+  return _mm512_loadu_ps(static_cast<const float *>(x) + i);
+}
+#endif
+inline float load1(const void *x, bool isBf16, int64_t i) {
+  return isBf16 ? tfc_bf16_to_f32(static_cast<const uint16_t *>(x)[i])
+                : static_cast<const float *>(x)[i];
+}
+} // namespace
+
 void quantizeRows(const void *x, bool isBf16, int64_t rows, int64_t k, uint8_t *q,
                   float *scale, int32_t *zero) {
+  const size_t es = isBf16 ? 2 : 4;
 #pragma omp parallel for schedule(static) if (rows * k > 65536)
   for (int64_t r = 0; r < rows; ++r) {
-    float buf[256];
-    // bf16 rows are widened in chunks, so each row is read twice at most.
-    auto row = [&](int64_t from, int64_t len) -> const float * {
-      if (!isBf16)
-        return static_cast<const float *>(x) + r * k + from;
-      bf16ToF32(static_cast<const uint16_t *>(x) + r * k + from, buf, len);
-      return buf;
-    };
+    const void *xr = static_cast<const char *>(x) + r * k * es;
     float lo = 0.0f, hi = 0.0f;
-    bool finite = true;
-    for (int64_t c = 0; c < k; c += 256) {
-      int64_t len = std::min<int64_t>(256, k - c);
-      const float *xr = row(c, len);
-      for (int64_t i = 0; i < len; ++i) {
-        lo = std::min(lo, xr[i]);
-        hi = std::max(hi, xr[i]);
-        finite &= std::isfinite(xr[i]);
-      }
+    bool nan = false; // min/max drop NaNs: track them apart
+    int64_t i = 0;
+#if defined(__AVX512F__)
+    __m512 vlo = _mm512_setzero_ps(), vhi = _mm512_setzero_ps();
+    __mmask16 nanMask = 0;
+    for (; i + 16 <= k; i += 16) {
+      __m512 v = load16(xr, isBf16, i);
+      vlo = _mm512_min_ps(vlo, v);
+      vhi = _mm512_max_ps(vhi, v);
+      nanMask |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    }
+    lo = _mm512_reduce_min_ps(vlo);
+    hi = _mm512_reduce_max_ps(vhi);
+    nan = nanMask != 0;
+#endif
+    for (; i < k; ++i) {
+      float v = load1(xr, isBf16, i);
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+      nan |= std::isnan(v);
     }
     uint8_t *qr = q + r * k;
-    if (!finite || !(hi - lo > 0.0f) || !std::isfinite(hi - lo)) {
+    bool finite = !nan && std::isfinite(lo) && std::isfinite(hi) && std::isfinite(hi - lo);
+    if (!finite || !(hi - lo > 0.0f)) {
       // All zeros (exact as scale 0), or inf/NaN (the output row is NaN).
-      scale[r] = finite && hi == lo ? 0.0f : NAN;
+      scale[r] = finite ? 0.0f : NAN;
       zero[r] = 0;
       std::fill(qr, qr + k, (uint8_t)0);
       continue;
@@ -71,13 +95,23 @@ void quantizeRows(const void *x, bool isBf16, int64_t rows, int64_t k, uint8_t *
     const float zp = std::nearbyint(-lo * inv);
     scale[r] = s;
     zero[r] = (int32_t)zp;
-    for (int64_t c = 0; c < k; c += 256) {
-      int64_t len = std::min<int64_t>(256, k - c);
-      const float *xr = row(c, len);
-      for (int64_t i = 0; i < len; ++i) {
-        float v = std::nearbyint(xr[i] * inv) + zp;
-        qr[c + i] = (uint8_t)std::min(255.0f, std::max(0.0f, v));
-      }
+    i = 0;
+#if defined(__AVX512F__)
+    const __m512 vinv = _mm512_set1_ps(inv), vzp = _mm512_set1_ps(zp);
+    const __m512 v0 = _mm512_setzero_ps(), v255 = _mm512_set1_ps(255.0f);
+    for (; i + 16 <= k; i += 16) {
+      __m512 v = _mm512_add_ps(
+          _mm512_roundscale_ps(_mm512_mul_ps(load16(xr, isBf16, i), vinv),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
+          vzp);
+      v = _mm512_min_ps(_mm512_max_ps(v, v0), v255);
+      _mm_storeu_si128(reinterpret_cast<__m128i *>(qr + i),
+                       _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(v)));
+    }
+#endif
+    for (; i < k; ++i) {
+      float v = std::nearbyint(load1(xr, isBf16, i) * inv) + zp;
+      qr[i] = (uint8_t)std::min(255.0f, std::max(0.0f, v));
     }
   }
 }

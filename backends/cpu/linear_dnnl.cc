@@ -226,13 +226,16 @@ std::string runInt8(const PackedLinear &w, const LinearCall &c) {
     const int32_t *a = acc + r * n;
     const float s = sx[r];
     const int32_t z = zx[r];
-    for (int64_t j = 0; j < n; ++j) {
-      float v = (float)(a[j] - z * wsum[j]) * (s * sw[j]);
-      if (b)
-        v += b[j];
-      y[j] = v;
-    }
-    if (act)
+    // Branch-free loops, so that each vectorizes.
+    for (int64_t j = 0; j < n; ++j)
+      y[j] = (float)(a[j] - z * wsum[j]) * (s * sw[j]);
+    if (b)
+      for (int64_t j = 0; j < n; ++j)
+        y[j] += b[j];
+    if (act == 1)
+      for (int64_t j = 0; j < n; ++j)
+        y[j] = y[j] > 0.0f ? y[j] : 0.0f;
+    else if (act)
       for (int64_t j = 0; j < n; ++j)
         y[j] = activate(y[j], act);
     if (res)
