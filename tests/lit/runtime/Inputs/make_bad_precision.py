@@ -1,0 +1,74 @@
+"""Writes model.bin variants of DIR/int8.bin whose dtypes break the rules of
+reduced-precision plans (docs/model-bin.md), with valid checksums, so that only
+the loader's dtype checks can catch them:
+  i8asf32.bin: the first i8 weight relabelled f32 (its scales input is then extra);
+  bf16resid.bin: the token embedding's output (the residual stream) relabelled
+                bf16, which the token embedding cannot write."""
+import os
+import struct
+import sys
+
+FNV_OFFSET, FNV_PRIME = 1469598103934665603, 1099511628211
+
+
+def fnv1a64(data):
+    h = FNV_OFFSET
+    for byte in data:
+        h = ((h ^ byte) * FNV_PRIME) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def value_table(b):
+    """Byte offsets of the dtype field of every value of the first function."""
+    meta = struct.unpack_from("<Q", b, 32)[0]
+    pos = meta
+
+    def u32():
+        nonlocal pos
+        v = struct.unpack_from("<I", b, pos)[0]
+        pos += 4
+        return v
+
+    def skip_str():
+        nonlocal pos
+        n = u32()
+        pos += n
+
+    skip_str()  # producer
+    skip_str()  # model
+    for _ in range(u32()):  # symbols
+        skip_str()
+        pos += 8
+    u32()  # functions
+    skip_str()  # name
+    fields = []
+    for _ in range(u32()):
+        fields.append(pos)
+        u32()  # dtype
+        rank = u32()
+        pos += 8 * rank + 4 + 8  # dims, storage, offset
+    return fields
+
+
+def write(path, b):
+    b = bytearray(b)
+    b[24:32] = struct.pack("<Q", fnv1a64(bytes(b[64:])))
+    open(path, "wb").write(b)
+
+
+d = sys.argv[1]
+b = bytearray(open(os.path.join(d, "int8.bin"), "rb").read())
+fields = value_table(b)
+dtypes = [struct.unpack_from("<I", b, f)[0] for f in fields]
+c = bytearray(b)
+struct.pack_into("<I", c, fields[dtypes.index(6)], 0)  # first i8 -> f32
+write(os.path.join(d, "i8asf32.bin"), c)
+c = bytearray(b)
+# The first f32 arena value after the inputs is the token embedding's output.
+storage = []
+for f in fields:
+    rank = struct.unpack_from("<I", b, f + 4)[0]
+    storage.append(struct.unpack_from("<I", b, f + 8 + 8 * rank)[0])
+first = next(i for i, (t, s) in enumerate(zip(dtypes, storage)) if t == 0 and s == 2)
+struct.pack_into("<I", c, fields[first], 5)  # f32 -> bf16
+write(os.path.join(d, "bf16resid.bin"), c)
