@@ -10,8 +10,10 @@
 #include "tfrun/tfrun.h"
 
 #include "backends/cpu/kernels_cpu.h"
+#include "runtime/device.h"
 #include "runtime/generate.h"
 #include "runtime/model.h"
+#include "tfc/bf16.h"
 
 #include <chrono>
 #include <cstdio>
@@ -46,6 +48,14 @@ struct tfrun_session {
   struct FnState {
     void *arena = nullptr;
     std::vector<tfc::cpu::Tensor> tensors;
+    // A device session only (dev != null): each value's dtype on the device
+    // (the compute dtype may differ from model.bin's), its weight pointer,
+    // the device copies of the inputs, and the outputs of the last run,
+    // downloaded and widened to f32.
+    std::vector<uint32_t> dtypes;
+    std::vector<void *> weightPtrs;
+    std::vector<std::pair<void *, size_t>> devInputs;
+    std::map<uint32_t, std::vector<float>> hostOutputs;
     ~FnState() { std::free(arena); }
   };
   std::vector<FnState> fns;
@@ -62,7 +72,29 @@ struct tfrun_session {
   /// The last generate's results.
   std::vector<std::vector<int64_t>> generated;
   std::vector<float> scores;
-  ~tfrun_session() { std::free(state); }
+  /// Where the plan runs: null for the CPU; otherwise a device (CUDA) that
+  /// owns the arenas, the state, the inputs' copies and the weights.
+  std::unique_ptr<tfrun::Device> dev;
+  std::string deviceText = "cpu";
+  uint32_t computeDtype = TFC_DTYPE_F32;
+  void *devWeights = nullptr;           ///< the weights section, as stored
+  std::vector<void *> convertedWeights; ///< weights converted to computeDtype
+  ~tfrun_session() {
+    if (dev) {
+      for (FnState &fs : fns) {
+        dev->release(fs.arena);
+        fs.arena = nullptr;
+        for (auto &in : fs.devInputs)
+          dev->release(in.first);
+      }
+      dev->release(state);
+      state = nullptr;
+      dev->release(devWeights);
+      for (void *p : convertedWeights)
+        dev->release(p);
+    }
+    std::free(state);
+  }
 };
 
 namespace {
@@ -120,6 +152,214 @@ void *alignedAlloc(uint64_t bytes) {
   return std::aligned_alloc(64, (std::max<uint64_t>(bytes, 64) + 63) / 64 * 64);
 }
 
+float halfToFloat(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+  uint32_t u;
+  if (exp == 0) {
+    if (man == 0) {
+      u = sign;
+    } else { // subnormal: normalize
+      int e = -1;
+      do {
+        ++e;
+        man <<= 1;
+      } while (!(man & 0x400u));
+      u = sign | ((uint32_t)(112 - e) << 23) | ((man & 0x3ffu) << 13);
+    }
+  } else if (exp == 31) {
+    u = sign | 0x7f800000u | (man << 13);
+  } else {
+    u = sign | ((exp + 112) << 23) | (man << 13);
+  }
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+tfrun_status_t *fromDeviceError(const tfrun::Error &e) {
+  return makeStatus(static_cast<tfrun_code_t>(e.code), e.message);
+}
+
+/// A device session's first run of function |fi|: each value's dtype on the
+/// device, the arena, and the weights (as stored, or converted once to the
+/// session's compute dtype).
+tfrun_status_t *prepareOnDevice(tfrun_session_t *s, size_t fi) {
+  const tfrun::Model &m = *s->m;
+  const tfrun::Function &f = m.functions[fi];
+  tfrun_session::FnState &fs = s->fns[fi];
+  tfrun::Device &d = *s->dev;
+  // The scales of i8 weights stay f32 whatever the compute dtype.
+  std::vector<char> isScales(f.values.size(), 0);
+  for (const tfrun::Instr &in : f.plan)
+    if ((in.kernel == TFC_KERNEL_LINEAR || in.kernel == TFC_KERNEL_FUSED_LINEAR ||
+         in.kernel == TFC_KERNEL_TOKEN_EMBEDDING) &&
+        in.inputs.size() > 2 && f.values[in.inputs[1]].dtype == TFC_DTYPE_I8)
+      isScales[in.inputs.back()] = 1;
+  fs.dtypes.resize(f.values.size());
+  fs.weightPtrs.assign(f.values.size(), nullptr);
+  for (size_t i = 0; i < f.values.size(); ++i) {
+    const tfrun::ValueDesc &v = f.values[i];
+    uint32_t dt = v.dtype;
+    if (s->computeDtype != TFC_DTYPE_F32 && dt == TFC_DTYPE_F32 && !isScales[i] &&
+        v.storage != tfrun::Storage::Input)
+      dt = s->computeDtype;
+    fs.dtypes[i] = dt;
+    if (v.storage != tfrun::Storage::Weight)
+      continue;
+    if (dt == v.dtype) {
+      fs.weightPtrs[i] = static_cast<char *>(s->devWeights) + v.offset;
+      continue;
+    }
+    uint64_t n = 1;
+    for (int64_t x : v.dims)
+      n *= (uint64_t)x;
+    void *p = nullptr;
+    if (tfrun::Error e = d.alloc(std::max<uint64_t>(n, 1) * tfc_dtype_size(dt), &p))
+      return fromDeviceError(e);
+    s->convertedWeights.push_back(p);
+    if (tfrun::Error e = d.convertUpload(
+            p, reinterpret_cast<const float *>(m.weights + v.offset), (int64_t)n, dt))
+      return fromDeviceError(e);
+    fs.weightPtrs[i] = p;
+  }
+  if (tfrun::Error e = d.alloc(f.arenaSize, &fs.arena))
+    return makeStatus(TFRUN_OUT_OF_MEMORY, "cannot allocate the " +
+                                               std::to_string(f.arenaSize) +
+                                               "-byte device arena of '" + f.name + "': " +
+                                               e.message);
+  fs.devInputs.assign(f.inputs.size(), {nullptr, 0});
+  return nullptr;
+}
+
+/// Function |fi| on the session's device: inputs uploaded, the plan queued on
+/// the device's stream, one sync, the outputs downloaded as f32.
+tfrun_status_t *runOnDevice(tfrun_session_t *s, size_t fi, const std::vector<BoundInput> &ins,
+                            const std::vector<int64_t> &sym) {
+  const tfrun::Model &m = *s->m;
+  const tfrun::Function &f = m.functions[fi];
+  tfrun_session::FnState &fs = s->fns[fi];
+  tfrun::Device &d = *s->dev;
+  if (fs.dtypes.empty())
+    if (tfrun_status_t *st = prepareOnDevice(s, fi))
+      return st;
+  bool usesState = false;
+  for (const tfrun::ValueDesc &v : f.values)
+    usesState |= v.storage == tfrun::Storage::State;
+  if (usesState && !s->state) {
+    if (tfrun::Error e = d.alloc(m.stateSize, &s->state))
+      return makeStatus(TFRUN_OUT_OF_MEMORY, "cannot allocate the " +
+                                                 std::to_string(m.stateSize) +
+                                                 "-byte KV cache on the device: " + e.message);
+    if (tfrun::Error e = d.zero(s->state, m.stateSize))
+      return fromDeviceError(e);
+  }
+  // Inputs: copies on the device, grown as needed.
+  for (size_t i = 0; i < ins.size(); ++i) {
+    size_t bytes = tfc_dtype_size(ins[i].dtype);
+    for (int64_t x : ins[i].shape)
+      bytes *= (size_t)x;
+    auto &buf = fs.devInputs[i];
+    if (bytes > buf.second) {
+      d.release(buf.first);
+      buf = {nullptr, 0};
+      if (tfrun::Error e = d.alloc(bytes, &buf.first))
+        return fromDeviceError(e);
+      buf.second = bytes;
+    }
+    if (bytes)
+      if (tfrun::Error e = d.upload(buf.first, ins[i].data, bytes))
+        return fromDeviceError(e);
+  }
+  fs.tensors.assign(f.values.size(), {});
+  for (size_t i = 0; i < f.values.size(); ++i) {
+    const tfrun::ValueDesc &v = f.values[i];
+    tfc::cpu::Tensor &t = fs.tensors[i];
+    t.dtype = fs.dtypes[i];
+    for (int64_t x : v.dims) {
+      int64_t y = x >= 0 ? x : sym[-(x + 1)];
+      if (y < 0)
+        return makeStatus(TFRUN_INVALID_ARGUMENT, "'" + f.name +
+                                                      "': no input gives the size of " +
+                                                      m.symbolNames[-(x + 1)]);
+      t.shape.push_back(y);
+    }
+    switch (v.storage) {
+    case tfrun::Storage::Input:
+      t.data = fs.devInputs[v.offset].first;
+      t.shape = ins[v.offset].shape;
+      break;
+    case tfrun::Storage::Weight:
+      t.data = fs.weightPtrs[i];
+      break;
+    case tfrun::Storage::Arena:
+      t.data = static_cast<char *>(fs.arena) + v.offset;
+      break;
+    case tfrun::Storage::State:
+      t.data = static_cast<char *>(s->state) + v.offset;
+      break;
+    case tfrun::Storage::View:
+      t.data = fs.tensors[v.offset].data;
+      break;
+    }
+  }
+  for (const tfrun::Instr &in : f.plan) {
+    if (in.kernel == TFC_KERNEL_RESHAPE || in.kernel == TFC_KERNEL_UNSQUEEZE)
+      continue;
+    std::vector<const tfc::cpu::Tensor *> args;
+    for (uint32_t v : in.inputs)
+      args.push_back(&fs.tensors[v]);
+    auto t0 = std::chrono::steady_clock::now();
+    std::string err = d.run(in.kernel, args, fs.tensors[in.output], in.ints, in.floats);
+    if (!err.empty())
+      return makeStatus(TFRUN_INVALID_ARGUMENT, err);
+    if (s->profiling) {
+      // Kernel times need a sync after each kernel: profiling slows the run.
+      if (tfrun::Error e = d.sync())
+        return fromDeviceError(e);
+      char label[24];
+      const size_t n = in.inputs.size();
+      tfc_instr_precision(in.kernel, n > 0 ? args[0]->dtype : UINT32_MAX,
+                          n > 1 ? args[1]->dtype : UINT32_MAX, fs.tensors[in.output].dtype,
+                          label, sizeof label);
+      auto &kt = s->kernelTimes[{in.kernel, label}];
+      kt.ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                   .count();
+      kt.calls++;
+    }
+  }
+  if (tfrun::Error e = d.sync())
+    return fromDeviceError(e);
+  // Outputs, widened to f32 on the host.
+  fs.hostOutputs.clear();
+  for (const tfrun::Binding &b : f.outputs) {
+    const tfc::cpu::Tensor &t = fs.tensors[b.value];
+    std::vector<float> &h = fs.hostOutputs[b.value];
+    h.resize(t.numel());
+    if (t.dtype == TFC_DTYPE_F32) {
+      if (tfrun::Error e = d.download(h.data(), t.data, h.size() * 4))
+        return fromDeviceError(e);
+      continue;
+    }
+    std::vector<uint16_t> raw(h.size());
+    if (tfrun::Error e = d.download(raw.data(), t.data, raw.size() * 2))
+      return fromDeviceError(e);
+    for (size_t k = 0; k < h.size(); ++k)
+      h[k] = t.dtype == TFC_DTYPE_BF16 ? tfc_bf16_to_f32(raw[k]) : halfToFloat(raw[k]);
+  }
+  s->lastRun = (int)fi;
+  return nullptr;
+}
+
+/// Output value |value| of function |fi|'s last run, as f32 on the host.
+const float *hostOutput(const tfrun_session_t *s, size_t fi, uint32_t value) {
+  const tfrun_session::FnState &fs = s->fns[fi];
+  if (s->dev) {
+    auto it = fs.hostOutputs.find(value);
+    return it == fs.hostOutputs.end() ? nullptr : it->second.data();
+  }
+  return fs.tensors[value].as<float>();
+}
+
 /// Runs function |fi| of the model on |ins| (one per function input, in order).
 tfrun_status_t *runFunction(tfrun_session_t *s, size_t fi, const std::vector<BoundInput> &ins) {
   const tfrun::Model &m = *s->m;
@@ -158,6 +398,8 @@ tfrun_status_t *runFunction(tfrun_session_t *s, size_t fi, const std::vector<Bou
       sym[k] = shape[d];
     }
   }
+  if (s->dev)
+    return runOnDevice(s, fi, ins, sym);
   // A symbol no input binds (the batch of a state-only dim) stays at 0 only if unused.
   if (!fs.arena) {
     fs.arena = alignedAlloc(f.arenaSize);
@@ -307,9 +549,8 @@ public:
         const tfrun::Function &enc = m.functions[encIdx];
         for (const tfrun::Binding &b : enc.outputs)
           if (b.name == name) {
-            const tfc::cpu::Tensor &t = s->fns[encIdx].tensors[b.value];
-            src = t.data;
-            shape = t.shape;
+            src = hostOutput(s, encIdx, b.value);
+            shape = s->fns[encIdx].tensors[b.value].shape;
           }
       }
       if (!src || shape.empty() || shape[0] != batch)
@@ -329,14 +570,16 @@ public:
     vocab = logits.dims.empty() ? 0 : logits.dims.back();
     if (vocab <= 0)
       return makeStatus(TFRUN_INVALID_MODEL, "decode_step's logits have no static vocabulary");
-    for (const tfrun::ValueDesc &v : dec.values)
+    for (size_t vi = 0; vi < dec.values.size(); ++vi) {
+      const tfrun::ValueDesc &v = dec.values[vi];
       if (v.storage == tfrun::Storage::State) {
         bool seen = false;
         for (const Cache &c : caches)
           seen |= c.offset == v.offset;
         if (!seen)
-          caches.push_back({v.offset, v.dims[1], v.dims[2]});
+          caches.push_back({v.offset, v.dims[1], v.dims[2], (uint32_t)vi});
       }
+    }
     return nullptr;
   }
 
@@ -370,7 +613,7 @@ public:
       return e;
     }
     lastPos = p;
-    *logits = s->fns[decIdx].tensors[dec.outputs[0].value].as<float>();
+    *logits = hostOutput(s, decIdx, dec.outputs[0].value);
     return {};
   }
 
@@ -391,7 +634,31 @@ public:
     }
     // The caches: only positions [0, lastPos] hold data.
     int64_t used = lastPos + 1;
-    if (used > 0 && s->state)
+    if (used > 0 && s->state && s->dev) {
+      // On the device: gather the rows into a scratch buffer, then back.
+      tfrun::Device &d = *s->dev;
+      for (const Cache &c : caches) {
+        const uint64_t es = c.elemSize(s, decIdx);
+        const uint64_t rowBytes = (uint64_t)c.len * c.width * es;
+        const uint64_t usedBytes = (uint64_t)used * c.width * es;
+        void *tmpDev = nullptr;
+        if (tfrun::Error e = d.alloc(usedBytes * n, &tmpDev))
+          return e;
+        char *base = static_cast<char *>(s->state) + c.offset;
+        tfrun::Error e;
+        for (int64_t r = 0; r < n && !e; ++r)
+          e = d.copy(static_cast<char *>(tmpDev) + r * usedBytes, base + from[r] * rowBytes,
+                     usedBytes);
+        for (int64_t r = 0; r < n && !e; ++r)
+          e = d.copy(base + r * rowBytes, static_cast<char *>(tmpDev) + r * usedBytes,
+                     usedBytes);
+        if (!e)
+          e = d.sync();
+        d.release(tmpDev);
+        if (e)
+          return e;
+      }
+    } else if (used > 0 && s->state)
       for (const Cache &c : caches) {
         float *base = reinterpret_cast<float *>(static_cast<char *>(s->state) + c.offset);
         uint64_t rowFloats = (uint64_t)c.len * c.width, usedFloats = (uint64_t)used * c.width;
@@ -417,6 +684,13 @@ private:
   struct Cache {
     uint64_t offset;
     int64_t len, width;
+    uint32_t value; ///< a decode_step value in this slot
+    /// Bytes per element where the cache lives (a device session's compute
+    /// dtype may differ from model.bin's f32).
+    uint64_t elemSize(const tfrun_session_t *s, size_t fn) const {
+      const auto &dts = s->fns[fn].dtypes;
+      return tfc_dtype_size(value < dts.size() ? dts[value] : TFC_DTYPE_F32);
+    }
   };
   size_t index(const char *name) const {
     for (size_t i = 0; i < m.functions.size(); ++i)
@@ -593,17 +867,86 @@ void tfrun_model_generation_info(const tfrun_model_t *m, int64_t *bos, int64_t *
 }
 const char *tfrun_model_name(const tfrun_model_t *m) { return m ? m->m->name.c_str() : ""; }
 
+void tfrun_session_options_init(tfrun_session_options_t *o) {
+  if (!o)
+    return;
+  *o = tfrun_session_options_t{};
+  o->num_threads = 0;
+  o->device = TFRUN_DEVICE_CPU;
+  o->device_id = 0;
+  o->compute_dtype = TFRUN_F32;
+}
+
+int tfrun_cuda_device_count(void) {
+  try {
+    return tfrun::cudaDeviceCount();
+  } catch (...) {
+    return 0;
+  }
+}
+
+const char *tfrun_session_device(const tfrun_session_t *s) {
+  return s ? s->deviceText.c_str() : "";
+}
+
 tfrun_status_t *tfrun_session_create(const tfrun_model_t *model, int threads,
                                      tfrun_session_t **out) {
-  if (!model || !out)
-    return makeStatus(TFRUN_INVALID_ARGUMENT, "model or out_session is null");
+  tfrun_session_options_t o;
+  tfrun_session_options_init(&o);
+  o.num_threads = threads;
+  return tfrun_session_create_with_options(model, &o, out);
+}
+
+tfrun_status_t *tfrun_session_create_with_options(const tfrun_model_t *model,
+                                                  const tfrun_session_options_t *o,
+                                                  tfrun_session_t **out) {
+  if (!model || !out || !o)
+    return makeStatus(TFRUN_INVALID_ARGUMENT, "model, options or out_session is null");
   *out = nullptr;
   return guarded([&]() -> tfrun_status_t * {
     auto s = std::make_unique<tfrun_session>();
     s->m = model->m.get();
-    s->threads = threads;
+    s->threads = o->num_threads;
     s->inputs.resize(s->m->forward().inputs.size());
     s->fns.resize(s->m->functions.size());
+    const uint32_t cd = (uint32_t)o->compute_dtype;
+    if (cd != TFC_DTYPE_F32 && cd != TFC_DTYPE_F16 && cd != TFC_DTYPE_BF16)
+      return makeStatus(TFRUN_INVALID_ARGUMENT,
+                        "compute dtype " + std::to_string(o->compute_dtype) +
+                            " is not f32, f16 or bf16");
+    if (o->device == TFRUN_DEVICE_CUDA) {
+      if (tfrun::Error e = tfrun::createCudaDevice(o->device_id, s->dev))
+        return fromError(e);
+      s->deviceText = s->dev->describe();
+      s->computeDtype = cd;
+      if (cd != TFC_DTYPE_F32)
+        for (const tfrun::Function &f : s->m->functions)
+          for (const tfrun::ValueDesc &v : f.values)
+            if (v.dtype == TFC_DTYPE_BF16 || v.dtype == TFC_DTYPE_I8 ||
+                v.dtype == TFC_DTYPE_F16)
+              return makeStatus(TFRUN_INVALID_ARGUMENT,
+                                std::string("compute dtype ") + tfc_dtype_name(cd) +
+                                    " needs an f32 model.bin; this one was compiled with "
+                                    "reduced precision (tfc compile --precision)");
+      // The weights section, once per session, as stored; converted copies
+      // are made on each function's first run.
+      if (tfrun::Error e = s->dev->alloc(s->m->weightsSize, &s->devWeights))
+        return fromError(e);
+      if (s->m->weightsSize)
+        if (tfrun::Error e = s->dev->upload(s->devWeights, s->m->weights, s->m->weightsSize))
+          return fromError(e);
+      if (tfrun_status_t *st = prepareOnDevice(s.get(), 0))
+        return st;
+      *out = s.release();
+      return nullptr;
+    }
+    if (o->device != TFRUN_DEVICE_CPU)
+      return makeStatus(TFRUN_INVALID_ARGUMENT,
+                        "unknown device " + std::to_string(o->device));
+    if (cd != TFC_DTYPE_F32)
+      return makeStatus(TFRUN_UNSUPPORTED,
+                        "on the CPU the precision is chosen at compile time "
+                        "(tfc compile --precision bf16 | int8); compute_dtype must be f32");
     // @forward's arena now, so a too-large model fails here rather than at run.
     const tfrun::Function &f = s->m->forward();
     s->fns[0].arena = alignedAlloc(f.arenaSize);
@@ -693,7 +1036,7 @@ tfrun_status_t *tfrun_session_get_output(tfrun_session_t *s, const char *name,
   for (const auto &b : f.outputs)
     if (b.name == name) {
       const tfc::cpu::Tensor &t = s->fns[s->lastRun].tensors[b.value];
-      *data = t.as<float>();
+      *data = hostOutput(s, s->lastRun, b.value);
       *shape = t.shape.data();
       *rank = t.shape.size();
       return nullptr;

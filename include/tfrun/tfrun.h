@@ -27,7 +27,7 @@
 extern "C" {
 #endif
 
-#define TFRUN_API_VERSION 1
+#define TFRUN_API_VERSION 2
 
 /* Status codes. Append-only. */
 typedef enum tfrun_code_t {
@@ -45,7 +45,15 @@ typedef enum tfrun_dtype_t {
   TFRUN_F32 = 0,
   TFRUN_I64 = 1,
   TFRUN_I32 = 2,
+  TFRUN_F16 = 4,  /* compute dtypes of a CUDA session (tfrun_session_options_t) */
+  TFRUN_BF16 = 5,
 } tfrun_dtype_t;
+
+/* Where a session runs. Append-only. */
+typedef enum tfrun_device_t {
+  TFRUN_DEVICE_CPU = 0,  /* oneDNN and our kernels, OpenMP threads */
+  TFRUN_DEVICE_CUDA = 1, /* an NVIDIA GPU: cuBLASLt and our kernels, one stream per session */
+} tfrun_device_t;
 
 typedef struct tfrun_status tfrun_status_t;
 typedef struct tfrun_model tfrun_model_t;
@@ -76,6 +84,36 @@ const char *tfrun_model_name(const tfrun_model_t *model);
 tfrun_status_t *tfrun_session_create(const tfrun_model_t *model, int num_threads,
                                      tfrun_session_t **out_session);
 void tfrun_session_release(tfrun_session_t *session);
+
+/* Session options; initialize with tfrun_session_options_init (CPU, default
+ * threads, the model's own precision), then set what differs. */
+typedef struct tfrun_session_options_t {
+  int32_t num_threads;   /* CPU: OpenMP threads; <= 0: the OpenMP default */
+  int32_t device;        /* tfrun_device_t */
+  int32_t device_id;     /* CUDA: the device ordinal */
+  /* CUDA: TFRUN_F32 runs the plan in the dtypes model.bin was compiled with;
+   * TFRUN_F16 or TFRUN_BF16 converts an f32 model's weights once, at session
+   * creation, and runs every float activation in that dtype (f32 accumulation).
+   * The CPU's precision is chosen at compile time (tfc compile --precision): a
+   * CPU session accepts only TFRUN_F32 here. */
+  int32_t compute_dtype;
+} tfrun_session_options_t;
+
+void tfrun_session_options_init(tfrun_session_options_t *options);
+
+/* tfrun_session_create with options. A CUDA session fails with
+ * TFRUN_UNSUPPORTED when libtfrun was built without CUDA or there is no such
+ * device ("no CUDA device: ..."). */
+tfrun_status_t *tfrun_session_create_with_options(const tfrun_model_t *model,
+                                                  const tfrun_session_options_t *options,
+                                                  tfrun_session_t **out_session);
+
+/* The number of CUDA devices this libtfrun can use: 0 when it was built
+ * without CUDA, or there is no driver or GPU. */
+int tfrun_cuda_device_count(void);
+
+/* "cpu" or "cuda:0 (NVIDIA H100 80GB HBM3, sm_90)". Owned by the session. */
+const char *tfrun_session_device(const tfrun_session_t *session);
 
 /* Binds input |name|: token ids as I64 or I32, shape [batch, seq]. The data is
  * copied. Checks name, dtype, rank, dims against the declared maximums. */

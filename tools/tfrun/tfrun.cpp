@@ -1,7 +1,7 @@
 //===- tfrun.cpp - run a compiled model.bin from the command line ---------===//
 //
 //   tfrun model.bin [--input NAME=FILE.npy ...] [--output-dir DIR] [--threads N]
-//                   [--bench N] [--profile]
+//                   [--bench N] [--profile] [--device cpu|cuda[:N]] [--dtype f32|f16|bf16]
 //   tfrun model.bin --generate --input src=FILE.npy [--beam K] [--max-len N] ...
 //
 // A thin client of the C API (include/tfrun/tfrun.h): every error is one line on
@@ -40,12 +40,18 @@ int failStatus(tfrun_status_t *st) {
 
 const char *kUsage =
     "usage: tfrun model.bin [--input NAME=FILE.npy ...] [--output-dir DIR]\n"
-    "             [--threads N] [--bench N] [--profile]\n"
+    "             [--threads N] [--bench N] [--profile] [--device cpu|cuda[:N]]\n"
+    "             [--dtype f32|f16|bf16]\n"
     "  --input NAME=FILE.npy  token ids (int64 or int32, [batch, seq]) for input NAME\n"
     "  --output-dir DIR       write DIR/<output>.npy for every output\n"
     "  --threads N            number of threads (default: all cores)\n"
     "  --bench N              run N times after a warm-up; print min/median/max latency\n"
     "  --profile              print the time spent per kernel (over all timed runs)\n"
+    "  --device D             cpu (default), or cuda / cuda:N: the same model.bin on an\n"
+    "                         NVIDIA GPU (docs/backend-cuda.md)\n"
+    "  --dtype T              with --device cuda: f32 runs the precision model.bin was\n"
+    "                         compiled with; f16 or bf16 converts an f32 model once\n"
+    "                         (the CPU's precision: tfc compile --precision)\n"
     "Without --input, a deterministic example input is used and each output is\n"
     "summarized.\n"
     "\n"
@@ -139,6 +145,8 @@ int main(int argc, char **argv) {
   std::string modelPath, outDir;
   std::vector<std::pair<std::string, std::string>> inputs;
   int threads = 0, bench = 0;
+  tfrun_session_options_t sopts;
+  tfrun_session_options_init(&sopts);
   bool profile = false, generate = false;
   tfrun_generate_options_t gopt;
   tfrun_generate_options_init(&gopt);
@@ -176,6 +184,32 @@ int main(int argc, char **argv) {
       threads = std::atoi(value("--threads"));
       if (threads <= 0)
         return fail("--threads expects a positive number");
+    } else if (a == "--device") {
+      std::string d = value("--device");
+      if (d == "cpu") {
+        sopts.device = TFRUN_DEVICE_CPU;
+      } else if (d == "cuda" || d.rfind("cuda:", 0) == 0) {
+        sopts.device = TFRUN_DEVICE_CUDA;
+        if (d != "cuda") {
+          char *end = nullptr;
+          long id = std::strtol(d.c_str() + 5, &end, 10);
+          if (d.size() == 5 || *end || id < 0 || id > 1024)
+            return fail("--device: '" + d + "' is not cpu, cuda or cuda:N");
+          sopts.device_id = (int)id;
+        }
+      } else {
+        return fail("--device: '" + d + "' is not cpu, cuda or cuda:N");
+      }
+    } else if (a == "--dtype") {
+      std::string d = value("--dtype");
+      if (d == "f32")
+        sopts.compute_dtype = TFRUN_F32;
+      else if (d == "f16")
+        sopts.compute_dtype = TFRUN_F16;
+      else if (d == "bf16")
+        sopts.compute_dtype = TFRUN_BF16;
+      else
+        return fail("--dtype: '" + d + "' is not f32, f16 or bf16");
     } else if (a == "--profile") {
       profile = true;
     } else if (a == "--generate") {
@@ -228,7 +262,8 @@ int main(int argc, char **argv) {
   if (tfrun_status_t *st = tfrun_model_load_file(modelPath.c_str(), &model))
     return failStatus(st);
   tfrun_session_t *session = nullptr;
-  if (tfrun_status_t *st = tfrun_session_create(model, threads, &session)) {
+  sopts.num_threads = threads;
+  if (tfrun_status_t *st = tfrun_session_create_with_options(model, &sopts, &session)) {
     tfrun_model_release(model);
     return failStatus(st);
   }
