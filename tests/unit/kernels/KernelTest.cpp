@@ -1,0 +1,1148 @@
+//===- KernelTest.cpp - every kernel, every backend, every dtype ----------===//
+//
+// Each test runs plan instructions (tfc_kernel_t) through a Backend
+// (KernelBackend.h) and compares the outputs with a double-precision
+// reference computed here from the inputs as stored (after rounding to the
+// dtype under test), so only the kernel's own error is measured. Tolerances
+// are per dtype: |got - ref| <= atol * scale + rtol * |ref|, with the reference
+// rounded to the output dtype first (so -1e9 in f16 is -inf on both sides);
+// NaN and infinities must match exactly.
+//
+// The suite is parameterized by (backend, float dtype): the CPU backend runs
+// f32 (cpuFloatDtypes() is the hook for more), the CUDA backend f32, f16 and
+// bf16. The CUDA instances skip with the reason when the build has no CUDA or
+// the machine has no usable device. Kernels on ids and booleans run in every
+// instance; they do not depend on the float dtype, but on CUDA each run also
+// checks the Context's error state and guard bytes again.
+//
+// Attention is covered per mask kind (none, key padding, causal, padding +
+// causal, additive in four broadcast shapes), with Sq != Sk, rows whose keys
+// are all masked (finite fill: the uniform average; -inf: NaN), q_len 1,
+// head dims that cross the CUDA kernel's tiles (16 query rows, 32 keys, 64
+// head_dim columns, 256 value columns), and cached attention at pos 0 and
+// pos > 0 with the cache rows past pos + T poisoned with NaN.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tests/unit/kernels/KernelBackend.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace tfc::test {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+struct Param {
+  Backend *backend;
+  uint32_t dtype; ///< the float dtype under test
+};
+
+/// Float dtypes the CPU instances run. The CPU backend's kernels are f32 today;
+/// add TFC_DTYPE_BF16 here once they all accept it.
+std::vector<uint32_t> cpuFloatDtypes() { return {TFC_DTYPE_F32}; }
+std::vector<uint32_t> cudaFloatDtypes() { return {TFC_DTYPE_F32, TFC_DTYPE_F16, TFC_DTYPE_BF16}; }
+
+std::vector<Param> allParams() {
+  std::vector<Param> ps;
+  for (uint32_t dt : cpuFloatDtypes())
+    ps.push_back({&cpuBackend(), dt});
+  for (uint32_t dt : cudaFloatDtypes())
+    ps.push_back({&cudaBackend(), dt});
+  return ps;
+}
+
+std::string dtypeName(uint32_t dt) {
+  switch (dt) {
+  case TFC_DTYPE_F32:
+    return "f32";
+  case TFC_DTYPE_F16:
+    return "f16";
+  case TFC_DTYPE_BF16:
+    return "bf16";
+  default:
+    return "dtype" + std::to_string(dt);
+  }
+}
+
+std::string paramName(const ::testing::TestParamInfo<Param> &info) {
+  return info.param.backend->name() + "_" + dtypeName(info.param.dtype);
+}
+
+/// How gtest prints a Param in failure messages.
+void PrintTo(const Param &p, std::ostream *os) {
+  *os << p.backend->name() << " " << dtypeName(p.dtype);
+}
+
+std::string shapeStr(const std::vector<int64_t> &s) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < s.size(); ++i)
+    os << (i ? "," : "") << s[i];
+  os << "]";
+  return os.str();
+}
+
+/// numpy broadcasting of two shapes.
+std::vector<int64_t> broadcastShape(const std::vector<int64_t> &a, const std::vector<int64_t> &b) {
+  const size_t r = std::max(a.size(), b.size());
+  std::vector<int64_t> o(r, 1);
+  for (size_t i = 0; i < r; ++i) {
+    const int64_t x = i < a.size() ? a[a.size() - 1 - i] : 1;
+    const int64_t y = i < b.size() ? b[b.size() - 1 - i] : 1;
+    o[r - 1 - i] = x == 1 ? y : x;
+  }
+  return o;
+}
+
+/// The flat index into a tensor of shape |in| that broadcasts to element e of |out|.
+int64_t broadcastIndex(const std::vector<int64_t> &out, const std::vector<int64_t> &in, int64_t e) {
+  int64_t idx = 0, stride = 1;
+  for (size_t i = 0; i < out.size(); ++i) {
+    const size_t od = out.size() - 1 - i;
+    const int64_t c = e % out[od];
+    e /= out[od];
+    if (i < in.size()) {
+      const int64_t n = in[in.size() - 1 - i];
+      if (n != 1)
+        idx += c * stride;
+      stride *= n;
+    }
+  }
+  return idx;
+}
+
+class KernelTest : public ::testing::TestWithParam<Param> {
+protected:
+  void SetUp() override {
+    const std::string why = GetParam().backend->unavailable();
+    if (!why.empty())
+      GTEST_SKIP() << why;
+  }
+
+  Backend &backend() { return *GetParam().backend; }
+  /// The float dtype under test.
+  uint32_t dt() const { return GetParam().dtype; }
+  bool isF32() const { return dt() == TFC_DTYPE_F32; }
+
+  /// A tensor of dtype |t| with |v| stored (rounded).
+  static HostTensor tensor(uint32_t t, std::vector<int64_t> shape, const std::vector<double> &v) {
+    HostTensor h(t, std::move(shape));
+    for (int64_t i = 0; i < h.numel(); ++i)
+      h.set(i, v[static_cast<size_t>(i)]);
+    return h;
+  }
+  /// Uniform values in [lo, hi).
+  HostTensor random(uint32_t t, std::vector<int64_t> shape, double lo = -1, double hi = 1) {
+    HostTensor h(t, std::move(shape));
+    std::uniform_real_distribution<double> u(lo, hi);
+    for (int64_t i = 0; i < h.numel(); ++i)
+      h.set(i, u(rng_));
+    return h;
+  }
+  HostTensor randomBool(std::vector<int64_t> shape) {
+    HostTensor h(TFC_DTYPE_BOOL, std::move(shape));
+    std::bernoulli_distribution u(0.5);
+    for (int64_t i = 0; i < h.numel(); ++i)
+      h.set(i, u(rng_));
+    return h;
+  }
+  int64_t randomInt(int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng_);
+  }
+
+  std::string run(uint32_t kernel, const std::vector<HostTensor *> &in, HostTensor &out,
+                  const std::vector<int64_t> &ints = {}, const std::vector<double> &floats = {}) {
+    return backend().run(kernel, in, out, ints, floats);
+  }
+
+  /// Expects |got| to match |ref| (rounded to got's dtype) within the dtype's
+  /// tolerance; |scale| multiplies the absolute part (for long sums).
+  void expectNear(const HostTensor &got, const std::vector<double> &ref, const std::string &what,
+                  double scale = 1.0) {
+    ASSERT_EQ(static_cast<size_t>(got.numel()), ref.size()) << what;
+    const bool halves = got.dtype == TFC_DTYPE_F16 || got.dtype == TFC_DTYPE_BF16;
+    const bool floats = got.dtype == TFC_DTYPE_F32 || halves;
+    const double atol = (halves ? 2e-3 : floats ? 1e-5 : 0) * scale;
+    const double rtol = halves ? 2e-2 : floats ? 1e-4 : 0;
+    int bad = 0;
+    std::ostringstream os;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      const double g = got.get(static_cast<int64_t>(i));
+      const double r = roundTo(got.dtype, ref[i]);
+      bool ok;
+      if (std::isnan(r))
+        ok = std::isnan(g);
+      else if (std::isinf(r))
+        ok = g == r;
+      else
+        ok = std::isfinite(g) && std::fabs(g - r) <= atol + rtol * std::fabs(r);
+      if (!ok && bad++ < 6)
+        os << "\n  [" << i << "] got " << g << ", expected " << r;
+    }
+    EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << ref.size() << " elements differ"
+                      << os.str();
+  }
+
+  /// Exact equality (ids, booleans, copies).
+  void expectEqual(const HostTensor &got, const std::vector<double> &ref, const std::string &what) {
+    ASSERT_EQ(static_cast<size_t>(got.numel()), ref.size()) << what;
+    int bad = 0;
+    std::ostringstream os;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      const double g = got.get(static_cast<int64_t>(i)), r = ref[i];
+      const bool ok = (std::isnan(r) && std::isnan(g)) || g == r;
+      if (!ok && bad++ < 6)
+        os << "\n  [" << i << "] got " << g << ", expected " << r;
+    }
+    EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << ref.size() << " elements differ"
+                      << os.str();
+  }
+
+  std::mt19937 rng_{20240611u};
+};
+
+// --- Embeddings -------------------------------------------------------------------
+
+struct EmbCase {
+  const char *name;
+  int64_t B, S, V, D;
+  bool positions = false;
+  int axis = 1;
+  int64_t posRows = 0;
+  bool types = false;
+  bool offset = false;
+  int64_t offsetValue = 0;
+  uint32_t idsType = TFC_DTYPE_I64;
+  double scale = 1.0;
+};
+
+TEST_P(KernelTest, TokenEmbedding) {
+  const EmbCase cases[] = {
+      {"plain", 2, 5, 11, 24, false, 1, 0, false, false, 0, TFC_DTYPE_I64, 2.5},
+      {"positions", 2, 5, 11, 24, true, 1, 8},
+      {"positions by batch (axis 0)", 3, 4, 11, 24, true, 0, 3},
+      {"types", 2, 5, 11, 24, true, 1, 8, true, false, 0, TFC_DTYPE_I64, 0.5},
+      {"decode offset", 2, 2, 11, 24, true, 1, 8, false, true, 5},
+      {"i32 ids", 2, 3, 11, 24, true, 1, 8, false, false, 0, TFC_DTYPE_I32, 3.0},
+      {"wide rows", 1, 2, 5, 600, true, 1, 4, true, false, 0, TFC_DTYPE_I64, 1.5},
+  };
+  for (const EmbCase &c : cases) {
+    SCOPED_TRACE(c.name);
+    std::vector<double> idv(c.B * c.S), typev(c.B * c.S);
+    for (auto &x : idv)
+      x = static_cast<double>(randomInt(0, c.V - 1));
+    for (auto &x : typev)
+      x = static_cast<double>(randomInt(0, 2));
+    HostTensor ids = tensor(c.idsType, {c.B, c.S}, idv);
+    HostTensor table = random(dt(), {c.V, c.D});
+    HostTensor pos = random(dt(), {std::max<int64_t>(c.posRows, 1), c.D});
+    HostTensor typeIds = tensor(TFC_DTYPE_I64, {c.B, c.S}, typev);
+    HostTensor typeTable = random(dt(), {3, c.D});
+    HostTensor offset = tensor(TFC_DTYPE_I64, {}, {static_cast<double>(c.offsetValue)});
+    HostTensor out(dt(), {c.B, c.S, c.D});
+    std::vector<HostTensor *> in = {&ids, &table};
+    if (c.positions)
+      in.push_back(&pos);
+    if (c.types) {
+      in.push_back(&typeIds);
+      in.push_back(&typeTable);
+    }
+    if (c.offset)
+      in.push_back(&offset);
+    ASSERT_EQ(run(TFC_KERNEL_TOKEN_EMBEDDING, in, out,
+                  {c.axis, c.positions, c.types, c.offset}, {c.scale}),
+              "");
+    std::vector<double> ref(c.B * c.S * c.D);
+    for (int64_t i = 0; i < c.B; ++i)
+      for (int64_t j = 0; j < c.S; ++j) {
+        const int64_t r = i * c.S + j, id = static_cast<int64_t>(ids.get(r));
+        const int64_t p = c.axis == 0 ? i : j + c.offsetValue;
+        for (int64_t k = 0; k < c.D; ++k) {
+          double v = table.get(id * c.D + k) * c.scale;
+          if (c.types)
+            v += typeTable.get(static_cast<int64_t>(typeIds.get(r)) * c.D + k);
+          if (c.positions)
+            v += pos.get(p * c.D + k);
+          ref[r * c.D + k] = v;
+        }
+      }
+    expectNear(out, ref, c.name);
+  }
+}
+
+TEST_P(KernelTest, TokenEmbeddingErrors) {
+  HostTensor table = random(dt(), {11, 8}), pos = random(dt(), {8, 8});
+  HostTensor out(dt(), {2, 2, 8});
+  {
+    SCOPED_TRACE("id out of range");
+    HostTensor ids = tensor(TFC_DTYPE_I64, {2, 2}, {1, 2, 11, 3});
+    EXPECT_EQ(run(TFC_KERNEL_TOKEN_EMBEDDING, {&ids, &table}, out, {1, 0, 0, 0}, {1.0}),
+              "token id 11 is out of range [0, 11)");
+  }
+  {
+    SCOPED_TRACE("negative id");
+    HostTensor ids = tensor(TFC_DTYPE_I64, {2, 2}, {1, -4, 0, 3});
+    EXPECT_EQ(run(TFC_KERNEL_TOKEN_EMBEDDING, {&ids, &table}, out, {1, 0, 0, 0}, {1.0}),
+              "token id -4 is out of range [0, 11)");
+  }
+  HostTensor ids = tensor(TFC_DTYPE_I64, {2, 2}, {1, 2, 3, 4});
+  {
+    SCOPED_TRACE("position beyond the table");
+    HostTensor offset = tensor(TFC_DTYPE_I64, {}, {7});
+    EXPECT_EQ(run(TFC_KERNEL_TOKEN_EMBEDDING, {&ids, &table, &pos, &offset}, out, {1, 1, 0, 1},
+                  {1.0}),
+              "position 8 is beyond the 8-row positional table");
+  }
+  {
+    SCOPED_TRACE("negative offset");
+    HostTensor offset = tensor(TFC_DTYPE_I64, {}, {-1});
+    EXPECT_EQ(run(TFC_KERNEL_TOKEN_EMBEDDING, {&ids, &table, &pos, &offset}, out, {1, 1, 0, 1},
+                  {1.0}),
+              "negative position offset -1");
+  }
+  {
+    SCOPED_TRACE("the error does not stick to the next run");
+    HostTensor offset = tensor(TFC_DTYPE_I64, {}, {2});
+    EXPECT_EQ(run(TFC_KERNEL_TOKEN_EMBEDDING, {&ids, &table, &pos, &offset}, out, {1, 1, 0, 1},
+                  {1.0}),
+              "");
+  }
+}
+
+TEST_P(KernelTest, Embedding) {
+  for (uint32_t idsType : {TFC_DTYPE_I64, TFC_DTYPE_I32}) {
+    SCOPED_TRACE(idsType == TFC_DTYPE_I64 ? "i64 ids" : "i32 ids");
+    HostTensor table = random(dt(), {7, 10});
+    std::vector<double> idv(12);
+    for (auto &x : idv)
+      x = static_cast<double>(randomInt(0, 6));
+    HostTensor ids = tensor(idsType, {3, 4}, idv);
+    HostTensor out(dt(), {3, 4, 10});
+    ASSERT_EQ(run(TFC_KERNEL_EMBEDDING, {&table, &ids}, out), "");
+    std::vector<double> ref;
+    for (double id : idv)
+      for (int64_t k = 0; k < 10; ++k)
+        ref.push_back(table.get(static_cast<int64_t>(id) * 10 + k));
+    expectNear(out, ref, "embedding");
+  }
+  HostTensor table = random(dt(), {7, 10});
+  HostTensor ids = tensor(TFC_DTYPE_I64, {1, 2}, {3, 7});
+  HostTensor out(dt(), {1, 2, 10});
+  EXPECT_EQ(run(TFC_KERNEL_EMBEDDING, {&table, &ids}, out), "token id 7 is out of range [0, 7)");
+}
+
+// --- Linear layers and matmul ----------------------------------------------------------
+
+double geluRef(double x, bool tanhApprox) {
+  if (tanhApprox)
+    return 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+  return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+}
+
+struct LinearCase {
+  std::vector<int64_t> xShape; // [..., K]
+  int64_t n;
+  bool bias, residual;
+  int act; // FUSED_LINEAR's activation; -1: the LINEAR kernel
+};
+
+TEST_P(KernelTest, LinearAndFusedLinear) {
+  std::vector<LinearCase> cases = {
+      {{1, 8}, 8, false, false, -1},     {{5, 33}, 17, true, false, -1},
+      {{130, 64}, 96, true, false, -1},  {{2, 65, 40}, 72, false, false, -1},
+      {{200, 256}, 300, true, true, 2},  {{3, 7, 128}, 520, true, true, 3},
+  };
+  for (int act = 0; act <= 3; ++act)
+    for (int bias = 0; bias <= 1; ++bias)
+      for (int res = 0; res <= 1; ++res)
+        cases.push_back({{37, 48}, 40, bias != 0, res != 0, act});
+  for (const LinearCase &c : cases) {
+    std::ostringstream name;
+    name << "x " << shapeStr(c.xShape) << " N " << c.n << " bias " << c.bias << " residual "
+         << c.residual << " act " << c.act;
+    SCOPED_TRACE(name.str());
+    const int64_t k = c.xShape.back();
+    const double ws = 1.0 / std::sqrt(static_cast<double>(k));
+    HostTensor x = random(dt(), c.xShape);
+    HostTensor w = random(dt(), {c.n, k}, -ws, ws);
+    HostTensor b = random(dt(), {c.n});
+    std::vector<int64_t> oShape = c.xShape;
+    oShape.back() = c.n;
+    HostTensor res = random(dt(), oShape);
+    HostTensor out(dt(), oShape);
+    std::vector<HostTensor *> in = {&x, &w};
+    if (c.bias)
+      in.push_back(&b);
+    if (c.residual)
+      in.push_back(&res);
+    const std::string err =
+        c.act < 0 ? run(TFC_KERNEL_LINEAR, in, out, {c.bias})
+                  : run(TFC_KERNEL_FUSED_LINEAR, in, out, {c.bias, c.residual, c.act});
+    ASSERT_EQ(err, "");
+    const int64_t rows = x.numel() / k;
+    std::vector<double> ref(rows * c.n);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < c.n; ++j) {
+        double acc = 0;
+        for (int64_t i = 0; i < k; ++i)
+          acc += x.get(r * k + i) * w.get(j * k + i);
+        if (c.bias)
+          acc += b.get(j);
+        if (c.act == 1)
+          acc = acc > 0 ? acc : 0;
+        else if (c.act == 2 || c.act == 3)
+          acc = geluRef(acc, c.act == 3);
+        if (c.residual)
+          acc += res.get(r * c.n + j);
+        ref[r * c.n + j] = acc;
+      }
+    expectNear(out, ref, name.str());
+  }
+}
+
+struct MatmulCase {
+  std::vector<int64_t> a, b;
+  bool transB;
+};
+
+TEST_P(KernelTest, Matmul) {
+  const MatmulCase cases[] = {
+      {{4, 5}, {5, 6}, false},
+      {{2, 3, 4, 5}, {2, 3, 5, 6}, false},
+      {{2, 3, 4, 5}, {2, 3, 6, 5}, true},        // Q K^T
+      {{2, 3, 4, 5}, {3, 5, 6}, false},          // rhs broadcast over the batch
+      {{2, 1, 4, 5}, {1, 3, 5, 6}, false},       // crossed broadcast
+      {{1, 4, 5}, {3, 5, 6}, false},             // lhs broadcast
+      {{2, 70, 130}, {2, 90, 130}, true},
+      {{2, 70, 130}, {2, 130, 90}, false},
+  };
+  for (const MatmulCase &c : cases) {
+    const std::string name = shapeStr(c.a) + " x " + shapeStr(c.b) + (c.transB ? " T" : "");
+    SCOPED_TRACE(name);
+    const int64_t m = c.a[c.a.size() - 2], k = c.a.back();
+    const int64_t n = c.transB ? c.b[c.b.size() - 2] : c.b.back();
+    HostTensor a = random(dt(), c.a);
+    HostTensor b = random(dt(), c.b, -1.0 / std::sqrt(double(k)), 1.0 / std::sqrt(double(k)));
+    std::vector<int64_t> ab(c.a.begin(), c.a.end() - 2), bb(c.b.begin(), c.b.end() - 2);
+    std::vector<int64_t> ob = broadcastShape(ab, bb), oShape = ob;
+    oShape.push_back(m);
+    oShape.push_back(n);
+    HostTensor out(dt(), oShape);
+    ASSERT_EQ(run(TFC_KERNEL_MATMUL, {&a, &b}, out, {c.transB}), "");
+    int64_t batches = 1;
+    for (int64_t d : ob)
+      batches *= d;
+    std::vector<double> ref(batches * m * n);
+    for (int64_t e = 0; e < batches; ++e) {
+      const int64_t ia = broadcastIndex(ob, ab, e), ib = broadcastIndex(ob, bb, e);
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          double acc = 0;
+          for (int64_t x = 0; x < k; ++x)
+            acc += a.get(ia * m * k + i * k + x) *
+                   b.get(ib * k * n + (c.transB ? j * k + x : x * n + j));
+          ref[(e * m + i) * n + j] = acc;
+        }
+    }
+    expectNear(out, ref, name);
+  }
+}
+
+// --- Elementwise ----------------------------------------------------------------------
+
+const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> kBroadcastPairs = {
+    {{2, 3, 4}, {2, 3, 4}}, {{2, 3, 4}, {4}},       {{2, 1, 4}, {3, 1}},
+    {{3, 1, 5}, {1, 4, 1}}, {{}, {2, 3}},           {{2, 3, 1, 70}, {2, 1, 5, 70}},
+    {{1000}, {1}},
+};
+
+TEST_P(KernelTest, Arithmetic) {
+  const uint32_t kernels[] = {TFC_KERNEL_ADD, TFC_KERNEL_SUB, TFC_KERNEL_MUL, TFC_KERNEL_DIV};
+  for (uint32_t kernel : kernels)
+    for (const auto &[sa, sb] : kBroadcastPairs) {
+      const std::string name = std::string(kernel == TFC_KERNEL_ADD   ? "add"
+                                           : kernel == TFC_KERNEL_SUB ? "sub"
+                                           : kernel == TFC_KERNEL_MUL ? "mul"
+                                                                      : "div") +
+                               " " + shapeStr(sa) + " " + shapeStr(sb);
+      SCOPED_TRACE(name);
+      HostTensor a = random(dt(), sa, -2, 2);
+      HostTensor b = random(dt(), sb, 0.5, 1.5);
+      const std::vector<int64_t> os = broadcastShape(sa, sb);
+      HostTensor out(dt(), os);
+      ASSERT_EQ(run(kernel, {&a, &b}, out), "");
+      std::vector<double> ref(out.numel());
+      for (int64_t e = 0; e < out.numel(); ++e) {
+        const double x = a.get(broadcastIndex(os, sa, e)), y = b.get(broadcastIndex(os, sb, e));
+        ref[e] = kernel == TFC_KERNEL_ADD   ? x + y
+                 : kernel == TFC_KERNEL_SUB ? x - y
+                 : kernel == TFC_KERNEL_MUL ? x * y
+                                            : x / y;
+      }
+      expectNear(out, ref, name);
+    }
+}
+
+TEST_P(KernelTest, IntegerArithmetic) {
+  // Integers are computed in double and truncated, as kernels_cpu.cc does.
+  HostTensor a = tensor(TFC_DTYPE_I64, {2, 3}, {7, -7, 12, 0, 5, -9});
+  HostTensor b = tensor(TFC_DTYPE_I64, {3}, {2, 2, -5});
+  const uint32_t kernels[] = {TFC_KERNEL_ADD, TFC_KERNEL_SUB, TFC_KERNEL_MUL, TFC_KERNEL_DIV};
+  const std::vector<double> refs[] = {{9, -5, 7, 2, 7, -14},
+                                      {5, -9, 17, -2, 3, -4},
+                                      {14, -14, -60, 0, 10, 45},
+                                      {3, -3, -2, 0, 2, 1}};
+  for (int i = 0; i < 4; ++i) {
+    HostTensor out(TFC_DTYPE_I64, {2, 3});
+    ASSERT_EQ(run(kernels[i], {&a, &b}, out), "");
+    expectEqual(out, refs[i], "i64 kernel " + std::to_string(kernels[i]));
+  }
+  HostTensor c = tensor(TFC_DTYPE_I32, {4}, {1, 2, 3, 4}), d = tensor(TFC_DTYPE_I32, {1}, {10});
+  HostTensor out(TFC_DTYPE_I32, {4});
+  ASSERT_EQ(run(TFC_KERNEL_SUB, {&c, &d}, out), "");
+  expectEqual(out, {-9, -8, -7, -6}, "i32 sub");
+}
+
+TEST_P(KernelTest, AndNot) {
+  HostTensor a = randomBool({2, 3, 4}), b = randomBool({3, 1});
+  HostTensor out(TFC_DTYPE_BOOL, {2, 3, 4});
+  ASSERT_EQ(run(TFC_KERNEL_AND, {&a, &b}, out), "");
+  std::vector<double> ref(24);
+  for (int64_t e = 0; e < 24; ++e)
+    ref[e] = a.get(e) != 0 && b.get(broadcastIndex({2, 3, 4}, {3, 1}, e)) != 0;
+  expectEqual(out, ref, "and");
+  HostTensor c = randomBool({5, 77}), notOut(TFC_DTYPE_BOOL, {5, 77});
+  ASSERT_EQ(run(TFC_KERNEL_NOT, {&c}, notOut), "");
+  std::vector<double> nref(c.numel());
+  for (int64_t e = 0; e < c.numel(); ++e)
+    nref[e] = c.get(e) == 0;
+  expectEqual(notOut, nref, "not");
+}
+
+TEST_P(KernelTest, Compare) {
+  // Values from a small exactly representable set, so that equality happens.
+  auto grid = [&](uint32_t t, std::vector<int64_t> shape) {
+    HostTensor h(t, std::move(shape));
+    for (int64_t i = 0; i < h.numel(); ++i)
+      h.set(i, 0.5 * static_cast<double>(randomInt(-2, 2)));
+    return h;
+  };
+  const char *names[] = {"eq", "ne", "lt", "le", "gt", "ge"};
+  for (uint32_t t : {dt(), uint32_t(TFC_DTYPE_I64)})
+    for (int pred = 0; pred < 6; ++pred) {
+      SCOPED_TRACE(std::string(names[pred]) + (t == TFC_DTYPE_I64 ? " i64" : " float"));
+      HostTensor a = t == TFC_DTYPE_I64 ? tensor(t, {2, 3, 4}, std::vector<double>(24, 0)) : grid(t, {2, 3, 4});
+      HostTensor b = t == TFC_DTYPE_I64 ? tensor(t, {4}, {0, 0, 0, 0}) : grid(t, {4});
+      if (t == TFC_DTYPE_I64) {
+        for (int64_t i = 0; i < 24; ++i)
+          a.set(i, static_cast<double>(randomInt(-2, 2)));
+        for (int64_t i = 0; i < 4; ++i)
+          b.set(i, static_cast<double>(randomInt(-2, 2)));
+      }
+      HostTensor out(TFC_DTYPE_BOOL, {2, 3, 4});
+      ASSERT_EQ(run(TFC_KERNEL_COMPARE, {&a, &b}, out, {pred}), "");
+      std::vector<double> ref(24);
+      for (int64_t e = 0; e < 24; ++e) {
+        const double x = a.get(e), y = b.get(e % 4);
+        ref[e] = pred == 0 ? x == y : pred == 1 ? x != y : pred == 2 ? x < y
+                 : pred == 3 ? x <= y : pred == 4 ? x > y : x >= y;
+      }
+      expectEqual(out, ref, names[pred]);
+    }
+}
+
+TEST_P(KernelTest, Cast) {
+  struct CastCase {
+    uint32_t from, to;
+    std::vector<double> in;
+  };
+  const std::vector<double> mixed = {2.75, -2.75, 0.0, 1.0, -0.5, 100.0, 0.25, -7.0};
+  const CastCase cases[] = {
+      {dt(), TFC_DTYPE_I64, mixed},   {dt(), TFC_DTYPE_I32, mixed},
+      {dt(), TFC_DTYPE_BOOL, mixed},  {dt(), TFC_DTYPE_F32, mixed},
+      {TFC_DTYPE_BOOL, dt(), {1, 0, 1, 1, 0, 0, 1, 0}},
+      {TFC_DTYPE_I64, dt(), {3, -4, 0, 100, 7, -1, 2, 9}},
+      {TFC_DTYPE_I64, TFC_DTYPE_I32, {3, -4, 0, 100, 7, -1, 2, 9}},
+      {TFC_DTYPE_I32, TFC_DTYPE_I64, {3, -4, 0, 100, 7, -1, 2, 9}},
+      {TFC_DTYPE_BOOL, TFC_DTYPE_I64, {1, 0, 1, 1, 0, 0, 1, 0}},
+  };
+  for (const CastCase &c : cases) {
+    SCOPED_TRACE("cast " + std::to_string(c.from) + " -> " + std::to_string(c.to));
+    HostTensor x = tensor(c.from, {2, 4}, c.in);
+    HostTensor out(c.to, {2, 4});
+    ASSERT_EQ(run(TFC_KERNEL_CAST, {&x}, out), "");
+    std::vector<double> ref;
+    for (double v : x.values())
+      ref.push_back(roundTo(c.to, v)); // truncation toward zero for ints, != 0 for bool
+    expectEqual(out, ref, "cast");
+  }
+}
+
+TEST_P(KernelTest, MaskedFill) {
+  for (double value : {-1e9, -kInf, 0.5}) {
+    SCOPED_TRACE("value " + std::to_string(value));
+    HostTensor x = random(dt(), {2, 3, 4, 5});
+    HostTensor mask = randomBool({2, 1, 1, 5});
+    HostTensor out(dt(), {2, 3, 4, 5});
+    ASSERT_EQ(run(TFC_KERNEL_MASKED_FILL, {&x, &mask}, out, {}, {value}), "");
+    std::vector<double> ref(out.numel());
+    for (int64_t e = 0; e < out.numel(); ++e)
+      ref[e] = mask.get(broadcastIndex({2, 3, 4, 5}, {2, 1, 1, 5}, e)) != 0 ? value : x.get(e);
+    expectNear(out, ref, "masked_fill");
+  }
+}
+
+TEST_P(KernelTest, Select) {
+  for (uint32_t t : {dt(), uint32_t(TFC_DTYPE_I64)}) {
+    SCOPED_TRACE(t == TFC_DTYPE_I64 ? "i64 branches" : "float branches");
+    HostTensor cond = randomBool({3, 1});
+    HostTensor a = random(t == TFC_DTYPE_I64 ? TFC_DTYPE_F32 : t, {3, 4}, -50, 50);
+    HostTensor b = random(t == TFC_DTYPE_I64 ? TFC_DTYPE_F32 : t, {4}, -50, 50);
+    if (t == TFC_DTYPE_I64) {
+      a = tensor(t, {3, 4}, a.values());
+      b = tensor(t, {4}, b.values());
+    }
+    HostTensor out(t, {3, 4});
+    ASSERT_EQ(run(TFC_KERNEL_SELECT, {&cond, &a, &b}, out), "");
+    std::vector<double> ref(12);
+    for (int64_t e = 0; e < 12; ++e)
+      ref[e] = cond.get(e / 4) != 0 ? a.get(e) : b.get(e % 4);
+    expectEqual(out, ref, "select");
+  }
+}
+
+// --- Data movement -------------------------------------------------------------------
+
+TEST_P(KernelTest, Views) {
+  if (!backend().runsViews())
+    GTEST_SKIP() << "the " << backend().name()
+                 << " executor resolves reshape and unsqueeze as views, without a kernel";
+  HostTensor x = random(dt(), {2, 3, 4});
+  HostTensor r(dt(), {6, 4}), u(dt(), {2, 1, 3, 4});
+  ASSERT_EQ(run(TFC_KERNEL_RESHAPE, {&x}, r), "");
+  ASSERT_EQ(run(TFC_KERNEL_UNSQUEEZE, {&x}, u, {1}), "");
+  expectEqual(r, x.values(), "reshape");
+  expectEqual(u, x.values(), "unsqueeze");
+}
+
+TEST_P(KernelTest, Transpose) {
+  struct TCase {
+    std::vector<int64_t> shape, perm;
+  };
+  const TCase cases[] = {{{2, 3, 4}, {0, 2, 1}},
+                         {{2, 3, 4}, {2, 0, 1}},
+                         {{2, 5, 3, 4}, {0, 2, 1, 3}}, // the attention head split
+                         {{33, 65}, {1, 0}},
+                         {{3, 1, 4}, {1, 2, 0}}};
+  for (uint32_t t : {dt(), uint32_t(TFC_DTYPE_I64), uint32_t(TFC_DTYPE_BOOL)})
+    for (const TCase &c : cases) {
+      SCOPED_TRACE(shapeStr(c.shape) + " perm " + shapeStr(c.perm) + " dtype " +
+                   std::to_string(t));
+      HostTensor x = t == TFC_DTYPE_BOOL ? randomBool(c.shape) : random(t == TFC_DTYPE_I64 ? TFC_DTYPE_F32 : t, c.shape, -100, 100);
+      if (t == TFC_DTYPE_I64)
+        x = tensor(t, c.shape, x.values());
+      const size_t r = c.shape.size();
+      std::vector<int64_t> os(r);
+      for (size_t i = 0; i < r; ++i)
+        os[i] = c.shape[c.perm[i]];
+      HostTensor out(t, os);
+      ASSERT_EQ(run(TFC_KERNEL_TRANSPOSE, {&x}, out, c.perm), "");
+      std::vector<int64_t> inStride(r);
+      int64_t s = 1;
+      for (size_t i = r; i-- > 0;) {
+        inStride[i] = s;
+        s *= c.shape[i];
+      }
+      std::vector<double> ref(out.numel());
+      for (int64_t e = 0; e < out.numel(); ++e) {
+        int64_t rem = e, off = 0;
+        for (size_t d = r; d-- > 0;) {
+          off += (rem % os[d]) * inStride[c.perm[d]];
+          rem /= os[d];
+        }
+        ref[e] = x.get(off);
+      }
+      expectEqual(out, ref, "transpose");
+    }
+}
+
+TEST_P(KernelTest, Slice) {
+  struct SCase {
+    int64_t axis, start, size;
+  };
+  const std::vector<int64_t> shape = {4, 6, 5};
+  const SCase cases[] = {{1, 2, 3}, {0, 1, 2}, {2, 4, 1}, {2, 0, 5}, {0, 0, 4}};
+  for (uint32_t t : {dt(), uint32_t(TFC_DTYPE_I64)})
+    for (const SCase &c : cases) {
+      SCOPED_TRACE("axis " + std::to_string(c.axis) + " start " + std::to_string(c.start) +
+                   " size " + std::to_string(c.size));
+      HostTensor x = random(t == TFC_DTYPE_I64 ? TFC_DTYPE_F32 : t, shape, -100, 100);
+      if (t == TFC_DTYPE_I64)
+        x = tensor(t, shape, x.values());
+      std::vector<int64_t> os = shape;
+      os[c.axis] = c.size;
+      HostTensor out(t, os);
+      ASSERT_EQ(run(TFC_KERNEL_SLICE, {&x}, out, {c.axis, c.start, c.size}), "");
+      std::vector<double> ref;
+      for (int64_t i = 0; i < os[0]; ++i)
+        for (int64_t j = 0; j < os[1]; ++j)
+          for (int64_t k = 0; k < os[2]; ++k) {
+            int64_t idx[3] = {i, j, k};
+            idx[c.axis] += c.start;
+            ref.push_back(x.get((idx[0] * shape[1] + idx[1]) * shape[2] + idx[2]));
+          }
+      expectEqual(out, ref, "slice");
+    }
+}
+
+// --- Reductions and activations ------------------------------------------------------
+
+TEST_P(KernelTest, Reduce) {
+  struct RCase {
+    std::vector<int64_t> shape;
+    int64_t axis;
+  };
+  const RCase cases[] = {{{3, 4, 5}, 0}, {{3, 4, 5}, 1}, {{3, 4, 5}, 2},
+                         {{3, 1000}, 1}, {{2, 300, 3}, 1}, {{7, 1}, 1}};
+  for (uint32_t kernel : {uint32_t(TFC_KERNEL_REDUCE_MEAN), uint32_t(TFC_KERNEL_REDUCE_SUM)})
+    for (const RCase &c : cases)
+      for (int keep = 0; keep <= 1; ++keep) {
+        SCOPED_TRACE(std::string(kernel == TFC_KERNEL_REDUCE_MEAN ? "mean " : "sum ") +
+                     shapeStr(c.shape) + " axis " + std::to_string(c.axis) + " keepdim " +
+                     std::to_string(keep));
+        HostTensor x = random(dt(), c.shape);
+        std::vector<int64_t> os;
+        for (size_t d = 0; d < c.shape.size(); ++d)
+          if (static_cast<int64_t>(d) != c.axis)
+            os.push_back(c.shape[d]);
+          else if (keep)
+            os.push_back(1);
+        HostTensor out(dt(), os);
+        ASSERT_EQ(run(kernel, {&x}, out, {c.axis, keep}), "");
+        int64_t outer = 1, inner = 1;
+        for (int64_t d = 0; d < c.axis; ++d)
+          outer *= c.shape[d];
+        for (size_t d = c.axis + 1; d < c.shape.size(); ++d)
+          inner *= c.shape[d];
+        const int64_t len = c.shape[c.axis];
+        std::vector<double> ref(outer * inner);
+        for (int64_t o = 0; o < outer; ++o)
+          for (int64_t i = 0; i < inner; ++i) {
+            double acc = 0;
+            for (int64_t l = 0; l < len; ++l)
+              acc += x.get((o * len + l) * inner + i);
+            ref[o * inner + i] = kernel == TFC_KERNEL_REDUCE_MEAN ? acc / len : acc;
+          }
+        // A sum's rounding error grows with the number of terms.
+        expectNear(out, ref, "reduce",
+                   kernel == TFC_KERNEL_REDUCE_SUM ? std::sqrt(double(len)) : 1.0);
+      }
+}
+
+TEST_P(KernelTest, Unary) {
+  HostTensor x = random(dt(), {3, 257}, -4, 4);
+  x.set(0, 0.0);
+  HostTensor pos = random(dt(), {3, 257}, 0, 9);
+  pos.set(0, 0.0);
+  struct UCase {
+    const char *name;
+    uint32_t kernel;
+    std::vector<int64_t> ints;
+    HostTensor *in;
+    std::function<double(double)> f;
+  };
+  const UCase cases[] = {
+      {"sqrt", TFC_KERNEL_SQRT, {}, &pos, [](double v) { return std::sqrt(v); }},
+      {"relu", TFC_KERNEL_RELU, {}, &x, [](double v) { return v > 0 ? v : 0; }},
+      {"gelu erf", TFC_KERNEL_GELU, {0}, &x, [](double v) { return geluRef(v, false); }},
+      {"gelu tanh", TFC_KERNEL_GELU, {1}, &x, [](double v) { return geluRef(v, true); }},
+  };
+  for (const UCase &c : cases) {
+    SCOPED_TRACE(c.name);
+    HostTensor out(dt(), {3, 257});
+    ASSERT_EQ(run(c.kernel, {c.in}, out, c.ints), "");
+    std::vector<double> ref;
+    for (double v : c.in->values())
+      ref.push_back(c.f(v));
+    expectNear(out, ref, c.name);
+  }
+}
+
+TEST_P(KernelTest, Softmax) {
+  struct SCase {
+    std::vector<int64_t> shape;
+    int64_t axis;
+    bool withInf; // some -inf entries, and one row all -inf (NaN)
+  };
+  const SCase cases[] = {{{3, 7}, 1, false},   {{2, 1000}, 1, false}, {{4, 5, 6}, 1, false},
+                         {{4, 5, 6}, 0, false}, {{5, 40}, 1, true},   {{3, 6, 2}, 1, true},
+                         {{2, 1}, 1, false}};
+  for (uint32_t kernel : {uint32_t(TFC_KERNEL_SOFTMAX), uint32_t(TFC_KERNEL_LOG_SOFTMAX)})
+    for (const SCase &c : cases) {
+      const bool logp = kernel == TFC_KERNEL_LOG_SOFTMAX;
+      SCOPED_TRACE(std::string(logp ? "log_softmax " : "softmax ") + shapeStr(c.shape) +
+                   " axis " + std::to_string(c.axis) + (c.withInf ? " with -inf" : ""));
+      HostTensor x = random(dt(), c.shape, -3, 3);
+      int64_t outer = 1, inner = 1;
+      for (int64_t d = 0; d < c.axis; ++d)
+        outer *= c.shape[d];
+      for (size_t d = c.axis + 1; d < c.shape.size(); ++d)
+        inner *= c.shape[d];
+      const int64_t len = c.shape[c.axis];
+      if (c.withInf) {
+        for (int64_t e = 0; e < x.numel(); e += 3)
+          x.set(e, -kInf);
+        for (int64_t l = 0; l < len; ++l) // row (outer 1, inner 0): all -inf
+          x.set((1 * len + l) * inner, -kInf);
+      }
+      HostTensor out(dt(), c.shape);
+      ASSERT_EQ(run(kernel, {&x}, out, {c.axis}), "");
+      std::vector<double> ref(x.numel());
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t i = 0; i < inner; ++i) {
+          auto at = [&](int64_t l) { return (o * len + l) * inner + i; };
+          double mx = -kInf;
+          for (int64_t l = 0; l < len; ++l)
+            mx = std::max(mx, x.get(at(l)));
+          double sum = 0;
+          for (int64_t l = 0; l < len; ++l)
+            sum += std::exp(x.get(at(l)) - mx);
+          for (int64_t l = 0; l < len; ++l)
+            ref[at(l)] = mx == -kInf ? kNaN
+                         : logp      ? x.get(at(l)) - mx - std::log(sum)
+                                     : std::exp(x.get(at(l)) - mx) / sum;
+        }
+      expectNear(out, ref, logp ? "log_softmax" : "softmax");
+    }
+}
+
+TEST_P(KernelTest, LayerNorm) {
+  struct NCase {
+    std::vector<int64_t> shape;
+    int variant;
+    double eps, center, spread;
+  };
+  const NCase cases[] = {
+      {{3, 8}, 0, 1e-5, 0, 1},        {{3, 8}, 1, 1e-6, 0, 1},
+      {{2, 3, 512}, 0, 1e-5, 0, 1},   {{2, 3, 512}, 1, 1e-6, 0.5, 2},
+      {{5, 1000}, 0, 1e-12, 0, 1},    {{2, 3000}, 1, 1e-5, 0, 1},
+      {{4, 1}, 0, 1e-5, 0, 1},        {{4, 1}, 1, 1e-5, 0, 1}, // std_norm of one value: NaN
+      {{3, 64}, 0, 1e-5, 1000, 0.01}, // a large mean over a small spread
+      {{3, 64}, 1, 1e-3, 0, 1e-4},    // eps dominates
+  };
+  for (const NCase &c : cases) {
+    SCOPED_TRACE(shapeStr(c.shape) + " variant " + std::to_string(c.variant) + " center " +
+                 std::to_string(c.center));
+    HostTensor x = random(dt(), c.shape, c.center - c.spread, c.center + c.spread);
+    const int64_t d = c.shape.back(), rows = x.numel() / d;
+    HostTensor gamma = random(dt(), {d}, 0.5, 1.5), beta = random(dt(), {d});
+    HostTensor out(dt(), c.shape);
+    ASSERT_EQ(run(TFC_KERNEL_LAYER_NORM, {&x, &gamma, &beta}, out, {c.variant}, {c.eps}), "");
+    std::vector<double> ref(x.numel());
+    for (int64_t r = 0; r < rows; ++r) {
+      double mean = 0, ss = 0;
+      for (int64_t j = 0; j < d; ++j)
+        mean += x.get(r * d + j);
+      mean /= d;
+      for (int64_t j = 0; j < d; ++j)
+        ss += (x.get(r * d + j) - mean) * (x.get(r * d + j) - mean);
+      const double eps = static_cast<float>(c.eps);
+      const double inv = c.variant == 0 ? 1 / std::sqrt(ss / d + eps)
+                                        : 1 / ((d > 1 ? std::sqrt(ss / (d - 1)) : kNaN) + eps);
+      for (int64_t j = 0; j < d; ++j)
+        ref[r * d + j] = (x.get(r * d + j) - mean) * inv * gamma.get(j) + beta.get(j);
+    }
+    expectNear(out, ref, "layer_norm");
+  }
+}
+
+// --- Attention -------------------------------------------------------------------------
+
+enum Mask { kNone = 0, kKeyPadding = 1, kCausal = 2, kPaddingCausal = 3, kAdditive = 4 };
+
+struct AttnCase {
+  std::string name;
+  int64_t B, Sq, Sk, H, dk, dv;
+  int mask = kNone;
+  double maskValue = -1e9;
+  /// Key tokens per batch (pad id 0) for the padding masks; empty: random
+  /// with trailing padding in every other batch.
+  std::vector<std::vector<int64_t>> tokens;
+  /// The additive mask's shape (broadcast to [B, H, Sq, Sk]).
+  std::vector<int64_t> addShape;
+  /// Additive: make the row (b 0, h 0, i 1) all -inf (when the shape has it).
+  bool addInfRow = false;
+};
+
+/// Reference attention in double: materialized scores, masked_fill
+/// semantics, softmax, weighted sum.
+std::vector<double> attentionRef(const AttnCase &c, const HostTensor &q, const HostTensor &k,
+                                 const HostTensor &v, const HostTensor *tokens,
+                                 const HostTensor *add, double scale) {
+  const int64_t D = c.H * c.dk, Dv = c.H * c.dv;
+  std::vector<double> out(c.B * c.Sq * Dv);
+  std::vector<double> s(c.Sk);
+  const std::vector<int64_t> full = {c.B, c.H, c.Sq, c.Sk};
+  for (int64_t b = 0; b < c.B; ++b)
+    for (int64_t h = 0; h < c.H; ++h)
+      for (int64_t i = 0; i < c.Sq; ++i) {
+        double mx = -kInf;
+        for (int64_t j = 0; j < c.Sk; ++j) {
+          double acc = 0;
+          for (int64_t d = 0; d < c.dk; ++d)
+            acc += q.get((b * c.Sq + i) * D + h * c.dk + d) * k.get((b * c.Sk + j) * D + h * c.dk + d);
+          acc *= scale;
+          if (c.mask == kAdditive)
+            acc += add->get(broadcastIndex(full, c.addShape, ((b * c.H + h) * c.Sq + i) * c.Sk + j));
+          if ((c.mask == kKeyPadding || c.mask == kPaddingCausal) && tokens->get(b * c.Sk + j) == 0)
+            acc = c.maskValue;
+          if ((c.mask == kCausal || c.mask == kPaddingCausal) && j > i)
+            acc = c.maskValue;
+          s[j] = acc;
+          mx = std::max(mx, acc);
+        }
+        double sum = 0;
+        for (int64_t j = 0; j < c.Sk; ++j)
+          sum += std::exp(s[j] - mx);
+        for (int64_t d = 0; d < c.dv; ++d) {
+          double o = 0;
+          for (int64_t j = 0; j < c.Sk; ++j)
+            o += std::exp(s[j] - mx) * v.get((b * c.Sk + j) * Dv + h * c.dv + d);
+          out[(b * c.Sq + i) * Dv + h * c.dv + d] = mx == -kInf ? kNaN : o / sum;
+        }
+      }
+  return out;
+}
+
+class AttentionTest : public KernelTest {
+protected:
+  void check(const AttnCase &c) {
+    SCOPED_TRACE(c.name);
+    const int64_t D = c.H * c.dk, Dv = c.H * c.dv;
+    HostTensor q = random(dt(), {c.B, c.Sq, D}), k = random(dt(), {c.B, c.Sk, D});
+    HostTensor v = random(dt(), {c.B, c.Sk, Dv});
+    HostTensor tokens(TFC_DTYPE_I64, {c.B, c.Sk});
+    for (int64_t b = 0; b < c.B; ++b)
+      for (int64_t j = 0; j < c.Sk; ++j) {
+        int64_t t;
+        if (!c.tokens.empty())
+          t = c.tokens[b][j];
+        else // every other batch has its last b+1 keys padded
+          t = (b % 2 == 1 && j >= c.Sk - (b + 1)) ? 0 : randomInt(1, 9);
+        tokens.set(b * c.Sk + j, static_cast<double>(t));
+      }
+    HostTensor add = random(dt(), c.addShape.empty() ? std::vector<int64_t>{1} : c.addShape, -2, 2);
+    if (c.mask == kAdditive) {
+      for (int64_t e = 0; e < add.numel(); e += 5)
+        add.set(e, -kInf);
+      if (c.addInfRow) {
+        // Row (b 0, h 0, i 1): a shape with a query dim of Sq puts it at
+        // offset Sk, given leading dims of 1 or b = h = 0.
+        for (int64_t j = 0; j < c.Sk; ++j)
+          add.set(c.Sk + j, -kInf);
+      }
+    }
+    const double scale = 1.0 / std::sqrt(static_cast<double>(c.dk));
+    HostTensor out(dt(), {c.B, c.Sq, Dv});
+    std::vector<HostTensor *> in = {&q, &k, &v};
+    if (c.mask == kKeyPadding || c.mask == kPaddingCausal)
+      in.push_back(&tokens);
+    if (c.mask == kAdditive)
+      in.push_back(&add);
+    ASSERT_EQ(run(TFC_KERNEL_ATTENTION, in, out, {c.mask, c.H, 0}, {scale, c.maskValue}), "");
+    expectNear(out, attentionRef(c, q, k, v, &tokens, &add, static_cast<float>(scale)), c.name);
+  }
+};
+
+TEST_P(AttentionTest, MaskKinds) {
+  for (int mask = kNone; mask <= kPaddingCausal; ++mask) {
+    const std::string m = "mask " + std::to_string(mask);
+    check({m + " small", 2, 5, 7, 2, 8, 8, mask});
+    check({m + " square", 3, 9, 9, 2, 8, 8, mask});
+    check({m + " Sq > Sk", 2, 12, 5, 1, 16, 16, mask});
+    check({m + " q_len 1", 3, 1, 40, 4, 16, 16, mask});
+    check({m + " -inf fill", 2, 6, 6, 2, 8, 8, mask, -kInf});
+  }
+}
+
+TEST_P(AttentionTest, AllKeysMasked) {
+  // A batch whose keys are all padding: every row of it is the uniform average
+  // of all values with a finite fill, NaN with -inf.
+  const std::vector<std::vector<int64_t>> allPad = {{3, 4, 5, 0, 0, 6}, {0, 0, 0, 0, 0, 0}};
+  check({"key padding, all padded, finite", 2, 4, 6, 2, 8, 8, kKeyPadding, -1e9, allPad});
+  check({"key padding, all padded, -inf", 2, 4, 6, 2, 8, 8, kKeyPadding, -kInf, allPad});
+  // Leading padding under padding + causal: query 0 only sees key 0, a pad.
+  const std::vector<std::vector<int64_t>> lead = {{0, 4, 5, 7, 0, 6, 2, 1}, {0, 0, 3, 3, 3, 3, 3, 3}};
+  check({"padding causal, leading pad, finite", 2, 8, 8, 2, 8, 8, kPaddingCausal, -1e9, lead});
+  check({"padding causal, leading pad, -inf", 2, 8, 8, 2, 8, 8, kPaddingCausal, -kInf, lead});
+  // A fill close to the real scores: masked keys count.
+  check({"key padding, fill 0", 2, 5, 9, 2, 8, 8, kKeyPadding, 0.0});
+  check({"causal, fill 0.5", 2, 40, 40, 1, 8, 8, kCausal, 0.5});
+  // Many keys all padded across several key tiles.
+  std::vector<std::vector<int64_t>> longPad(2, std::vector<int64_t>(100, 0));
+  for (int64_t j = 0; j < 3; ++j)
+    longPad[0][j] = 5;
+  check({"key padding, 97 of 100 padded", 2, 20, 100, 2, 16, 16, kKeyPadding, -1e9, longPad});
+  check({"key padding, all 100 padded, finite", 2, 20, 100, 2, 16, 16, kKeyPadding, -1e4,
+         std::vector<std::vector<int64_t>>(2, std::vector<int64_t>(100, 0))});
+}
+
+TEST_P(AttentionTest, Additive) {
+  const std::vector<std::vector<int64_t>> shapes = {{2, 1, 1, 7}, {2, 3, 5, 7}, {5, 7}, {7}};
+  for (const auto &s : shapes) {
+    AttnCase c{"additive " + shapeStr(s), 2, 5, 7, 3, 8, 8, kAdditive};
+    c.addShape = s;
+    c.addInfRow = s.size() >= 2 && s[s.size() - 2] == 5;
+    check(c);
+  }
+  AttnCase big{"additive large", 2, 40, 70, 2, 32, 32, kAdditive};
+  big.addShape = {2, 1, 40, 70};
+  check(big);
+}
+
+TEST_P(AttentionTest, TilesAndHeadDims) {
+  check({"many tiles, causal", 2, 70, 130, 3, 64, 64, kCausal});
+  check({"many tiles, padding causal", 2, 100, 100, 4, 64, 64, kPaddingCausal});
+  check({"many tiles, key padding", 2, 33, 129, 2, 64, 64, kKeyPadding});
+  check({"head_dim 100 (two chunks)", 2, 17, 45, 2, 100, 100, kCausal});
+  check({"dk 8, dv 40", 2, 9, 33, 2, 8, 40, kNone});
+  check({"dv 72", 1, 20, 50, 2, 32, 72, kKeyPadding});
+  check({"dv 300 (two slices)", 1, 20, 40, 1, 24, 300, kCausal});
+  check({"head_dim 1", 2, 5, 6, 3, 1, 1, kNone});
+  check({"q_len 1, long cache", 2, 1, 300, 4, 64, 64, kNone});
+}
+
+TEST_P(KernelTest, AttentionNoKeys) {
+  HostTensor q = random(dt(), {2, 3, 8}), k(dt(), {2, 0, 8}), v(dt(), {2, 0, 8});
+  HostTensor out = random(dt(), {2, 3, 8});
+  ASSERT_EQ(run(TFC_KERNEL_ATTENTION, {&q, &k, &v}, out, {kNone, 2, 0}, {0.5, -1e9}), "");
+  expectEqual(out, std::vector<double>(48, 0.0), "attention over no keys");
+}
+
+// --- Cached attention -------------------------------------------------------------------
+
+struct CachedCase {
+  const char *name;
+  int64_t B, T, pos, L, H, dk, dv;
+  int64_t cacheBatch = 0; ///< 0: B
+};
+
+TEST_P(KernelTest, CachedAttention) {
+  const CachedCase cases[] = {
+      {"prompt at pos 0", 2, 3, 0, 8, 2, 4, 4},
+      {"one token at pos 5", 2, 1, 5, 8, 2, 4, 4},
+      {"fills the cache", 1, 2, 6, 8, 2, 4, 4},
+      {"several key tiles, cache batch > B", 3, 1, 37, 64, 4, 16, 16, 4},
+      {"several query and key tiles", 2, 20, 45, 70, 2, 64, 32},
+  };
+  for (const CachedCase &c : cases) {
+    SCOPED_TRACE(c.name);
+    const int64_t D = c.H * c.dk, Dv = c.H * c.dv, CB = c.cacheBatch ? c.cacheBatch : c.B;
+    HostTensor q = random(dt(), {c.B, c.T, D}), k = random(dt(), {c.B, c.T, D});
+    HostTensor v = random(dt(), {c.B, c.T, Dv});
+    HostTensor kc = random(dt(), {CB, c.L, D}), vc = random(dt(), {CB, c.L, Dv});
+    // Rows past pos + T are not part of the sequence: poison them.
+    for (int64_t b = 0; b < CB; ++b)
+      for (int64_t r = c.pos + c.T; r < c.L; ++r) {
+        for (int64_t d = 0; d < D; ++d)
+          kc.set((b * c.L + r) * D + d, kNaN);
+        for (int64_t d = 0; d < Dv; ++d)
+          vc.set((b * c.L + r) * Dv + d, kNaN);
+      }
+    const HostTensor kc0 = kc, vc0 = vc;
+    HostTensor pos = tensor(TFC_DTYPE_I64, {}, {static_cast<double>(c.pos)});
+    HostTensor out(dt(), {c.B, c.T, Dv});
+    const double scale = 1.0 / std::sqrt(static_cast<double>(c.dk));
+    ASSERT_EQ(run(TFC_KERNEL_CACHED_ATTENTION, {&q, &k, &v, &kc, &vc, &pos}, out, {c.H},
+                  {scale}),
+              "");
+    // The caches: the new rows written at pos, everything else untouched.
+    std::vector<double> kref = kc0.values(), vref = vc0.values();
+    for (int64_t b = 0; b < c.B; ++b)
+      for (int64_t t = 0; t < c.T; ++t) {
+        for (int64_t d = 0; d < D; ++d)
+          kref[(b * c.L + c.pos + t) * D + d] = k.get((b * c.T + t) * D + d);
+        for (int64_t d = 0; d < Dv; ++d)
+          vref[(b * c.L + c.pos + t) * Dv + d] = v.get((b * c.T + t) * Dv + d);
+      }
+    expectEqual(kc, kref, "key cache");
+    expectEqual(vc, vref, "value cache");
+    // The output: query t at position pos + t attends over cache rows 0 .. pos + t.
+    std::vector<double> ref(c.B * c.T * Dv);
+    const double sc = static_cast<float>(scale);
+    for (int64_t b = 0; b < c.B; ++b)
+      for (int64_t h = 0; h < c.H; ++h)
+        for (int64_t t = 0; t < c.T; ++t) {
+          const int64_t n = c.pos + t + 1;
+          std::vector<double> s(n);
+          double mx = -kInf;
+          for (int64_t j = 0; j < n; ++j) {
+            double acc = 0;
+            for (int64_t d = 0; d < c.dk; ++d)
+              acc += q.get((b * c.T + t) * D + h * c.dk + d) * kref[(b * c.L + j) * D + h * c.dk + d];
+            s[j] = acc * sc;
+            mx = std::max(mx, s[j]);
+          }
+          double sum = 0;
+          for (int64_t j = 0; j < n; ++j)
+            sum += std::exp(s[j] - mx);
+          for (int64_t d = 0; d < c.dv; ++d) {
+            double o = 0;
+            for (int64_t j = 0; j < n; ++j)
+              o += std::exp(s[j] - mx) * vref[(b * c.L + j) * Dv + h * c.dv + d];
+            ref[(b * c.T + t) * Dv + h * c.dv + d] = o / sum;
+          }
+        }
+    expectNear(out, ref, "cached attention output");
+  }
+}
+
+TEST_P(KernelTest, CachedAttentionBeyondCache) {
+  HostTensor q = random(dt(), {1, 2, 8}), k = random(dt(), {1, 2, 8}), v = random(dt(), {1, 2, 8});
+  HostTensor kc = random(dt(), {1, 8, 8}), vc = random(dt(), {1, 8, 8});
+  HostTensor out(dt(), {1, 2, 8});
+  HostTensor pos = tensor(TFC_DTYPE_I64, {}, {7});
+  EXPECT_EQ(run(TFC_KERNEL_CACHED_ATTENTION, {&q, &k, &v, &kc, &vc, &pos}, out, {2}, {0.5}),
+            "decode position 9 is beyond the KV cache's 8 positions");
+  pos.set(0, 6);
+  EXPECT_EQ(run(TFC_KERNEL_CACHED_ATTENTION, {&q, &k, &v, &kc, &vc, &pos}, out, {2}, {0.5}), "");
+}
+
+// --- Positions and masks ------------------------------------------------------------------
+
+TEST_P(KernelTest, Positions) {
+  HostTensor x = random(dt(), {4, 5});
+  HostTensor byCol(TFC_DTYPE_I64, {1, 5}), byRow(TFC_DTYPE_I64, {4, 1});
+  ASSERT_EQ(run(TFC_KERNEL_POSITIONS, {&x}, byCol, {1}), "");
+  ASSERT_EQ(run(TFC_KERNEL_POSITIONS, {&x}, byRow, {0}), "");
+  expectEqual(byCol, {0, 1, 2, 3, 4}, "positions along axis 1");
+  expectEqual(byRow, {0, 1, 2, 3}, "positions along axis 0");
+}
+
+TEST_P(KernelTest, NopeakMask) {
+  HostTensor ids = tensor(TFC_DTYPE_I64, {2, 6}, std::vector<double>(12, 1));
+  HostTensor out(TFC_DTYPE_BOOL, {1, 6, 6});
+  ASSERT_EQ(run(TFC_KERNEL_NOPEAK_MASK, {&ids}, out), "");
+  std::vector<double> ref;
+  for (int i = 0; i < 6; ++i)
+    for (int j = 0; j < 6; ++j)
+      ref.push_back(j <= i);
+  expectEqual(out, ref, "nopeak_mask");
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, KernelTest, ::testing::ValuesIn(allParams()), paramName);
+INSTANTIATE_TEST_SUITE_P(Backends, AttentionTest, ::testing::ValuesIn(allParams()), paramName);
+
+} // namespace
+} // namespace tfc::test
