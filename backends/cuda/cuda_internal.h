@@ -1,0 +1,251 @@
+//===- cuda_internal.h - shared by the CUDA backend's sources -------------===//
+//
+// Not a public header: the Context's definition, the error helpers, and the
+// argument structs and launchers of the device kernels (kernels_cuda.cu,
+// attention_cuda.cu) that the host-side dispatch (kernels_cuda.cc) and the
+// GEMMs (linear_cuda.cc) call. Host code only (the CUDA runtime API, no
+// device code), so both nvcc and the C++ compiler include it.
+//
+// Most kernels read and write their tensors through the element type given at
+// run time (tfc_dtype_t) rather than through a template parameter: the switch
+// is uniform across a launch, so it costs a few instructions per element of a
+// memory-bound kernel, and it keeps the number of instantiations (and CI's
+// compile time) small. Mixed dtypes (an f32 bias on a bf16 layer, an f32 KV
+// cache behind bf16 activations) come for free.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TFC_BACKENDS_CUDA_CUDA_INTERNAL_H
+#define TFC_BACKENDS_CUDA_CUDA_INTERNAL_H
+
+#include "backends/cuda/kernels_cuda.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace tfc::cuda {
+
+/// The largest rank of a tensor in model.bin (docs/model-bin.md).
+constexpr int kMaxRank = 8;
+
+/// "CUDA error in <what>: <reason>", or "" for cudaSuccess.
+std::string cudaMessage(cudaError_t e, const char *what);
+
+/// Returns the message of a failed CUDA runtime call from the calling function.
+#define TFC_CUDA_RETURN_IF_ERROR(expr, what)                                                  \
+  do {                                                                                        \
+    cudaError_t tfc_cuda_err_ = (expr);                                                       \
+    if (tfc_cuda_err_ != cudaSuccess)                                                         \
+      return ::tfc::cuda::cudaMessage(tfc_cuda_err_, what);                                   \
+  } while (0)
+
+/// Data errors found by kernels (see kernels_cuda.h). The first one wins.
+enum DeviceErrorCode : uint32_t {
+  kErrNone = 0,
+  kErrTokenId = 1,        ///< a: the id, b: the table's rows
+  kErrPosition = 2,       ///< a: the position, b: the positional table's rows
+  kErrNegativeOffset = 3, ///< a: the offset
+  kErrDecodePosition = 4, ///< a: pos + T, b: the KV cache's length
+};
+struct DeviceError {
+  uint32_t code;
+  uint32_t unused;
+  long long a, b;
+};
+
+/// cuBLASLt state of a Context (linear_cuda.cc).
+struct GemmState;
+struct GemmStateDeleter {
+  void operator()(GemmState *s) const;
+};
+/// Creates |ctx|'s GemmState (handle, workspace). Called by createContext.
+std::string createGemmState(Context &ctx);
+
+class Context {
+public:
+  int device = 0;
+  cudaStream_t stream = nullptr;
+  /// The data-error record in device memory, and its page-locked host mirror.
+  DeviceError *error = nullptr;
+  DeviceError *errorHost = nullptr;
+  /// f32 scratch for GEMMs whose epilogue runs as a separate kernel.
+  void *scratch = nullptr;
+  size_t scratchBytes = 0;
+  std::unique_ptr<GemmState, GemmStateDeleter> gemm;
+
+  /// Makes this Context's device current on the calling thread.
+  std::string activate();
+  /// |bytes| of scratch (grown, never shrunk; growing waits for the device).
+  std::string scratchFor(size_t bytes, void **out);
+  ~Context();
+};
+
+// --- Elementwise kernels (kernels_cuda.cu) -------------------------------
+
+/// The output's shape and, per input, its strides in elements over that shape
+/// (0 on broadcast dims), with adjacent dims merged where every operand allows.
+struct Broadcast {
+  int rank = 0;
+  int64_t shape[kMaxRank] = {};
+  int64_t stride[3][kMaxRank] = {};
+};
+
+enum class EwOp : int32_t {
+  Add,
+  Sub,
+  Mul,
+  Div,
+  And,
+  Not,
+  Compare, ///< pred: 0 eq, 1 ne, 2 lt, 3 le, 4 gt, 5 ge
+  Cast,
+  MaskedFill, ///< in0 ? value : in1 ... see EwArgs
+  Select,
+  Sqrt,
+  Relu,
+  Gelu, ///< pred: 0 erf, 1 tanh
+  Copy, ///< raw element copy (transpose, slice, views)
+};
+
+/// One elementwise launch: out[e] = op(in0[off0(e)], in1[off1(e)], in2[off2(e)]).
+/// MaskedFill: in0 is the input, in1 the mask. Select: in0 the condition.
+struct EwArgs {
+  EwOp op = EwOp::Copy;
+  int32_t pred = 0;
+  int32_t nin = 1;
+  const void *in[3] = {};
+  uint32_t inType[3] = {};
+  void *out = nullptr;
+  uint32_t outType = 0;
+  float value = 0;
+  int64_t n = 0;
+  Broadcast bc;
+};
+std::string launchElementwise(const EwArgs &a, cudaStream_t s);
+
+/// A tensor seen as [outer, len, inner] around one axis.
+struct AxisArgs {
+  const void *x = nullptr;
+  uint32_t xType = 0;
+  void *y = nullptr;
+  uint32_t yType = 0;
+  int64_t outer = 1, len = 1, inner = 1;
+};
+std::string launchReduce(const AxisArgs &a, bool mean, cudaStream_t s);
+std::string launchSoftmax(const AxisArgs &a, bool log, cudaStream_t s);
+
+struct NormArgs {
+  const void *x = nullptr, *gamma = nullptr, *beta = nullptr;
+  uint32_t xType = 0, gammaType = 0, betaType = 0;
+  void *y = nullptr;
+  uint32_t yType = 0;
+  int64_t rows = 0, dim = 0;
+  int32_t variant = 0; ///< 0 nn.LayerNorm, 1 the tutorials' Norm (layer_norm_cpu.h)
+  float eps = 0;
+};
+std::string launchLayerNorm(const NormArgs &a, cudaStream_t s);
+
+/// token_embedding (and embedding: no positions, no types, scale 1).
+struct EmbedArgs {
+  const void *ids = nullptr;
+  uint32_t idsType = 0;
+  int64_t tokens = 0, seq = 1; ///< seq: ids' dim 1, for the positions
+  const void *table = nullptr;
+  uint32_t tableType = 0;
+  int64_t vocab = 0, dim = 0;
+  const float *rowScales = nullptr; ///< an i8 table's per-row scales
+  float scale = 1;
+  const void *typeIds = nullptr, *typeTable = nullptr;
+  uint32_t typeIdsType = 0, typeTableType = 0;
+  int64_t typeVocab = 0;
+  const void *pos = nullptr; ///< the positional table [posRows, dim], or null
+  uint32_t posType = 0;
+  int64_t posRows = 0;
+  int32_t axis = 1;
+  const void *offset = nullptr; ///< device scalar (decode_step), or null
+  uint32_t offsetType = 0;
+  void *out = nullptr;
+  uint32_t outType = 0;
+};
+std::string launchEmbedding(const EmbedArgs &a, DeviceError *err, cudaStream_t s);
+
+/// y[r, j] = act(acc[r, j] + bias[j]) + res[r, j]; act as FUSED_LINEAR's.
+struct EpilogueArgs {
+  const void *acc = nullptr, *bias = nullptr, *res = nullptr;
+  uint32_t accType = 0, biasType = 0, resType = 0;
+  void *out = nullptr;
+  uint32_t outType = 0;
+  int64_t rows = 0, n = 0;
+  int32_t act = 0;
+};
+std::string launchLinearEpilogue(const EpilogueArgs &a, cudaStream_t s);
+
+/// k, v [B, T, dk|dv] into the caches [>=B, L, dk|dv] at rows pos .. pos+T-1,
+/// with pos read from device memory; records kErrDecodePosition instead when
+/// pos < 0 or pos + T > L.
+struct CacheWriteArgs {
+  const void *k = nullptr, *v = nullptr;
+  uint32_t kType = 0, vType = 0;
+  void *kc = nullptr, *vc = nullptr;
+  uint32_t kcType = 0, vcType = 0;
+  int64_t batch = 0, steps = 0, len = 0, dk = 0, dv = 0;
+  const void *pos = nullptr;
+  uint32_t posType = 0;
+};
+std::string launchCacheWrite(const CacheWriteArgs &a, DeviceError *err, cudaStream_t s);
+
+std::string launchConvertF32(const float *src, void *dst, uint32_t dtype, int64_t n,
+                             cudaStream_t s);
+/// out[i] = i (positions), i64 or i32.
+std::string launchIota(void *out, uint32_t dtype, int64_t n, cudaStream_t s);
+/// out[i, j] = j <= i, S x S bytes.
+std::string launchNopeak(void *out, int64_t seq, cudaStream_t s);
+
+// --- Attention (attention_cuda.cu) ----------------------------------------
+
+/// Layout and masks of one attention launch; the fields of
+/// tfc::cpu::AttentionParams, with strides in elements and batch strides
+/// resolved (never 0), plus the dtypes and, for cached attention, the device
+/// scalar `pos` from which kv_len = pos + q_len and the query offset = pos
+/// are read (the launch does nothing when pos is out of range: the cache
+/// write has recorded the error).
+struct AttnArgs {
+  const void *q = nullptr, *k = nullptr, *v = nullptr;
+  void *out = nullptr;
+  uint32_t qType = 0, kType = 0, vType = 0, outType = 0;
+  int64_t batch = 0, heads = 0, qLen = 0, kvLen = 0, dk = 0, dv = 0;
+  int64_t qRow = 0, kRow = 0, vRow = 0, oRow = 0;
+  int64_t qBatch = 0, kBatch = 0, vBatch = 0, oBatch = 0;
+  int64_t qPosOffset = 0;
+  float scale = 1;
+  int32_t mask = 0; ///< tfc::cpu::MaskKind's values
+  float maskValue = -1e9f;
+  int64_t padId = 0;
+  const void *tokens = nullptr;
+  uint32_t tokensType = 0;
+  int64_t tokensBatch = 0;
+  const void *add = nullptr;
+  uint32_t addType = 0;
+  int64_t addB = 0, addH = 0, addQ = 0;
+  const void *pos = nullptr;
+  uint32_t posType = 0;
+  int64_t cacheLen = 0;
+};
+std::string launchAttention(const AttnArgs &a, cudaStream_t s);
+
+// --- GEMMs on cuBLASLt (linear_cuda.cc) -------------------------------------
+
+/// y = act(x W^T + bias) + residual (LINEAR, FUSED_LINEAR); bias, residual may
+/// be null; act: 0 none, 1 relu, 2 gelu (erf), 3 gelu (tanh).
+std::string runLinear(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *bias,
+                      const Tensor *residual, int act, Tensor &out);
+/// MATMUL: out[..., M, N] = a[..., M, K] b[..., K, N] (b [..., N, K] if transB),
+/// batch dims broadcast.
+std::string runMatmul(Context &ctx, const Tensor &a, const Tensor &b, bool transB,
+                      Tensor &out);
+
+} // namespace tfc::cuda
+
+#endif // TFC_BACKENDS_CUDA_CUDA_INTERNAL_H

@@ -1,0 +1,489 @@
+//===- kernels_cuda.cu - the CUDA backend's non-GEMM, non-attention kernels ===//
+//
+// Straightforward, correct kernels for every primitive op and for the fused
+// layer norm and token embedding, launched by kernels_cuda.cc:
+// - one elementwise kernel for all broadcasting ops, casts and copies
+//   (transpose, slice, views), driven by an op code and run-time dtypes;
+// - reductions and softmax around one axis: a warp (reductions) or a block
+//   (softmax) per row when the axis is the last one, otherwise a thread per
+//   column, so that reads stay coalesced;
+// - layer norm, a block per row, statistics accumulated in double as in
+//   layer_norm_cpu.cc (a large mean over a small spread keeps its digits);
+// - embedding rows, the KV-cache write, the linear epilogue (when cuBLASLt's
+//   cannot be used), weight conversion, positions and the no-peek mask.
+// Arithmetic is f32 for floats and double for integers, as in kernels_cpu.cc.
+//
+//===----------------------------------------------------------------------===//
+#include "backends/cuda/cuda_device.cuh"
+
+#include <cmath>
+
+namespace tfc::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+/// Blocks for a grid-stride loop over n elements.
+unsigned gridFor(int64_t n, int threads = kThreads) {
+  int64_t b = (n + threads - 1) / threads;
+  if (b < 1)
+    b = 1;
+  return static_cast<unsigned>(b < (1 << 20) ? b : (1 << 20));
+}
+
+std::string launched(const char *what) { return cudaMessage(cudaGetLastError(), what); }
+
+/// Each operand's element offset for output element e.
+__device__ __forceinline__ void offsets(const Broadcast &bc, int nin, int64_t e, int64_t *off) {
+  if (bc.rank <= 1) {
+    for (int k = 0; k < 3; ++k)
+      off[k] = k < nin ? e * bc.stride[k][0] : 0;
+    return;
+  }
+  off[0] = off[1] = off[2] = 0;
+  int64_t rem = e;
+  for (int d = bc.rank - 1; d >= 0; --d) {
+    const int64_t idx = rem % bc.shape[d];
+    rem /= bc.shape[d];
+    for (int k = 0; k < 3; ++k)
+      if (k < nin)
+        off[k] += idx * bc.stride[k][d];
+  }
+}
+
+__device__ __forceinline__ int elementSize(uint32_t dtype) {
+  switch (dtype) {
+  case TFC_DTYPE_BOOL:
+  case TFC_DTYPE_I8:
+    return 1;
+  case TFC_DTYPE_F16:
+  case TFC_DTYPE_BF16:
+    return 2;
+  case TFC_DTYPE_I64:
+    return 8;
+  default:
+    return 4;
+  }
+}
+
+__device__ __forceinline__ void copyElement(void *dst, int64_t di, const void *src, int64_t si,
+                                            uint32_t dtype) {
+  switch (elementSize(dtype)) {
+  case 1:
+    static_cast<unsigned char *>(dst)[di] = static_cast<const unsigned char *>(src)[si];
+    break;
+  case 2:
+    static_cast<unsigned short *>(dst)[di] = static_cast<const unsigned short *>(src)[si];
+    break;
+  case 4:
+    static_cast<unsigned *>(dst)[di] = static_cast<const unsigned *>(src)[si];
+    break;
+  default:
+    static_cast<unsigned long long *>(dst)[di] =
+        static_cast<const unsigned long long *>(src)[si];
+    break;
+  }
+}
+
+__device__ __forceinline__ float gelu(float x, bool tanhApprox) {
+  if (tanhApprox)
+    return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+  return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
+}
+
+__global__ void elementwiseKernel(EwArgs a) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < a.n;
+       e += step) {
+    int64_t off[3];
+    offsets(a.bc, a.nin, e, off);
+    switch (a.op) {
+    case EwOp::Add:
+    case EwOp::Sub:
+    case EwOp::Mul:
+    case EwOp::Div:
+      if (isFloatType(a.inType[0])) {
+        const float x = loadF(a.in[0], a.inType[0], off[0]);
+        const float y = loadF(a.in[1], a.inType[1], off[1]);
+        const float r = a.op == EwOp::Add ? x + y
+                        : a.op == EwOp::Sub ? x - y
+                        : a.op == EwOp::Mul ? x * y
+                                            : x / y;
+        storeF(a.out, a.outType, e, r);
+      } else {
+        const double x = loadD(a.in[0], a.inType[0], off[0]);
+        const double y = loadD(a.in[1], a.inType[1], off[1]);
+        const double r = a.op == EwOp::Add ? x + y
+                         : a.op == EwOp::Sub ? x - y
+                         : a.op == EwOp::Mul ? x * y
+                                             : x / y;
+        storeD(a.out, a.outType, e, r);
+      }
+      break;
+    case EwOp::And:
+      static_cast<unsigned char *>(a.out)[e] =
+          static_cast<const unsigned char *>(a.in[0])[off[0]] &&
+          static_cast<const unsigned char *>(a.in[1])[off[1]];
+      break;
+    case EwOp::Not:
+      static_cast<unsigned char *>(a.out)[e] = !static_cast<const unsigned char *>(a.in[0])[off[0]];
+      break;
+    case EwOp::Compare: {
+      const double x = loadD(a.in[0], a.inType[0], off[0]);
+      const double y = loadD(a.in[1], a.inType[1], off[1]);
+      const bool r = a.pred == 0   ? x == y
+                     : a.pred == 1 ? x != y
+                     : a.pred == 2 ? x < y
+                     : a.pred == 3 ? x <= y
+                     : a.pred == 4 ? x > y
+                                   : x >= y;
+      static_cast<unsigned char *>(a.out)[e] = r;
+      break;
+    }
+    case EwOp::Cast:
+      storeD(a.out, a.outType, e, loadD(a.in[0], a.inType[0], off[0]));
+      break;
+    case EwOp::MaskedFill:
+      if (static_cast<const unsigned char *>(a.in[1])[off[1]])
+        storeF(a.out, a.outType, e, a.value);
+      else if (a.inType[0] == a.outType)
+        copyElement(a.out, e, a.in[0], off[0], a.outType);
+      else
+        storeF(a.out, a.outType, e, loadF(a.in[0], a.inType[0], off[0]));
+      break;
+    case EwOp::Select: {
+      const int k = static_cast<const unsigned char *>(a.in[0])[off[0]] ? 1 : 2;
+      if (a.inType[k] == a.outType)
+        copyElement(a.out, e, a.in[k], off[k], a.outType);
+      else
+        storeD(a.out, a.outType, e, loadD(a.in[k], a.inType[k], off[k]));
+      break;
+    }
+    case EwOp::Sqrt:
+      storeF(a.out, a.outType, e, sqrtf(loadF(a.in[0], a.inType[0], off[0])));
+      break;
+    case EwOp::Relu: {
+      const float x = loadF(a.in[0], a.inType[0], off[0]);
+      storeF(a.out, a.outType, e, x > 0.0f ? x : 0.0f);
+      break;
+    }
+    case EwOp::Gelu:
+      storeF(a.out, a.outType, e, gelu(loadF(a.in[0], a.inType[0], off[0]), a.pred == 1));
+      break;
+    case EwOp::Copy:
+      copyElement(a.out, e, a.in[0], off[0], a.outType);
+      break;
+    }
+  }
+}
+
+// --- Reductions and softmax around an axis ----------------------------------
+
+/// inner == 1: one warp per row of len elements.
+__global__ void reduceRowsKernel(AxisArgs a, bool mean) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x & 31;
+  if (row >= a.outer)
+    return;
+  float acc = 0.0f;
+  for (int64_t l = lane; l < a.len; l += 32)
+    acc += loadF(a.x, a.xType, row * a.len + l);
+  acc = warpSum(acc);
+  if (lane == 0)
+    storeF(a.y, a.yType, row, mean ? acc / static_cast<float>(a.len) : acc);
+}
+
+/// inner > 1: one thread per (outer, inner) column; neighbours read neighbours.
+__global__ void reduceColsKernel(AxisArgs a, bool mean) {
+  const int64_t n = a.outer * a.inner;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < n;
+       c += step) {
+    const int64_t o = c / a.inner, i = c % a.inner;
+    float acc = 0.0f;
+    for (int64_t l = 0; l < a.len; ++l)
+      acc += loadF(a.x, a.xType, (o * a.len + l) * a.inner + i);
+    storeF(a.y, a.yType, c, mean ? acc / static_cast<float>(a.len) : acc);
+  }
+}
+
+/// inner == 1: one block per row. Three passes (max, sum, write) over a row
+/// that stays in L1/L2 between them.
+__global__ void softmaxRowsKernel(AxisArgs a, bool logp) {
+  __shared__ float red[32];
+  const int64_t row = blockIdx.x;
+  const int64_t base = row * a.len;
+  float mx = -INFINITY;
+  for (int64_t l = threadIdx.x; l < a.len; l += blockDim.x)
+    mx = fmaxf(mx, loadF(a.x, a.xType, base + l));
+  mx = blockMax(mx, red);
+  float sum = 0.0f;
+  for (int64_t l = threadIdx.x; l < a.len; l += blockDim.x)
+    sum += expf(loadF(a.x, a.xType, base + l) - mx);
+  sum = blockSum(sum, red);
+  const float logSum = logf(sum);
+  for (int64_t l = threadIdx.x; l < a.len; l += blockDim.x) {
+    const float d = loadF(a.x, a.xType, base + l) - mx;
+    storeF(a.y, a.yType, base + l, logp ? d - logSum : expf(d) / sum);
+  }
+}
+
+/// inner > 1: one thread per column.
+__global__ void softmaxColsKernel(AxisArgs a, bool logp) {
+  const int64_t n = a.outer * a.inner;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < n;
+       c += step) {
+    const int64_t base = (c / a.inner) * a.len * a.inner + c % a.inner;
+    float mx = -INFINITY;
+    for (int64_t l = 0; l < a.len; ++l)
+      mx = fmaxf(mx, loadF(a.x, a.xType, base + l * a.inner));
+    float sum = 0.0f;
+    for (int64_t l = 0; l < a.len; ++l)
+      sum += expf(loadF(a.x, a.xType, base + l * a.inner) - mx);
+    const float logSum = logf(sum);
+    for (int64_t l = 0; l < a.len; ++l) {
+      const float d = loadF(a.x, a.xType, base + l * a.inner) - mx;
+      storeF(a.y, a.yType, base + l * a.inner, logp ? d - logSum : expf(d) / sum);
+    }
+  }
+}
+
+// --- Layer norm ----------------------------------------------------------------
+
+/// One block per row: the mean, then the centred sum of squares (two passes,
+/// both in double), then the affine output, as layer_norm_cpu.cc.
+__global__ void layerNormKernel(NormArgs a) {
+  __shared__ double red[32];
+  const int64_t row = blockIdx.x;
+  const int64_t base = row * a.dim;
+  double sum = 0.0;
+  for (int64_t j = threadIdx.x; j < a.dim; j += blockDim.x)
+    sum += loadF(a.x, a.xType, base + j);
+  const double mean = blockSum(sum, red) / static_cast<double>(a.dim);
+  double ss = 0.0;
+  for (int64_t j = threadIdx.x; j < a.dim; j += blockDim.x) {
+    const double c = static_cast<double>(loadF(a.x, a.xType, base + j)) - mean;
+    ss += c * c;
+  }
+  ss = blockSum(ss, red);
+  double inv;
+  if (a.variant == 0) {
+    inv = 1.0 / sqrt(ss / static_cast<double>(a.dim) + static_cast<double>(a.eps));
+  } else {
+    // Unbiased: a one-element row divides 0 by 0 (NaN), like torch.std.
+    const double sd = a.dim > 1 ? sqrt(ss / static_cast<double>(a.dim - 1))
+                              : __longlong_as_double(0x7ff8000000000000LL);
+    inv = 1.0 / (sd + static_cast<double>(a.eps));
+  }
+  const float invf = static_cast<float>(inv);
+  for (int64_t j = threadIdx.x; j < a.dim; j += blockDim.x) {
+    const float n = static_cast<float>(static_cast<double>(loadF(a.x, a.xType, base + j)) - mean) *
+                    invf;
+    const float g = a.gamma ? loadF(a.gamma, a.gammaType, j) : 1.0f;
+    const float b = a.beta ? loadF(a.beta, a.betaType, j) : 0.0f;
+    storeF(a.y, a.yType, base + j, n * g + b);
+  }
+}
+
+// --- Embeddings, KV cache, epilogue, conversions ---------------------------------
+
+/// One block per token row: table[id] * scale (+ type_table[type_id])
+/// (+ positions[p]), the CPU's order of additions.
+__global__ void embeddingKernel(EmbedArgs a, DeviceError *err) {
+  const int64_t r = blockIdx.x;
+  const long long id = loadId(a.ids, a.idsType, r);
+  if (id < 0 || id >= a.vocab) {
+    if (threadIdx.x == 0)
+      recordError(err, kErrTokenId, id, a.vocab);
+    return;
+  }
+  long long typeId = 0;
+  if (a.typeTable) {
+    typeId = loadId(a.typeIds, a.typeIdsType, r);
+    if (typeId < 0 || typeId >= a.typeVocab) {
+      if (threadIdx.x == 0)
+        recordError(err, kErrTokenId, typeId, a.typeVocab);
+      return;
+    }
+  }
+  long long p = 0;
+  if (a.pos) {
+    long long offset = a.offset ? loadId(a.offset, a.offsetType, 0) : 0;
+    if (offset < 0) {
+      if (threadIdx.x == 0)
+        recordError(err, kErrNegativeOffset, offset, 0);
+      return;
+    }
+    p = a.axis == 0 ? r / a.seq : r % a.seq + offset;
+    if (p >= a.posRows) {
+      if (threadIdx.x == 0)
+        recordError(err, kErrPosition, p, a.posRows);
+      return;
+    }
+  }
+  const float s = a.rowScales ? a.scale * a.rowScales[id] : a.scale;
+  for (int64_t k = threadIdx.x; k < a.dim; k += blockDim.x) {
+    float v = loadF(a.table, a.tableType, id * a.dim + k) * s;
+    if (a.typeTable)
+      v += loadF(a.typeTable, a.typeTableType, typeId * a.dim + k);
+    if (a.pos)
+      v += loadF(a.pos, a.posType, p * a.dim + k);
+    storeF(a.out, a.outType, r * a.dim + k, v);
+  }
+}
+
+/// One block per new row (b, t): k and v into the caches at row pos + t.
+__global__ void cacheWriteKernel(CacheWriteArgs a, DeviceError *err) {
+  const long long pos = loadId(a.pos, a.posType, 0);
+  if (pos < 0 || pos + a.steps > a.len) {
+    if (blockIdx.x == 0 && threadIdx.x == 0)
+      recordError(err, kErrDecodePosition, pos + a.steps, a.len);
+    return;
+  }
+  const int64_t b = blockIdx.x / a.steps, t = blockIdx.x % a.steps;
+  const int64_t src = b * a.steps + t, dst = b * a.len + pos + t;
+  for (int64_t d = threadIdx.x; d < a.dk; d += blockDim.x)
+    storeF(a.kc, a.kcType, dst * a.dk + d, loadF(a.k, a.kType, src * a.dk + d));
+  for (int64_t d = threadIdx.x; d < a.dv; d += blockDim.x)
+    storeF(a.vc, a.vcType, dst * a.dv + d, loadF(a.v, a.vType, src * a.dv + d));
+}
+
+__global__ void linearEpilogueKernel(EpilogueArgs a) {
+  const int64_t n = a.rows * a.n;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < n;
+       e += step) {
+    float v = loadF(a.acc, a.accType, e);
+    if (a.bias)
+      v += loadF(a.bias, a.biasType, e % a.n);
+    if (a.act == 1)
+      v = v > 0.0f ? v : 0.0f;
+    else if (a.act == 2 || a.act == 3)
+      v = gelu(v, a.act == 3);
+    if (a.res)
+      v += loadF(a.res, a.resType, e);
+    storeF(a.out, a.outType, e, v);
+  }
+}
+
+__global__ void convertKernel(const float *src, void *dst, uint32_t dtype, int64_t n) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += step)
+    storeF(dst, dtype, i, src[i]);
+}
+
+__global__ void iotaKernel(void *out, uint32_t dtype, int64_t n) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += step)
+    storeD(out, dtype, i, static_cast<double>(i));
+}
+
+__global__ void nopeakKernel(unsigned char *out, int64_t seq) {
+  const int64_t n = seq * seq;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < n;
+       e += step)
+    out[e] = e % seq <= e / seq;
+}
+
+} // namespace
+
+std::string launchElementwise(const EwArgs &a, cudaStream_t s) {
+  if (a.n <= 0)
+    return "";
+  elementwiseKernel<<<gridFor(a.n), kThreads, 0, s>>>(a);
+  return launched("elementwise kernel");
+}
+
+std::string launchReduce(const AxisArgs &a, bool mean, cudaStream_t s) {
+  if (a.outer * a.inner <= 0)
+    return "";
+  if (a.inner == 1) {
+    const int64_t warps = kThreads / 32;
+    const int64_t blocks = (a.outer + warps - 1) / warps;
+    if (blocks > 0x7fffffff)
+      return "reduction over too many rows for one CUDA grid";
+    reduceRowsKernel<<<static_cast<unsigned>(blocks), kThreads, 0, s>>>(a, mean);
+  } else {
+    reduceColsKernel<<<gridFor(a.outer * a.inner), kThreads, 0, s>>>(a, mean);
+  }
+  return launched("reduce kernel");
+}
+
+std::string launchSoftmax(const AxisArgs &a, bool log, cudaStream_t s) {
+  if (a.outer * a.inner <= 0 || a.len <= 0)
+    return "";
+  if (a.inner == 1) {
+    if (a.outer > 0x7fffffff)
+      return "softmax over too many rows for one CUDA grid";
+    softmaxRowsKernel<<<static_cast<unsigned>(a.outer), kThreads, 0, s>>>(a, log);
+  } else {
+    softmaxColsKernel<<<gridFor(a.outer * a.inner), kThreads, 0, s>>>(a, log);
+  }
+  return launched("softmax kernel");
+}
+
+std::string launchLayerNorm(const NormArgs &a, cudaStream_t s) {
+  if (a.rows <= 0 || a.dim <= 0)
+    return "";
+  if (a.rows > 0x7fffffff)
+    return "layer norm over too many rows for one CUDA grid";
+  // 128 threads cover a model dimension of 512 in 4 elements each; wider rows
+  // get more threads.
+  const int threads = a.dim >= 2048 ? 512 : a.dim >= 1024 ? 256 : 128;
+  layerNormKernel<<<static_cast<unsigned>(a.rows), threads, 0, s>>>(a);
+  return launched("layer norm kernel");
+}
+
+std::string launchEmbedding(const EmbedArgs &a, DeviceError *err, cudaStream_t s) {
+  if (a.tokens <= 0 || a.dim <= 0)
+    return "";
+  if (a.tokens > 0x7fffffff)
+    return "embedding of too many tokens for one CUDA grid";
+  const int threads = a.dim >= 512 ? 256 : 128;
+  embeddingKernel<<<static_cast<unsigned>(a.tokens), threads, 0, s>>>(a, err);
+  return launched("embedding kernel");
+}
+
+std::string launchCacheWrite(const CacheWriteArgs &a, DeviceError *err, cudaStream_t s) {
+  if (a.batch * a.steps <= 0)
+    return "";
+  if (a.batch * a.steps > 0x7fffffff)
+    return "KV-cache write of too many rows for one CUDA grid";
+  cacheWriteKernel<<<static_cast<unsigned>(a.batch * a.steps), 128, 0, s>>>(a, err);
+  return launched("KV-cache write kernel");
+}
+
+std::string launchLinearEpilogue(const EpilogueArgs &a, cudaStream_t s) {
+  if (a.rows * a.n <= 0)
+    return "";
+  linearEpilogueKernel<<<gridFor(a.rows * a.n), kThreads, 0, s>>>(a);
+  return launched("linear epilogue kernel");
+}
+
+std::string launchConvertF32(const float *src, void *dst, uint32_t dtype, int64_t n,
+                             cudaStream_t s) {
+  if (n <= 0)
+    return "";
+  convertKernel<<<gridFor(n), kThreads, 0, s>>>(src, dst, dtype, n);
+  return launched("weight conversion kernel");
+}
+
+std::string launchIota(void *out, uint32_t dtype, int64_t n, cudaStream_t s) {
+  if (n <= 0)
+    return "";
+  iotaKernel<<<gridFor(n), kThreads, 0, s>>>(out, dtype, n);
+  return launched("positions kernel");
+}
+
+std::string launchNopeak(void *out, int64_t seq, cudaStream_t s) {
+  if (seq <= 0)
+    return "";
+  nopeakKernel<<<gridFor(seq * seq), kThreads, 0, s>>>(static_cast<unsigned char *>(out), seq);
+  return launched("nopeak mask kernel");
+}
+
+} // namespace tfc::cuda

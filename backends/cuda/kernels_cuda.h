@@ -1,0 +1,114 @@
+//===- kernels_cuda.h - the CUDA backend's kernels for plan instructions --===//
+//
+// The CUDA counterpart of backends/cpu/kernels_cpu.h: one entry point,
+// runKernel(), for every tfc_kernel_t (include/tfc/abi.h), with the CPU
+// backend's semantics, on tensors in device memory, queued on the stream of a
+// per-session Context. Plus what a runtime needs around it: device discovery,
+// device memory, copies and the one-time conversion of f32 weights to f16 or
+// bf16 at load.
+//
+// This header is plain C++17 and includes no CUDA header, so the runtime's .cc
+// files can include it whether or not they are compiled with CUDA. Every
+// function returns an error message, empty on success; none throws or aborts.
+// CUDA and cuBLASLt errors read "CUDA error in <what>: <reason>".
+//
+// Errors that depend on data in device memory (a token id out of range, a
+// decode position beyond the KV cache) are found by the kernels themselves,
+// which then skip the offending work; they are reported by the next
+// synchronize() on the Context, with the CPU backend's wording. A runtime that
+// synchronizes once at the end of a run therefore still reports them.
+//
+// See docs/backend-cuda.md for the kernel design.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TFC_BACKENDS_CUDA_KERNELS_CUDA_H
+#define TFC_BACKENDS_CUDA_KERNELS_CUDA_H
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tfc::cuda {
+
+/// A contiguous, row-major tensor in DEVICE memory; |dtype| is a tfc_dtype_t.
+/// The same fields as tfc::cpu::Tensor, so the executor can fill either.
+struct Tensor {
+  void *data = nullptr;
+  uint32_t dtype = 0;
+  std::vector<int64_t> shape;
+  /// Unused by the CUDA backend (weights are used as stored); kept for symmetry
+  /// with tfc::cpu::Tensor.
+  const void *packed = nullptr;
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t d : shape)
+      n *= d;
+    return n;
+  }
+};
+
+/// One session's device state: the device ordinal, a CUDA stream every call
+/// on this Context is queued on, a cuBLASLt handle with its workspace and
+/// algorithm cache, scratch memory, and the device-side error record.
+/// Thread-compatible: one thread at a time per Context; distinct Contexts may
+/// be used concurrently from different threads.
+class Context;
+
+/// Releases a Context (waits for its stream first).
+struct ContextDeleter {
+  void operator()(Context *ctx) const;
+};
+using ContextPtr = std::unique_ptr<Context, ContextDeleter>;
+
+/// Sets |n| to the number of CUDA devices. Returns a message (and n = 0) when
+/// there is no driver, the driver is too old, or there is no device.
+std::string deviceCount(int &n);
+
+/// A short description of device |device| ("NVIDIA H100 80GB HBM3, sm_90"), or
+/// the error that prevented reading it.
+std::string deviceName(int device);
+
+/// Creates a Context on device |device| into |out| (and makes |device| current
+/// on the calling thread). |out| is released with the ContextPtr.
+std::string createContext(int device, ContextPtr &out);
+
+/// Waits for everything queued on |ctx|, then reports the first asynchronous
+/// CUDA error or data error (bad token id, decode position) the kernels met
+/// since the previous synchronize(), and clears the data error.
+std::string synchronize(Context &ctx);
+
+/// cudaMalloc / cudaFree on |ctx|'s device. A null pointer frees nothing.
+std::string deviceAlloc(Context &ctx, size_t bytes, void **out);
+std::string deviceFree(Context &ctx, void *ptr);
+
+/// Copies queued on |ctx|'s stream (asynchronous with respect to the host
+/// only for page-locked host memory; ordinary host memory is copied before
+/// these return). copyToHost's |dst| is valid after synchronize().
+std::string copyToDevice(Context &ctx, void *dst, const void *src, size_t bytes);
+std::string copyToHost(Context &ctx, void *dst, const void *src, size_t bytes);
+std::string copyOnDevice(Context &ctx, void *dst, const void *src, size_t bytes);
+std::string fillZero(Context &ctx, void *dst, size_t bytes);
+
+/// Converts |count| f32 values in HOST memory to |dtype| (TFC_DTYPE_F32, F16
+/// or BF16, round to nearest even) into DEVICE memory at |dst|: the one-time
+/// weight conversion at model load. Synchronous: |src| may be released when it
+/// returns.
+std::string convertWeights(Context &ctx, const float *src, int64_t count, uint32_t dtype,
+                           void *dst);
+
+/// Runs kernel |kernel| (a tfc_kernel_t) on |in|, writing |out| (already shaped
+/// and allocated in device memory), on |ctx|'s stream. Inputs and attributes
+/// are those of tfc::cpu::runKernel. Float tensors may be f32, f16 or bf16 (the
+/// arithmetic is f32); ids i64 or i32; bool one byte. Returns an error message,
+/// or "" once the work is queued; see the top of the file for errors found on
+/// the device. RESHAPE and UNSQUEEZE, views that the executor normally
+/// resolves without a kernel, copy the data when |out| does not alias the input.
+std::string runKernel(Context &ctx, uint32_t kernel, const std::vector<const Tensor *> &in,
+                      Tensor &out, const std::vector<int64_t> &ints,
+                      const std::vector<double> &floats);
+
+} // namespace tfc::cuda
+
+#endif // TFC_BACKENDS_CUDA_KERNELS_CUDA_H

@@ -1,0 +1,567 @@
+//===- linear_cuda.cc - linear layers and matmul on cuBLASLt --------------===//
+//
+// LINEAR, FUSED_LINEAR and MATMUL run on cuBLASLt rather than on a GEMM of our
+// own: it is NVIDIA's maintained library, with tensor-core kernels tuned for
+// each architecture that reach the hardware's ceiling, and its epilogues fuse
+// the bias, the activation and the residual into the GEMM's store (the role
+// oneDNN's post-ops play on the CPU, see linear_dnnl.h).
+//
+// Row-major y[rows, N] = x[rows, K] W^T is the column-major product
+// y^T = W x^T: cuBLAS's A is W (stored [N, K], used transposed), its B is x,
+// and D (N x rows, leading dimension N) is y in place. MATMUL is the same
+// trick with the operands swapped.
+//
+// Epilogues. cuBLASLt computes D = epilogue(alpha A B + beta C) + ...: the
+// bias and activation apply AFTER beta C is added, so a residual can ride on
+// C (beta = 1) only without an activation. Its GELU epilogue is the tanh
+// approximation. So the fused path covers bias, relu, gelu_tanh, and a
+// residual without activation; gelu (erf), an activation together with a
+// residual, dtypes cuBLASLt's epilogue does not accept (an f32 bias on a
+// bf16 layer), and any configuration for which cuBLASLt offers no algorithm
+// take the unfused path: the plain GEMM into f32 (the output itself when it is
+// f32, scratch otherwise), then one elementwise kernel for bias, activation,
+// residual and the rounding to the output dtype.
+//
+// Accumulation is f32 (CUBLAS_COMPUTE_32F, no TF32), so an f32 model gives
+// f32 GEMM results. Algorithms come from cuBLASLt's heuristic once per shape,
+// dtype, epilogue and pointer alignment, and are cached in the Context.
+//
+//===----------------------------------------------------------------------===//
+#include "backends/cuda/cuda_internal.h"
+
+#include "tfc/abi.h"
+
+#include <cublasLt.h>
+
+#include <cstring>
+#include <unordered_map>
+
+namespace tfc::cuda {
+
+namespace {
+/// cuBLASLt recommends 32 MiB of workspace on Hopper.
+constexpr size_t kWorkspaceBytes = size_t(32) << 20;
+} // namespace
+
+struct GemmState {
+  cublasLtHandle_t handle = nullptr;
+  void *workspace = nullptr;
+  /// An algorithm per GemmKey (as bytes); ok = false: cuBLASLt has none.
+  struct Entry {
+    bool ok = false;
+    cublasLtMatmulAlgo_t algo;
+  };
+  std::unordered_map<std::string, Entry> algos;
+};
+
+void GemmStateDeleter::operator()(GemmState *s) const {
+  if (!s)
+    return;
+  if (s->handle)
+    (void)cublasLtDestroy(s->handle);
+  if (s->workspace)
+    (void)cudaFree(s->workspace);
+  delete s;
+}
+
+namespace {
+
+std::string ltMessage(cublasStatus_t st, const char *what) {
+  if (st == CUBLAS_STATUS_SUCCESS)
+    return "";
+  return std::string("CUDA error in ") + what + ": " + cublasLtGetStatusString(st);
+}
+
+#define TFC_LT_RETURN_IF_ERROR(expr, what)                                                    \
+  do {                                                                                        \
+    cublasStatus_t tfc_lt_st_ = (expr);                                                       \
+    if (tfc_lt_st_ != CUBLAS_STATUS_SUCCESS)                                                  \
+      return ltMessage(tfc_lt_st_, what);                                                     \
+  } while (0)
+
+bool cudaType(uint32_t dtype, cudaDataType_t &t) {
+  switch (dtype) {
+  case TFC_DTYPE_F32:
+    t = CUDA_R_32F;
+    return true;
+  case TFC_DTYPE_F16:
+    t = CUDA_R_16F;
+    return true;
+  case TFC_DTYPE_BF16:
+    t = CUDA_R_16BF;
+    return true;
+  default:
+    return false;
+  }
+}
+
+/// The largest power of two (up to 256) dividing the address and every batch
+/// offset |strideBytes| (0: no batch).
+uint32_t alignmentOf(const void *p, int64_t strideBytes = 0) {
+  uint64_t a = reinterpret_cast<uintptr_t>(p) | 256u;
+  if (strideBytes > 0)
+    a |= static_cast<uint64_t>(strideBytes);
+  return static_cast<uint32_t>(a & (~a + 1));
+}
+
+/// One column-major GEMM, D (m x n) = op(A) op(B) + beta C, possibly strided
+/// batched, with an epilogue.
+struct GemmCall {
+  cudaDataType_t abType = CUDA_R_32F, cdType = CUDA_R_32F;
+  bool transA = false, transB = false;
+  uint64_t m = 0, n = 0, k = 0;
+  int64_t lda = 0, ldb = 0, ldd = 0;
+  const void *A = nullptr, *B = nullptr, *C = nullptr;
+  void *D = nullptr;
+  float beta = 0.0f;
+  int32_t batch = 1;
+  int64_t strideA = 0, strideB = 0, strideD = 0;
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  const void *bias = nullptr;
+};
+
+/// What selects an algorithm; compared as bytes, so zero-initialized.
+struct GemmKey {
+  int32_t abType, cdType, transA, transB;
+  uint64_t m, n, k;
+  int64_t lda, ldb, ldd;
+  int64_t batch, strideA, strideB, strideD;
+  uint32_t epilogue, hasBias;
+  uint32_t alignA, alignB, alignC, alignD, alignBias, pad;
+};
+
+/// RAII for cuBLASLt descriptors.
+struct Descriptors {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr, d = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
+  ~Descriptors() {
+    if (pref)
+      (void)cublasLtMatmulPreferenceDestroy(pref);
+    for (cublasLtMatrixLayout_t l : {a, b, c, d})
+      if (l)
+        (void)cublasLtMatrixLayoutDestroy(l);
+    if (op)
+      (void)cublasLtMatmulDescDestroy(op);
+  }
+};
+
+std::string makeLayout(cublasLtMatrixLayout_t &l, cudaDataType_t t, uint64_t rows, uint64_t cols,
+                       int64_t ld, int32_t batch, int64_t stride) {
+  TFC_LT_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&l, t, rows, cols, ld),
+                         "cublasLtMatrixLayoutCreate");
+  if (batch > 1) {
+    TFC_LT_RETURN_IF_ERROR(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                                            &batch, sizeof(batch)),
+                           "cublasLtMatrixLayoutSetAttribute (batch count)");
+    TFC_LT_RETURN_IF_ERROR(
+        cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                                         sizeof(stride)),
+        "cublasLtMatrixLayoutSetAttribute (batch stride)");
+  }
+  return "";
+}
+
+size_t cudaTypeSize(cudaDataType_t t) { return t == CUDA_R_32F ? 4 : 2; }
+
+/// Runs |g|. Sets |unsupported| (and returns "") when cuBLASLt has no
+/// algorithm for it, so that the caller can take another path.
+std::string gemm(Context &ctx, const GemmCall &g, bool &unsupported) {
+  unsupported = false;
+  GemmState &st = *ctx.gemm;
+  Descriptors ds;
+  TFC_LT_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&ds.op, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+                         "cublasLtMatmulDescCreate");
+  const int32_t opA = g.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int32_t opB = g.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  TFC_LT_RETURN_IF_ERROR(
+      cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof(opA)),
+      "cublasLtMatmulDescSetAttribute (transa)");
+  TFC_LT_RETURN_IF_ERROR(
+      cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof(opB)),
+      "cublasLtMatmulDescSetAttribute (transb)");
+  const uint32_t epi = static_cast<uint32_t>(g.epilogue);
+  TFC_LT_RETURN_IF_ERROR(
+      cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)),
+      "cublasLtMatmulDescSetAttribute (epilogue)");
+  if (g.bias)
+    TFC_LT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                          &g.bias, sizeof(g.bias)),
+                           "cublasLtMatmulDescSetAttribute (bias)");
+  std::string err;
+  if (!(err = makeLayout(ds.a, g.abType, g.transA ? g.k : g.m, g.transA ? g.m : g.k, g.lda,
+                         g.batch, g.strideA))
+           .empty() ||
+      !(err = makeLayout(ds.b, g.abType, g.transB ? g.n : g.k, g.transB ? g.k : g.n, g.ldb,
+                         g.batch, g.strideB))
+           .empty() ||
+      !(err = makeLayout(ds.c, g.cdType, g.m, g.n, g.ldd, g.batch, g.strideD)).empty() ||
+      !(err = makeLayout(ds.d, g.cdType, g.m, g.n, g.ldd, g.batch, g.strideD)).empty())
+    return err;
+
+  const int64_t abSize = static_cast<int64_t>(cudaTypeSize(g.abType));
+  const int64_t cdSize = static_cast<int64_t>(cudaTypeSize(g.cdType));
+  GemmKey key;
+  std::memset(&key, 0, sizeof key);
+  key.abType = g.abType;
+  key.cdType = g.cdType;
+  key.transA = g.transA;
+  key.transB = g.transB;
+  key.m = g.m;
+  key.n = g.n;
+  key.k = g.k;
+  key.lda = g.lda;
+  key.ldb = g.ldb;
+  key.ldd = g.ldd;
+  key.batch = g.batch;
+  key.strideA = g.strideA;
+  key.strideB = g.strideB;
+  key.strideD = g.strideD;
+  key.epilogue = epi;
+  key.hasBias = g.bias != nullptr;
+  const int32_t multi = g.batch > 1;
+  key.alignA = alignmentOf(g.A, multi * g.strideA * abSize);
+  key.alignB = alignmentOf(g.B, multi * g.strideB * abSize);
+  key.alignC = alignmentOf(g.C, multi * g.strideD * cdSize);
+  key.alignD = alignmentOf(g.D, multi * g.strideD * cdSize);
+  key.alignBias = g.bias ? alignmentOf(g.bias) : 0;
+  const std::string keyBytes(reinterpret_cast<const char *>(&key), sizeof key);
+
+  auto found = st.algos.find(keyBytes);
+  if (found == st.algos.end()) {
+    GemmState::Entry entry;
+    TFC_LT_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&ds.pref),
+                           "cublasLtMatmulPreferenceCreate");
+    const uint64_t ws = kWorkspaceBytes;
+    TFC_LT_RETURN_IF_ERROR(
+        cublasLtMatmulPreferenceSetAttribute(ds.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                             &ws, sizeof(ws)),
+        "cublasLtMatmulPreferenceSetAttribute (workspace)");
+    const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> aligns[] = {
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.alignA},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.alignB},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.alignC},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.alignD}};
+    for (const auto &[attr, value] : aligns)
+      TFC_LT_RETURN_IF_ERROR(
+          cublasLtMatmulPreferenceSetAttribute(ds.pref, attr, &value, sizeof(value)),
+          "cublasLtMatmulPreferenceSetAttribute (alignment)");
+    cublasLtMatmulHeuristicResult_t result;
+    std::memset(&result, 0, sizeof result);
+    int returned = 0;
+    const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(
+        st.handle, ds.op, ds.a, ds.b, ds.c, ds.d, ds.pref, 1, &result, &returned);
+    if (hs == CUBLAS_STATUS_SUCCESS && returned > 0 && result.state == CUBLAS_STATUS_SUCCESS) {
+      entry.ok = true;
+      entry.algo = result.algo;
+    } else if (hs != CUBLAS_STATUS_SUCCESS && hs != CUBLAS_STATUS_NOT_SUPPORTED) {
+      return ltMessage(hs, "cublasLtMatmulAlgoGetHeuristic");
+    }
+    found = st.algos.emplace(keyBytes, entry).first;
+  }
+  if (!found->second.ok) {
+    unsupported = true;
+    return "";
+  }
+  const float alpha = 1.0f;
+  TFC_LT_RETURN_IF_ERROR(cublasLtMatmul(st.handle, ds.op, &alpha, g.A, ds.a, g.B, ds.b, &g.beta,
+                                        g.C, ds.c, g.D, ds.d, &found->second.algo, st.workspace,
+                                        kWorkspaceBytes, ctx.stream),
+                         "cublasLtMatmul");
+  return "";
+}
+
+std::string dtypeError(const char *what, uint32_t dtype) {
+  return std::string(what) + ": dtype " + std::to_string(dtype) +
+         " is not supported by the CUDA GEMMs (f32, f16, bf16)";
+}
+
+/// Bytes rounded up to 256 (scratch sub-buffers stay 256-byte aligned).
+size_t round256(size_t n) { return (n + 255) / 256 * 256; }
+
+} // namespace
+
+std::string createGemmState(Context &ctx) {
+  ctx.gemm.reset(new GemmState);
+  TFC_LT_RETURN_IF_ERROR(cublasLtCreate(&ctx.gemm->handle), "cublasLtCreate");
+  TFC_CUDA_RETURN_IF_ERROR(cudaMalloc(&ctx.gemm->workspace, kWorkspaceBytes),
+                           "cudaMalloc (cuBLASLt workspace)");
+  return "";
+}
+
+std::string runLinear(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *bias,
+                      const Tensor *residual, int act, Tensor &out) {
+  if (w.dtype == TFC_DTYPE_I8)
+    return "linear: i8 weights are not supported by the CUDA backend yet";
+  cudaDataType_t abType, outType;
+  if (!cudaType(w.dtype, abType))
+    return dtypeError("linear weight", w.dtype);
+  if (!cudaType(out.dtype, outType))
+    return dtypeError("linear output", out.dtype);
+  cudaDataType_t operandType;
+  for (const Tensor *t : {&x, bias, residual})
+    if (t && !cudaType(t->dtype, operandType))
+      return dtypeError("linear operand", t->dtype);
+  if (w.shape.size() != 2 || x.shape.empty() || x.shape.back() != w.shape[1])
+    return "linear: the input's last dim does not match the weight [N, K]";
+  if (act < 0 || act > 3)
+    return "linear: unknown activation " + std::to_string(act);
+  const int64_t n = w.shape[0], k = w.shape[1];
+  const int64_t rows = k > 0 ? x.numel() / k : 0;
+  if (rows == 0 || n == 0)
+    return "";
+  if (out.numel() != rows * n || (bias && bias->numel() != n) ||
+      (residual && residual->numel() != rows * n))
+    return "linear: operand sizes do not match";
+
+  // Scratch: x converted to the weight's dtype (when they differ) and the f32
+  // GEMM result of the unfused path (when the output is not f32).
+  const bool convertX = x.dtype != w.dtype;
+  const size_t xBytes = convertX ? round256(rows * k * tfc_dtype_size(w.dtype)) : 0;
+  const bool f32Out = out.dtype == TFC_DTYPE_F32;
+  const size_t accBytes = f32Out ? 0 : round256(rows * n * sizeof(float));
+  void *scratch = nullptr;
+  if (xBytes + accBytes > 0) {
+    std::string err = ctx.scratchFor(xBytes + accBytes, &scratch);
+    if (!err.empty())
+      return err;
+  }
+  const void *xData = x.data;
+  if (convertX) {
+    EwArgs c;
+    c.op = EwOp::Cast;
+    c.in[0] = x.data;
+    c.inType[0] = x.dtype;
+    c.out = scratch;
+    c.outType = w.dtype;
+    c.n = rows * k;
+    c.bc.rank = 1;
+    c.bc.shape[0] = c.n;
+    c.bc.stride[0][0] = 1;
+    std::string err = launchElementwise(c, ctx.stream);
+    if (!err.empty())
+      return err;
+    xData = scratch;
+  }
+
+  GemmCall g;
+  g.abType = abType;
+  g.transA = true; // A = W stored [N, K]: column-major K x N
+  g.transB = false;
+  g.m = n;
+  g.n = rows;
+  g.k = k;
+  g.lda = k;
+  g.ldb = k;
+  g.ldd = n;
+  g.A = w.data;
+  g.B = xData;
+
+  // The fused path: everything in cuBLASLt's epilogue.
+  const bool sameDtypes = (!bias || bias->dtype == out.dtype) &&
+                          (!residual || residual->dtype == out.dtype) &&
+                          (out.dtype == w.dtype || f32Out);
+  if (k > 0 && act != 2 && !(act != 0 && residual) && sameDtypes) {
+    g.cdType = outType;
+    g.D = out.data;
+    g.C = residual ? residual->data : out.data;
+    g.beta = residual ? 1.0f : 0.0f;
+    g.bias = bias ? bias->data : nullptr;
+    if (act == 0)
+      g.epilogue = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    else if (act == 1)
+      g.epilogue = bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+    else
+      g.epilogue = bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+    bool unsupported = false;
+    std::string err = gemm(ctx, g, unsupported);
+    if (!err.empty() || !unsupported)
+      return err;
+  }
+
+  // The unfused path: plain GEMM into f32, then one epilogue kernel.
+  void *acc = f32Out ? out.data : static_cast<char *>(scratch) + xBytes;
+  if (k == 0) {
+    std::string err = fillZero(ctx, acc, rows * n * sizeof(float));
+    if (!err.empty())
+      return err;
+  } else {
+    g.cdType = CUDA_R_32F;
+    g.D = acc;
+    g.C = acc;
+    g.beta = 0.0f;
+    g.bias = nullptr;
+    g.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+    bool unsupported = false;
+    std::string err = gemm(ctx, g, unsupported);
+    if (!err.empty())
+      return err;
+    if (unsupported)
+      return "linear: cuBLASLt has no algorithm for a " + std::to_string(rows) + "x" +
+             std::to_string(k) + " by " + std::to_string(n) + "x" + std::to_string(k) + " GEMM";
+  }
+  if (!bias && !residual && act == 0 && f32Out)
+    return "";
+  EpilogueArgs e;
+  e.acc = acc;
+  e.accType = TFC_DTYPE_F32;
+  if (bias) {
+    e.bias = bias->data;
+    e.biasType = bias->dtype;
+  }
+  if (residual) {
+    e.res = residual->data;
+    e.resType = residual->dtype;
+  }
+  e.out = out.data;
+  e.outType = out.dtype;
+  e.rows = rows;
+  e.n = n;
+  e.act = act;
+  return launchLinearEpilogue(e, ctx.stream);
+}
+
+std::string runMatmul(Context &ctx, const Tensor &a, const Tensor &b, bool transB, Tensor &out) {
+  cudaDataType_t abType, outType;
+  if (!cudaType(a.dtype, abType))
+    return dtypeError("matmul lhs", a.dtype);
+  if (b.dtype != a.dtype)
+    return "matmul: the operands' dtypes differ";
+  if (!cudaType(out.dtype, outType))
+    return dtypeError("matmul output", out.dtype);
+  const size_t ra = a.shape.size(), rb = b.shape.size(), ro = out.shape.size();
+  if (ra < 2 || rb < 2 || ro < 2)
+    return "matmul operands must have rank 2 or more";
+  if (ro > static_cast<size_t>(kMaxRank))
+    return "rank " + std::to_string(ro) + " is above the CUDA backend's " +
+           std::to_string(kMaxRank);
+  const int64_t m = a.shape[ra - 2], k = a.shape[ra - 1];
+  const int64_t n = out.shape[ro - 1];
+  if ((transB ? b.shape[rb - 1] : b.shape[rb - 2]) != k || out.shape[ro - 2] != m ||
+      (transB ? b.shape[rb - 2] : b.shape[rb - 1]) != n)
+    return "matmul: the operand shapes do not agree";
+
+  // Each output batch's lhs and rhs matrix index (numpy broadcasting over the
+  // batch dims, as kernels_cpu.cc).
+  const std::vector<int64_t> ob(out.shape.begin(), out.shape.end() - 2);
+  int64_t batches = 1;
+  for (int64_t d : ob)
+    batches *= d;
+  if (batches == 0 || m == 0 || n == 0)
+    return "";
+  auto matrixStrides = [&](const std::vector<int64_t> &shape, size_t rank) {
+    std::vector<int64_t> st(ob.size(), 0);
+    int64_t s = 1;
+    for (size_t i = 0; i + 2 < rank; ++i) {
+      const size_t d = rank - 3 - i, o = ob.size() - 1 - i;
+      st[o] = shape[d] == 1 ? 0 : s;
+      s *= shape[d];
+    }
+    return st;
+  };
+  const std::vector<int64_t> sa = matrixStrides(a.shape, ra), sb = matrixStrides(b.shape, rb);
+  std::vector<int64_t> offA(batches), offB(batches);
+  {
+    std::vector<int64_t> idx(ob.size(), 0);
+    for (int64_t e = 0; e < batches; ++e) {
+      int64_t oa = 0, obb = 0;
+      for (size_t d = 0; d < ob.size(); ++d) {
+        oa += idx[d] * sa[d];
+        obb += idx[d] * sb[d];
+      }
+      offA[e] = oa;
+      offB[e] = obb;
+      for (size_t d = ob.size(); d-- > 0;) {
+        if (++idx[d] < ob[d])
+          break;
+        idx[d] = 0;
+      }
+    }
+  }
+  // One strided-batched call when the matrix indices are affine in the batch
+  // (always, unless the batch dims broadcast in a crossed pattern); one call
+  // per batch otherwise.
+  const int64_t stepA = batches > 1 ? offA[1] - offA[0] : 0;
+  const int64_t stepB = batches > 1 ? offB[1] - offB[0] : 0;
+  bool affine = batches <= 0x7fffffff;
+  for (int64_t e = 0; e < batches && affine; ++e)
+    affine = offA[e] == e * stepA && offB[e] == e * stepB;
+
+  const bool f32Out = out.dtype == TFC_DTYPE_F32;
+  const size_t es = tfc_dtype_size(a.dtype);
+  auto run = [&](cudaDataType_t cdType, void *D, bool &unsupported) -> std::string {
+    // Column-major: D^T (N x M) = op(b) (N x K) * a^T (K x M).
+    GemmCall g;
+    g.abType = abType;
+    g.cdType = cdType;
+    g.transA = transB;
+    g.transB = false;
+    g.m = n;
+    g.n = m;
+    g.k = k;
+    g.lda = transB ? k : n;
+    g.ldb = k;
+    g.ldd = n;
+    const size_t ds = cdType == CUDA_R_32F ? 4 : 2;
+    if (affine) {
+      g.A = b.data;
+      g.B = a.data;
+      g.D = D;
+      g.C = D;
+      g.batch = static_cast<int32_t>(batches);
+      g.strideA = stepB * k * n;
+      g.strideB = stepA * m * k;
+      g.strideD = m * n;
+      return gemm(ctx, g, unsupported);
+    }
+    for (int64_t e = 0; e < batches; ++e) {
+      g.A = static_cast<const char *>(b.data) + offB[e] * k * n * es;
+      g.B = static_cast<const char *>(a.data) + offA[e] * m * k * es;
+      g.D = static_cast<char *>(D) + e * m * n * ds;
+      g.C = g.D;
+      std::string err = gemm(ctx, g, unsupported);
+      if (!err.empty() || unsupported)
+        return err;
+    }
+    return "";
+  };
+
+  if (k > 0) {
+    bool unsupported = false;
+    std::string err = run(outType, out.data, unsupported);
+    if (!err.empty() || !unsupported)
+      return err;
+  }
+  // Fallback: f32 result (or zeros when K = 0), rounded to the output dtype.
+  void *acc = out.data;
+  if (!f32Out) {
+    std::string err = ctx.scratchFor(batches * m * n * sizeof(float), &acc);
+    if (!err.empty())
+      return err;
+  }
+  if (k == 0) {
+    std::string err = fillZero(ctx, acc, batches * m * n * sizeof(float));
+    if (!err.empty())
+      return err;
+  } else {
+    bool unsupported = false;
+    std::string err = run(CUDA_R_32F, acc, unsupported);
+    if (!err.empty())
+      return err;
+    if (unsupported)
+      return "matmul: cuBLASLt has no algorithm for this " + std::to_string(m) + "x" +
+             std::to_string(k) + "x" + std::to_string(n) + " GEMM";
+  }
+  if (f32Out)
+    return "";
+  EpilogueArgs e;
+  e.acc = acc;
+  e.accType = TFC_DTYPE_F32;
+  e.out = out.data;
+  e.outType = out.dtype;
+  e.rows = batches * m;
+  e.n = n;
+  return launchLinearEpilogue(e, ctx.stream);
+}
+
+} // namespace tfc::cuda
