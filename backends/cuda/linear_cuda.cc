@@ -20,7 +20,9 @@
 // bf16 layer), and any configuration for which cuBLASLt offers no algorithm
 // take the unfused path: the plain GEMM into f32 (the output itself when it is
 // f32, scratch otherwise), then one elementwise kernel for bias, activation,
-// residual and the rounding to the output dtype.
+// residual and the rounding to the output dtype. A plain GEMM that cuBLASLt
+// declines (it can, for some leading dimensions and alignments in f16/bf16)
+// runs on plain cuBLAS (cublasGemmStridedBatchedEx), which takes any.
 //
 // Accumulation is f32 (CUBLAS_COMPUTE_32F, no TF32), so an f32 model gives
 // f32 GEMM results. Algorithms come from cuBLASLt's heuristic once per shape,
@@ -32,6 +34,7 @@
 #include "tfc/abi.h"
 
 #include <cublasLt.h>
+#include <cublas_v2.h>
 
 #include <cstring>
 #include <unordered_map>
@@ -45,6 +48,8 @@ constexpr size_t kWorkspaceBytes = size_t(32) << 20;
 
 struct GemmState {
   cublasLtHandle_t handle = nullptr;
+  /// Plain cuBLAS, for the GEMMs without epilogue that cuBLASLt declines.
+  cublasHandle_t blas = nullptr;
   void *workspace = nullptr;
   /// An algorithm per GemmKey (as bytes); ok = false: cuBLASLt has none.
   struct Entry {
@@ -59,6 +64,8 @@ void GemmStateDeleter::operator()(GemmState *s) const {
     return;
   if (s->handle)
     (void)cublasLtDestroy(s->handle);
+  if (s->blas)
+    (void)cublasDestroy(s->blas);
   if (s->workspace)
     (void)cudaFree(s->workspace);
   delete s;
@@ -164,8 +171,23 @@ std::string makeLayout(cublasLtMatrixLayout_t &l, cudaDataType_t t, uint64_t row
 
 size_t cudaTypeSize(cudaDataType_t t) { return t == CUDA_R_32F ? 4 : 2; }
 
+/// |g| (no epilogue, C == D) on plain cuBLAS, which accepts any leading
+/// dimension and alignment.
+std::string blasGemm(Context &ctx, const GemmCall &g) {
+  const float alpha = 1.0f;
+  TFC_LT_RETURN_IF_ERROR(
+      cublasGemmStridedBatchedEx_64(ctx.gemm->blas, g.transA ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                    g.transB ? CUBLAS_OP_T : CUBLAS_OP_N, g.m, g.n, g.k, &alpha,
+                                    g.A, g.abType, g.lda, g.strideA, g.B, g.abType, g.ldb,
+                                    g.strideB, &g.beta, g.D, g.cdType, g.ldd, g.strideD, g.batch,
+                                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+      "cublasGemmStridedBatchedEx");
+  return "";
+}
+
 /// Runs |g|. Sets |unsupported| (and returns "") when cuBLASLt has no
-/// algorithm for it, so that the caller can take another path.
+/// algorithm for it and |g| needs its epilogue, so that the caller can take
+/// another path; a plain GEMM falls back to cuBLAS instead.
 std::string gemm(Context &ctx, const GemmCall &g, bool &unsupported) {
   unsupported = false;
   GemmState &st = *ctx.gemm;
@@ -260,6 +282,8 @@ std::string gemm(Context &ctx, const GemmCall &g, bool &unsupported) {
     found = st.algos.emplace(keyBytes, entry).first;
   }
   if (!found->second.ok) {
+    if (g.epilogue == CUBLASLT_EPILOGUE_DEFAULT && !g.bias && g.C == g.D)
+      return blasGemm(ctx, g);
     unsupported = true;
     return "";
   }
@@ -284,6 +308,8 @@ size_t round256(size_t n) { return (n + 255) / 256 * 256; }
 std::string createGemmState(Context &ctx) {
   ctx.gemm.reset(new GemmState);
   TFC_LT_RETURN_IF_ERROR(cublasLtCreate(&ctx.gemm->handle), "cublasLtCreate");
+  TFC_LT_RETURN_IF_ERROR(cublasCreate(&ctx.gemm->blas), "cublasCreate");
+  TFC_LT_RETURN_IF_ERROR(cublasSetStream(ctx.gemm->blas, ctx.stream), "cublasSetStream");
   TFC_CUDA_RETURN_IF_ERROR(cudaMalloc(&ctx.gemm->workspace, kWorkspaceBytes),
                            "cudaMalloc (cuBLASLt workspace)");
   return "";

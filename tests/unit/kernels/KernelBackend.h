@@ -218,14 +218,16 @@ constexpr size_t kGuardBytes = 256;
 /// |t|'s bytes between two guards.
 inline std::vector<unsigned char> guarded(const HostTensor &t) {
   std::vector<unsigned char> b(t.bytes.size() + 2 * kGuardBytes, 0xA5);
-  std::memcpy(b.data() + kGuardBytes, t.bytes.data(), t.bytes.size());
+  if (!t.bytes.empty())
+    std::memcpy(b.data() + kGuardBytes, t.bytes.data(), t.bytes.size());
   return b;
 }
 
 /// Copies the payload of |b| back into |t|; "" or a message if a guard changed.
 inline std::string unguard(const std::vector<unsigned char> &b, HostTensor &t,
                            const char *which) {
-  std::memcpy(t.bytes.data(), b.data() + kGuardBytes, t.bytes.size());
+  if (!t.bytes.empty())
+    std::memcpy(t.bytes.data(), b.data() + kGuardBytes, t.bytes.size());
   for (size_t i = 0; i < kGuardBytes; ++i)
     if (b[i] != 0xA5 || b[b.size() - 1 - i] != 0xA5)
       return std::string("the kernel wrote outside ") + which;
