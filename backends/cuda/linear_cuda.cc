@@ -448,11 +448,11 @@ std::string runLinear(Context &ctx, const Tensor &x, const Tensor &w, const Tens
 }
 
 std::string runMatmul(Context &ctx, const Tensor &a, const Tensor &b, bool transB, Tensor &out) {
-  cudaDataType_t abType, outType;
+  cudaDataType_t abType, outType, bType;
   if (!cudaType(a.dtype, abType))
     return dtypeError("matmul lhs", a.dtype);
-  if (b.dtype != a.dtype)
-    return "matmul: the operands' dtypes differ";
+  if (!cudaType(b.dtype, bType))
+    return dtypeError("matmul rhs", b.dtype);
   if (!cudaType(out.dtype, outType))
     return dtypeError("matmul output", out.dtype);
   const size_t ra = a.shape.size(), rb = b.shape.size(), ro = out.shape.size();
@@ -513,8 +513,40 @@ std::string runMatmul(Context &ctx, const Tensor &a, const Tensor &b, bool trans
   for (int64_t e = 0; e < batches && affine; ++e)
     affine = offA[e] == e * stepA && offB[e] == e * stepB;
 
+  // Mixed operands (an f32 model input against a reduced-precision value):
+  // the f32 one is converted to the other's dtype in scratch, as cuBLAS
+  // multiplies operands of one type. The scratch also holds the f32 result
+  // of the fallback below.
+  const uint32_t common = a.dtype == TFC_DTYPE_F32 ? b.dtype : a.dtype;
+  cudaType(common, abType);
+  const Tensor *conv = a.dtype != common ? &a : b.dtype != common ? &b : nullptr;
+  const size_t convBytes = conv ? round256(conv->numel() * tfc_dtype_size(common)) : 0;
   const bool f32Out = out.dtype == TFC_DTYPE_F32;
-  const size_t es = tfc_dtype_size(a.dtype);
+  const size_t accBytes = f32Out ? 0 : round256(batches * m * n * sizeof(float));
+  void *scratch = nullptr;
+  if (convBytes + accBytes > 0) {
+    std::string err = ctx.scratchFor(convBytes + accBytes, &scratch);
+    if (!err.empty())
+      return err;
+  }
+  const void *aData = a.data, *bData = b.data;
+  if (conv) {
+    EwArgs c;
+    c.op = EwOp::Cast;
+    c.in[0] = conv->data;
+    c.inType[0] = conv->dtype;
+    c.out = scratch;
+    c.outType = common;
+    c.n = conv->numel();
+    c.bc.rank = 1;
+    c.bc.shape[0] = c.n;
+    c.bc.stride[0][0] = 1;
+    std::string err = launchElementwise(c, ctx.stream);
+    if (!err.empty())
+      return err;
+    (conv == &a ? aData : bData) = scratch;
+  }
+  const size_t es = tfc_dtype_size(common);
   auto run = [&](cudaDataType_t cdType, void *D, bool &unsupported) -> std::string {
     // Column-major: D^T (N x M) = op(b) (N x K) * a^T (K x M).
     GemmCall g;
@@ -530,8 +562,8 @@ std::string runMatmul(Context &ctx, const Tensor &a, const Tensor &b, bool trans
     g.ldd = n;
     const size_t ds = cdType == CUDA_R_32F ? 4 : 2;
     if (affine) {
-      g.A = b.data;
-      g.B = a.data;
+      g.A = bData;
+      g.B = aData;
       g.D = D;
       g.C = D;
       g.batch = static_cast<int32_t>(batches);
@@ -541,8 +573,8 @@ std::string runMatmul(Context &ctx, const Tensor &a, const Tensor &b, bool trans
       return gemm(ctx, g, unsupported);
     }
     for (int64_t e = 0; e < batches; ++e) {
-      g.A = static_cast<const char *>(b.data) + offB[e] * k * n * es;
-      g.B = static_cast<const char *>(a.data) + offA[e] * m * k * es;
+      g.A = static_cast<const char *>(bData) + offB[e] * k * n * es;
+      g.B = static_cast<const char *>(aData) + offA[e] * m * k * es;
       g.D = static_cast<char *>(D) + e * m * n * ds;
       g.C = g.D;
       std::string err = gemm(ctx, g, unsupported);
@@ -559,12 +591,7 @@ std::string runMatmul(Context &ctx, const Tensor &a, const Tensor &b, bool trans
       return err;
   }
   // Fallback: f32 result (or zeros when K = 0), rounded to the output dtype.
-  void *acc = out.data;
-  if (!f32Out) {
-    std::string err = ctx.scratchFor(batches * m * n * sizeof(float), &acc);
-    if (!err.empty())
-      return err;
-  }
+  void *acc = f32Out ? out.data : static_cast<char *>(scratch) + convBytes;
   if (k == 0) {
     std::string err = fillZero(ctx, acc, batches * m * n * sizeof(float));
     if (!err.empty())

@@ -15,6 +15,12 @@
 // instance; they do not depend on the float dtype, but on CUDA each run also
 // checks the Context's error state and guard bytes again.
 //
+// Operands of other dtypes than the one under test appear where the runtime
+// produces them (it keeps f32 model inputs, f32 i8 scales and may keep f32
+// biases or caches next to f16/bf16 values): an f32 lhs of a linear or matmul,
+// f32 bias and residual, f32 gamma and beta, an f32 attention output, f32 KV
+// caches. In the f32 instances these are the plain cases.
+//
 // Attention is covered per mask kind (none, key padding, causal, padding +
 // causal, additive in four broadcast shapes), with Sq != Sk, rows whose keys
 // are all masked (finite fill: the uniform average; -inf: NaN), q_len 1,
@@ -225,6 +231,8 @@ struct EmbCase {
   int64_t offsetValue = 0;
   uint32_t idsType = TFC_DTYPE_I64;
   double scale = 1.0;
+  bool i8Table = false;  ///< an i8 table with per-row f32 scales (last input)
+  bool f32Tables = false; ///< positions and type table in f32
 };
 
 TEST_P(KernelTest, TokenEmbedding) {
@@ -236,6 +244,9 @@ TEST_P(KernelTest, TokenEmbedding) {
       {"decode offset", 2, 2, 11, 24, true, 1, 8, false, true, 5},
       {"i32 ids", 2, 3, 11, 24, true, 1, 8, false, false, 0, TFC_DTYPE_I32, 3.0},
       {"wide rows", 1, 2, 5, 600, true, 1, 4, true, false, 0, TFC_DTYPE_I64, 1.5},
+      {"i8 table", 2, 5, 11, 24, true, 1, 8, false, true, 2, TFC_DTYPE_I64, 2.0, true},
+      {"f32 positions and types", 2, 5, 11, 24, true, 1, 8, true, false, 0, TFC_DTYPE_I64, 1.0,
+       false, true},
   };
   for (const EmbCase &c : cases) {
     SCOPED_TRACE(c.name);
@@ -245,10 +256,13 @@ TEST_P(KernelTest, TokenEmbedding) {
     for (auto &x : typev)
       x = static_cast<double>(randomInt(0, 2));
     HostTensor ids = tensor(c.idsType, {c.B, c.S}, idv);
-    HostTensor table = random(dt(), {c.V, c.D});
-    HostTensor pos = random(dt(), {std::max<int64_t>(c.posRows, 1), c.D});
+    HostTensor table = c.i8Table ? random(TFC_DTYPE_I8, {c.V, c.D}, -127, 127)
+                                 : random(dt(), {c.V, c.D});
+    HostTensor rowScales = random(TFC_DTYPE_F32, {c.V}, 0.001, 0.02);
+    const uint32_t tablesType = c.f32Tables ? uint32_t(TFC_DTYPE_F32) : dt();
+    HostTensor pos = random(tablesType, {std::max<int64_t>(c.posRows, 1), c.D});
     HostTensor typeIds = tensor(TFC_DTYPE_I64, {c.B, c.S}, typev);
-    HostTensor typeTable = random(dt(), {3, c.D});
+    HostTensor typeTable = random(tablesType, {3, c.D});
     HostTensor offset = tensor(TFC_DTYPE_I64, {}, {static_cast<double>(c.offsetValue)});
     HostTensor out(dt(), {c.B, c.S, c.D});
     std::vector<HostTensor *> in = {&ids, &table};
@@ -260,6 +274,8 @@ TEST_P(KernelTest, TokenEmbedding) {
     }
     if (c.offset)
       in.push_back(&offset);
+    if (c.i8Table)
+      in.push_back(&rowScales);
     ASSERT_EQ(run(TFC_KERNEL_TOKEN_EMBEDDING, in, out,
                   {c.axis, c.positions, c.types, c.offset}, {c.scale}),
               "");
@@ -269,7 +285,7 @@ TEST_P(KernelTest, TokenEmbedding) {
         const int64_t r = i * c.S + j, id = static_cast<int64_t>(ids.get(r));
         const int64_t p = c.axis == 0 ? i : j + c.offsetValue;
         for (int64_t k = 0; k < c.D; ++k) {
-          double v = table.get(id * c.D + k) * c.scale;
+          double v = table.get(id * c.D + k) * c.scale * (c.i8Table ? rowScales.get(id) : 1.0);
           if (c.types)
             v += typeTable.get(static_cast<int64_t>(typeIds.get(r)) * c.D + k);
           if (c.positions)
@@ -355,6 +371,9 @@ struct LinearCase {
   int64_t n;
   bool bias, residual;
   int act; // FUSED_LINEAR's activation; -1: the LINEAR kernel
+  bool f32X = false;        ///< x in f32 (a model input)
+  bool f32BiasRes = false;  ///< bias and residual in f32
+  bool f32Out = false;      ///< the output in f32
 };
 
 TEST_P(KernelTest, LinearAndFusedLinear) {
@@ -367,20 +386,26 @@ TEST_P(KernelTest, LinearAndFusedLinear) {
     for (int bias = 0; bias <= 1; ++bias)
       for (int res = 0; res <= 1; ++res)
         cases.push_back({{37, 48}, 40, bias != 0, res != 0, act});
+  cases.push_back({{9, 32}, 24, true, false, -1, true});
+  cases.push_back({{9, 32}, 24, true, true, 0, false, true});
+  cases.push_back({{9, 32}, 24, true, true, 1, true, true, true});
+  cases.push_back({{9, 32}, 24, true, false, 3, false, false, true});
   for (const LinearCase &c : cases) {
     std::ostringstream name;
     name << "x " << shapeStr(c.xShape) << " N " << c.n << " bias " << c.bias << " residual "
-         << c.residual << " act " << c.act;
+         << c.residual << " act " << c.act << " f32 x/bias+res/out " << c.f32X << c.f32BiasRes
+         << c.f32Out;
     SCOPED_TRACE(name.str());
     const int64_t k = c.xShape.back();
     const double ws = 1.0 / std::sqrt(static_cast<double>(k));
-    HostTensor x = random(dt(), c.xShape);
+    const uint32_t f32 = TFC_DTYPE_F32;
+    HostTensor x = random(c.f32X ? f32 : dt(), c.xShape);
     HostTensor w = random(dt(), {c.n, k}, -ws, ws);
-    HostTensor b = random(dt(), {c.n});
+    HostTensor b = random(c.f32BiasRes ? f32 : dt(), {c.n});
     std::vector<int64_t> oShape = c.xShape;
     oShape.back() = c.n;
-    HostTensor res = random(dt(), oShape);
-    HostTensor out(dt(), oShape);
+    HostTensor res = random(c.f32BiasRes ? f32 : dt(), oShape);
+    HostTensor out(c.f32Out ? f32 : dt(), oShape);
     std::vector<HostTensor *> in = {&x, &w};
     if (c.bias)
       in.push_back(&b);
@@ -395,8 +420,9 @@ TEST_P(KernelTest, LinearAndFusedLinear) {
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t j = 0; j < c.n; ++j) {
         double acc = 0;
+        // An f32 x meets a reduced-precision weight in the weight's dtype.
         for (int64_t i = 0; i < k; ++i)
-          acc += x.get(r * k + i) * w.get(j * k + i);
+          acc += roundTo(w.dtype, x.get(r * k + i)) * w.get(j * k + i);
         if (c.bias)
           acc += b.get(j);
         if (c.act == 1)
@@ -414,6 +440,7 @@ TEST_P(KernelTest, LinearAndFusedLinear) {
 struct MatmulCase {
   std::vector<int64_t> a, b;
   bool transB;
+  bool f32Lhs = false; ///< the lhs in f32 (converted to the rhs's dtype)
 };
 
 TEST_P(KernelTest, Matmul) {
@@ -426,13 +453,14 @@ TEST_P(KernelTest, Matmul) {
       {{1, 4, 5}, {3, 5, 6}, false},             // lhs broadcast
       {{2, 70, 130}, {2, 90, 130}, true},
       {{2, 70, 130}, {2, 130, 90}, false},
+      {{3, 4, 5}, {3, 6, 5}, true, true},
   };
   for (const MatmulCase &c : cases) {
     const std::string name = shapeStr(c.a) + " x " + shapeStr(c.b) + (c.transB ? " T" : "");
     SCOPED_TRACE(name);
     const int64_t m = c.a[c.a.size() - 2], k = c.a.back();
     const int64_t n = c.transB ? c.b[c.b.size() - 2] : c.b.back();
-    HostTensor a = random(dt(), c.a);
+    HostTensor a = random(c.f32Lhs ? uint32_t(TFC_DTYPE_F32) : dt(), c.a);
     HostTensor b = random(dt(), c.b, -1.0 / std::sqrt(double(k)), 1.0 / std::sqrt(double(k)));
     std::vector<int64_t> ab(c.a.begin(), c.a.end() - 2), bb(c.b.begin(), c.b.end() - 2);
     std::vector<int64_t> ob = broadcastShape(ab, bb), oShape = ob;
@@ -450,7 +478,7 @@ TEST_P(KernelTest, Matmul) {
         for (int64_t j = 0; j < n; ++j) {
           double acc = 0;
           for (int64_t x = 0; x < k; ++x)
-            acc += a.get(ia * m * k + i * k + x) *
+            acc += roundTo(b.dtype, a.get(ia * m * k + i * k + x)) *
                    b.get(ib * k * n + (c.transB ? j * k + x : x * n + j));
           ref[(e * m + i) * n + j] = acc;
         }
@@ -846,7 +874,9 @@ TEST_P(KernelTest, LayerNorm) {
                  std::to_string(c.center));
     HostTensor x = random(dt(), c.shape, c.center - c.spread, c.center + c.spread);
     const int64_t d = c.shape.back(), rows = x.numel() / d;
-    HostTensor gamma = random(dt(), {d}, 0.5, 1.5), beta = random(dt(), {d});
+    // Half of the cases keep gamma and beta in f32, as reduced-precision plans do.
+    const uint32_t gt = (&c - cases) % 2 ? uint32_t(TFC_DTYPE_F32) : dt();
+    HostTensor gamma = random(gt, {d}, 0.5, 1.5), beta = random(gt, {d});
     HostTensor out(dt(), c.shape);
     ASSERT_EQ(run(TFC_KERNEL_LAYER_NORM, {&x, &gamma, &beta}, out, {c.variant}, {c.eps}), "");
     std::vector<double> ref(x.numel());
@@ -883,6 +913,8 @@ struct AttnCase {
   std::vector<int64_t> addShape;
   /// Additive: make the row (b 0, h 0, i 1) all -inf (when the shape has it).
   bool addInfRow = false;
+  /// The output (and an additive mask) in f32 whatever the dtype under test.
+  bool f32Out = false;
 };
 
 /// Reference attention in double: materialized scores, masked_fill
@@ -942,7 +974,8 @@ protected:
           t = (b % 2 == 1 && j >= c.Sk - (b + 1)) ? 0 : randomInt(1, 9);
         tokens.set(b * c.Sk + j, static_cast<double>(t));
       }
-    HostTensor add = random(dt(), c.addShape.empty() ? std::vector<int64_t>{1} : c.addShape, -2, 2);
+    HostTensor add = random(c.f32Out ? uint32_t(TFC_DTYPE_F32) : dt(),
+                            c.addShape.empty() ? std::vector<int64_t>{1} : c.addShape, -2, 2);
     if (c.mask == kAdditive) {
       for (int64_t e = 0; e < add.numel(); e += 5)
         add.set(e, -kInf);
@@ -954,7 +987,7 @@ protected:
       }
     }
     const double scale = 1.0 / std::sqrt(static_cast<double>(c.dk));
-    HostTensor out(dt(), {c.B, c.Sq, Dv});
+    HostTensor out(c.f32Out ? uint32_t(TFC_DTYPE_F32) : dt(), {c.B, c.Sq, Dv});
     std::vector<HostTensor *> in = {&q, &k, &v};
     if (c.mask == kKeyPadding || c.mask == kPaddingCausal)
       in.push_back(&tokens);
@@ -1009,6 +1042,10 @@ TEST_P(AttentionTest, Additive) {
   AttnCase big{"additive large", 2, 40, 70, 2, 32, 32, kAdditive};
   big.addShape = {2, 1, 40, 70};
   check(big);
+  AttnCase f32{"additive, f32 mask and output", 2, 20, 33, 2, 16, 16, kAdditive};
+  f32.addShape = {2, 1, 1, 33};
+  f32.f32Out = true;
+  check(f32);
 }
 
 TEST_P(AttentionTest, TilesAndHeadDims) {
@@ -1036,6 +1073,7 @@ struct CachedCase {
   const char *name;
   int64_t B, T, pos, L, H, dk, dv;
   int64_t cacheBatch = 0; ///< 0: B
+  bool f32Cache = false;  ///< f32 caches behind q, k, v of the dtype under test
 };
 
 TEST_P(KernelTest, CachedAttention) {
@@ -1045,13 +1083,15 @@ TEST_P(KernelTest, CachedAttention) {
       {"fills the cache", 1, 2, 6, 8, 2, 4, 4},
       {"several key tiles, cache batch > B", 3, 1, 37, 64, 4, 16, 16, 4},
       {"several query and key tiles", 2, 20, 45, 70, 2, 64, 32},
+      {"f32 caches", 2, 2, 33, 40, 2, 16, 16, 0, true},
   };
   for (const CachedCase &c : cases) {
     SCOPED_TRACE(c.name);
     const int64_t D = c.H * c.dk, Dv = c.H * c.dv, CB = c.cacheBatch ? c.cacheBatch : c.B;
     HostTensor q = random(dt(), {c.B, c.T, D}), k = random(dt(), {c.B, c.T, D});
     HostTensor v = random(dt(), {c.B, c.T, Dv});
-    HostTensor kc = random(dt(), {CB, c.L, D}), vc = random(dt(), {CB, c.L, Dv});
+    const uint32_t ct = c.f32Cache ? uint32_t(TFC_DTYPE_F32) : dt();
+    HostTensor kc = random(ct, {CB, c.L, D}), vc = random(ct, {CB, c.L, Dv});
     // Rows past pos + T are not part of the sequence: poison them.
     for (int64_t b = 0; b < CB; ++b)
       for (int64_t r = c.pos + c.T; r < c.L; ++r) {
