@@ -919,6 +919,14 @@ tfrun_status_t *tfrun_session_create_with_options(const tfrun_model_t *model,
         return fromError(e);
       s->deviceText = s->dev->describe();
       s->computeDtype = cd;
+      for (const tfrun::Function &f : s->m->functions)
+        for (const tfrun::Instr &in : f.plan)
+          if ((in.kernel == TFC_KERNEL_LINEAR || in.kernel == TFC_KERNEL_FUSED_LINEAR) &&
+              f.values[in.inputs[1]].dtype == TFC_DTYPE_I8)
+            return makeStatus(TFRUN_UNSUPPORTED,
+                              "int8 linear weights (tfc compile --precision int8) run on the "
+                              "CPU only; on CUDA use an f32 or bf16 model.bin, or --dtype "
+                              "f16 / bf16");
       if (cd != TFC_DTYPE_F32)
         for (const tfrun::Function &f : s->m->functions)
           for (const tfrun::ValueDesc &v : f.values)
