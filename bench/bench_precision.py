@@ -20,7 +20,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 
 # PyTorch's OpenMP workers would otherwise spin between its runs and steal the
 # cores from the tfrun subprocess measured in between: make them sleep when idle.
@@ -34,20 +33,10 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 import torch_models as tm  # noqa: E402
-from bench_floydhub import P, gemm_flops  # noqa: E402
+from bench_floydhub import P, gemm_flops, median_ms  # noqa: E402
 
 BIN = os.path.join(ROOT, "build", "bin")
 PRECISIONS = ["f32", "bf16", "int8"]
-
-
-def median_ms(fn, runs):
-    fn()
-    ts = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        ts.append((time.perf_counter() - t0) * 1e3)
-    return float(np.median(ts))
 
 
 def main():

@@ -126,21 +126,6 @@ template <typename F> tfrun_status_t *guarded(F f) {
   }
 }
 
-const char *dtypeName(uint32_t d) {
-  switch (d) {
-  case TFC_DTYPE_F32:
-    return "f32";
-  case TFC_DTYPE_I64:
-    return "i64";
-  case TFC_DTYPE_I32:
-    return "i32";
-  case TFC_DTYPE_BOOL:
-    return "bool";
-  default:
-    return "?";
-  }
-}
-
 /// An input of one function run: a pointer the caller keeps alive for the run.
 struct BoundInput {
   const void *data = nullptr;
@@ -178,6 +163,67 @@ float halfToFloat(uint16_t h) {
 
 tfrun_status_t *fromDeviceError(const tfrun::Error &e) {
   return makeStatus(static_cast<tfrun_code_t>(e.code), e.message);
+}
+
+/// Adds one kernel call to the session's profile, under its precision label.
+void recordKernelTime(tfrun_session_t *s, const tfrun::Instr &in,
+                      const std::vector<const tfc::cpu::Tensor *> &args,
+                      const tfc::cpu::Tensor &out, std::chrono::steady_clock::time_point t0) {
+  char label[24];
+  const size_t n = args.size();
+  tfc_instr_precision(in.kernel, n > 0 ? args[0]->dtype : UINT32_MAX,
+                      n > 1 ? args[1]->dtype : UINT32_MAX, out.dtype, label, sizeof label);
+  auto &kt = s->kernelTimes[{in.kernel, label}];
+  kt.ms +=
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  kt.calls++;
+}
+
+/// Fills the tensors of function |fi| for a run: each value's shape from the
+/// bound symbolic dims, its dtype, and its address by storage. |inputData(k)|
+/// and |weightData(i)| give input k's and weight value i's data where the
+/// plan runs (host memory, or device memory for a device session).
+template <typename InputData, typename WeightData>
+tfrun_status_t *bindTensors(tfrun_session_t *s, size_t fi, const std::vector<BoundInput> &ins,
+                            const std::vector<int64_t> &sym, InputData inputData,
+                            WeightData weightData) {
+  const tfrun::Model &m = *s->m;
+  const tfrun::Function &f = m.functions[fi];
+  tfrun_session::FnState &fs = s->fns[fi];
+  fs.tensors.assign(f.values.size(), {});
+  for (size_t i = 0; i < f.values.size(); ++i) {
+    const tfrun::ValueDesc &v = f.values[i];
+    tfc::cpu::Tensor &t = fs.tensors[i];
+    t.dtype = fs.dtypes.empty() ? v.dtype : fs.dtypes[i];
+    for (int64_t d : v.dims) {
+      int64_t x = d >= 0 ? d : sym[-(d + 1)];
+      if (x < 0)
+        return makeStatus(TFRUN_INVALID_ARGUMENT,
+                          "'" + f.name + "': no input gives the size of " +
+                              m.symbolNames[-(d + 1)]);
+      t.shape.push_back(x);
+    }
+    switch (v.storage) {
+    case tfrun::Storage::Input:
+      t.data = inputData(v.offset);
+      t.shape = ins[v.offset].shape;
+      break;
+    case tfrun::Storage::Weight:
+      t.data = weightData(i);
+      t.packed = s->dev ? nullptr : f.packed[i].get();
+      break;
+    case tfrun::Storage::Arena:
+      t.data = static_cast<char *>(fs.arena) + v.offset;
+      break;
+    case tfrun::Storage::State:
+      t.data = static_cast<char *>(s->state) + v.offset;
+      break;
+    case tfrun::Storage::View:
+      t.data = fs.tensors[v.offset].data;
+      break;
+    }
+  }
+  return nullptr;
 }
 
 /// A device session's first run of function |fi|: each value's dtype on the
@@ -270,38 +316,10 @@ tfrun_status_t *runOnDevice(tfrun_session_t *s, size_t fi, const std::vector<Bou
       if (tfrun::Error e = d.upload(buf.first, ins[i].data, bytes))
         return fromDeviceError(e);
   }
-  fs.tensors.assign(f.values.size(), {});
-  for (size_t i = 0; i < f.values.size(); ++i) {
-    const tfrun::ValueDesc &v = f.values[i];
-    tfc::cpu::Tensor &t = fs.tensors[i];
-    t.dtype = fs.dtypes[i];
-    for (int64_t x : v.dims) {
-      int64_t y = x >= 0 ? x : sym[-(x + 1)];
-      if (y < 0)
-        return makeStatus(TFRUN_INVALID_ARGUMENT, "'" + f.name +
-                                                      "': no input gives the size of " +
-                                                      m.symbolNames[-(x + 1)]);
-      t.shape.push_back(y);
-    }
-    switch (v.storage) {
-    case tfrun::Storage::Input:
-      t.data = fs.devInputs[v.offset].first;
-      t.shape = ins[v.offset].shape;
-      break;
-    case tfrun::Storage::Weight:
-      t.data = fs.weightPtrs[i];
-      break;
-    case tfrun::Storage::Arena:
-      t.data = static_cast<char *>(fs.arena) + v.offset;
-      break;
-    case tfrun::Storage::State:
-      t.data = static_cast<char *>(s->state) + v.offset;
-      break;
-    case tfrun::Storage::View:
-      t.data = fs.tensors[v.offset].data;
-      break;
-    }
-  }
+  if (tfrun_status_t *st = bindTensors(
+          s, fi, ins, sym, [&](size_t k) { return fs.devInputs[k].first; },
+          [&](size_t i) { return fs.weightPtrs[i]; }))
+    return st;
   for (const tfrun::Instr &in : f.plan) {
     if (in.kernel == TFC_KERNEL_RESHAPE || in.kernel == TFC_KERNEL_UNSQUEEZE)
       continue;
@@ -316,15 +334,7 @@ tfrun_status_t *runOnDevice(tfrun_session_t *s, size_t fi, const std::vector<Bou
       // Kernel times need a sync after each kernel: profiling slows the run.
       if (tfrun::Error e = d.sync())
         return fromDeviceError(e);
-      char label[24];
-      const size_t n = in.inputs.size();
-      tfc_instr_precision(in.kernel, n > 0 ? args[0]->dtype : UINT32_MAX,
-                          n > 1 ? args[1]->dtype : UINT32_MAX, fs.tensors[in.output].dtype,
-                          label, sizeof label);
-      auto &kt = s->kernelTimes[{in.kernel, label}];
-      kt.ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                   .count();
-      kt.calls++;
+      recordKernelTime(s, in, args, fs.tensors[in.output], t0);
     }
   }
   if (tfrun::Error e = d.sync())
@@ -421,39 +431,10 @@ tfrun_status_t *runFunction(tfrun_session_t *s, size_t fi, const std::vector<Bou
                             "-byte KV cache (compile with smaller --set max_batch / max_len)");
   }
   // Shapes and addresses.
-  fs.tensors.assign(f.values.size(), {});
-  for (size_t i = 0; i < f.values.size(); ++i) {
-    const tfrun::ValueDesc &v = f.values[i];
-    tfc::cpu::Tensor &t = fs.tensors[i];
-    t.dtype = v.dtype;
-    for (int64_t d : v.dims) {
-      int64_t x = d >= 0 ? d : sym[-(d + 1)];
-      if (x < 0)
-        return makeStatus(TFRUN_INVALID_ARGUMENT,
-                          "'" + f.name + "': no input gives the size of " +
-                              m.symbolNames[-(d + 1)]);
-      t.shape.push_back(x);
-    }
-    switch (v.storage) {
-    case tfrun::Storage::Input:
-      t.data = const_cast<void *>(ins[v.offset].data);
-      t.shape = ins[v.offset].shape;
-      break;
-    case tfrun::Storage::Weight:
-      t.data = const_cast<uint8_t *>(m.weights + v.offset);
-      t.packed = f.packed[i].get();
-      break;
-    case tfrun::Storage::Arena:
-      t.data = static_cast<char *>(fs.arena) + v.offset;
-      break;
-    case tfrun::Storage::State:
-      t.data = static_cast<char *>(s->state) + v.offset;
-      break;
-    case tfrun::Storage::View:
-      t.data = fs.tensors[v.offset].data;
-      break;
-    }
-  }
+  if (tfrun_status_t *st = bindTensors(
+          s, fi, ins, sym, [&](size_t k) { return const_cast<void *>(ins[k].data); },
+          [&](size_t i) { return const_cast<uint8_t *>(m.weights + f.values[i].offset); }))
+    return st;
   if (s->threads > 0)
     omp_set_num_threads(s->threads);
   for (size_t i = 0; i < f.plan.size(); ++i) {
@@ -466,17 +447,8 @@ tfrun_status_t *runFunction(tfrun_session_t *s, size_t fi, const std::vector<Bou
     auto t0 = std::chrono::steady_clock::now();
     std::string err = tfc::cpu::runKernel(in.kernel, args, fs.tensors[in.output], in.ints,
                                           in.floats);
-    if (s->profiling) {
-      char label[24];
-      const size_t n = in.inputs.size();
-      tfc_instr_precision(in.kernel, n > 0 ? args[0]->dtype : UINT32_MAX,
-                          n > 1 ? args[1]->dtype : UINT32_MAX, fs.tensors[in.output].dtype,
-                          label, sizeof label);
-      auto &kt = s->kernelTimes[{in.kernel, label}];
-      kt.ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                   .count();
-      kt.calls++;
-    }
+    if (s->profiling)
+      recordKernelTime(s, in, args, fs.tensors[in.output], t0);
     if (!err.empty())
       return makeStatus(TFRUN_INVALID_ARGUMENT, err);
   }
@@ -992,7 +964,7 @@ tfrun_status_t *tfrun_session_set_input(tfrun_session_t *s, const char *name,
     if (dtype != TFRUN_I64 && dtype != TFRUN_I32)
       return makeStatus(TFRUN_INVALID_ARGUMENT,
                         std::string("input '") + name + "' takes token ids (i64 or i32), got " +
-                            dtypeName(dtype));
+                            tfc_dtype_name(dtype));
     if (rank != v.dims.size())
       return makeStatus(TFRUN_INVALID_ARGUMENT,
                         std::string("input '") + name + "' must have rank " +
