@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/model.h"
 
+#include "backends/cpu/cpu_isa.h"
+
 #include <cerrno>
 #include <algorithm>
 #include <cstring>
@@ -435,7 +437,9 @@ static Error parse(const uint8_t *data, size_t size, std::unique_ptr<Model> &m) 
         shared = tfc::cpu::packLinear(m->weights + w.offset, w.dtype, w.dims[0], w.dims[1],
                                       scales, err);
         if (!shared)
-          return Error{6 /*TFRUN_INTERNAL*/, err};
+          return Error{tfc::cpu::cpuPaths().supported ? 6 /*TFRUN_INTERNAL*/
+                                                      : 3 /*TFRUN_UNSUPPORTED*/,
+                       err};
       }
       f.packed[wv] = shared;
     }

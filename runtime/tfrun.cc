@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "tfrun/tfrun.h"
 
+#include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/kernels_cpu.h"
 #include "runtime/device.h"
 #include "runtime/generate.h"
@@ -923,6 +924,9 @@ tfrun_status_t *tfrun_session_create_with_options(const tfrun_model_t *model,
     if (o->device != TFRUN_DEVICE_CPU)
       return makeStatus(TFRUN_INVALID_ARGUMENT,
                         "unknown device " + std::to_string(o->device));
+    if (const tfc::cpu::CpuPaths &cpu = tfc::cpu::cpuPaths(); !cpu.supported)
+      return makeStatus(TFRUN_UNSUPPORTED, cpu.error);
+    s->deviceText = tfc::cpu::describeCpuPaths();
     if (cd != TFC_DTYPE_F32)
       return makeStatus(TFRUN_UNSUPPORTED,
                         "on the CPU the precision is chosen at compile time "

@@ -3,8 +3,8 @@
 // The bulk conversions the reduced-precision plans need between kernels:
 // f32 <-> bf16 with round-to-nearest-even (the rounding of tfc/bf16.h, so the
 // compiler's weights and the runtime's activations round alike), and the
-// dynamic per-row symmetric int8 quantization of a linear layer's input.
-// AVX-512 BF16 instructions where the build has them, scalar code otherwise.
+// dynamic per-row asymmetric int8 quantization of a linear layer's input.
+// AVX-512 or AVX2, whichever cpu_isa.h chose for this CPU.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TFC_BACKENDS_CPU_CONVERT_CPU_H

@@ -2,6 +2,7 @@
 #include "backends/cpu/linear_dnnl.h"
 
 #include "backends/cpu/convert_cpu.h"
+#include "backends/cpu/cpu_isa.h"
 #include "tfc/abi.h"
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -72,6 +73,10 @@ class PackedLinear {
 public:
   int64_t n = 0, k = 0;
   uint32_t dtype = TFC_DTYPE_F32;
+  /// bf16 weights on a CPU where oneDNN has no bf16 matmul: |weights| holds
+  /// them widened to f32 (exactly), and the GEMM runs in f32 on bf16-rounded
+  /// inputs, which is the native path's arithmetic (cpu_isa.h).
+  bool bf16Emulated = false;
   const float *scales = nullptr; ///< i8: per output channel
   /// i8: sum over k of weight[n, k], to take the activations' zero points out
   /// of the u8 x s8 sums: sum_k (q - z) w = sum_k q w - z * wsum[n].
@@ -139,12 +144,24 @@ std::shared_ptr<PackedLinear> packLinear(const void *w, uint32_t dtype, int64_t 
     err = "an int8 linear weight has no scales";
     return nullptr;
   }
+  const CpuPaths &paths = cpuPaths();
+  if (!paths.supported) {
+    err = paths.error;
+    return nullptr;
+  }
   try {
     auto p = std::make_shared<PackedLinear>();
     p->n = n;
     p->k = k;
     p->dtype = dtype;
     p->scales = scales;
+    std::vector<float> widened;
+    if (dtype == TFC_DTYPE_BF16 && !paths.bf16Native) {
+      p->bf16Emulated = true;
+      widened.resize((size_t)(n * k));
+      bf16ToF32(static_cast<const uint16_t *>(w), widened.data(), n * k);
+      w = widened.data();
+    }
     if (dtype == TFC_DTYPE_I8) {
       p->wsum.assign(n, 0);
       const int8_t *wq = static_cast<const int8_t *>(w);
@@ -152,7 +169,7 @@ std::shared_ptr<PackedLinear> packLinear(const void *w, uint32_t dtype, int64_t 
         for (int64_t c = 0; c < k; ++c)
           p->wsum[r] += wq[r * k + c];
     }
-    dt wt = dnnlType(dtype);
+    dt wt = p->bf16Emulated ? dt::f32 : dnnlType(dtype);
     // W [N, K] row-major is the matmul weights [K, N] in layout "ba".
     dnnl::memory::desc plain({k, n}, wt, tag::ba);
     dnnl::memory::desc any({k, n}, wt, tag::any);
@@ -194,24 +211,41 @@ std::string execute(const PackedLinear::Prim &p, std::unordered_map<int, dnnl::m
 
 /// The int8 path: quantize x per row (u8 with a zero point), u8 x s8 -> s32 on
 /// oneDNN, then one epilogue pass for the zero points, scales, bias,
-/// activation and residual.
+/// activation and residual. Without VNNI the u8 x s8 GEMM would saturate, so
+/// it runs as two exact ones on q >> 1 and q & 1 (cpu_isa.h).
 std::string runInt8(const PackedLinear &w, const LinearCall &c) {
   const int64_t rows = c.rows, k = w.k, n = w.n;
-  thread_local ThreadBuffer qbuf, sbuf, zbuf, accbuf;
+  const bool split = !cpuPaths().int8Vnni;
+  thread_local ThreadBuffer qbuf, sbuf, zbuf, accbuf, lobuf, acclobuf;
   auto *q = static_cast<uint8_t *>(qbuf.get(rows * k));
   auto *sx = static_cast<float *>(sbuf.get(rows * sizeof(float)));
   auto *zx = static_cast<int32_t *>(zbuf.get(rows * sizeof(int32_t)));
   auto *acc = static_cast<int32_t *>(accbuf.get(rows * n * sizeof(int32_t)));
-  if (!q || !sx || !zx || !acc)
+  auto *qlo = split ? static_cast<uint8_t *>(lobuf.get(rows * k)) : nullptr;
+  auto *acclo = split ? static_cast<int32_t *>(acclobuf.get(rows * n * sizeof(int32_t))) : nullptr;
+  if (!q || !sx || !zx || !acc || (split && (!qlo || !acclo)))
     return "out of memory for an int8 linear layer's buffers";
   quantizeRows(c.x, c.xDtype == TFC_DTYPE_BF16, rows, k, q, sx, zx);
+  if (split)
+    for (int64_t i = 0; i < rows * k; ++i) {
+      qlo[i] = q[i] & 1;
+      q[i] >>= 1;
+    }
   const PackedLinear::Prim &p = w.get(rows, dt::u8, dt::s32, false, 0, false);
   dnnl::engine &eng = cpuEngine();
-  std::unordered_map<int, dnnl::memory> args{
-      {DNNL_ARG_SRC, dnnl::memory(p.pd.src_desc(), eng, q)},
-      {DNNL_ARG_WEIGHTS, w.weights},
-      {DNNL_ARG_DST, dnnl::memory(p.pd.dst_desc(), eng, acc)}};
-  std::string err = execute(p, args);
+  auto gemm = [&](uint8_t *src, int32_t *dst) {
+    std::unordered_map<int, dnnl::memory> args{
+        {DNNL_ARG_SRC, dnnl::memory(p.pd.src_desc(), eng, src)},
+        {DNNL_ARG_WEIGHTS, w.weights},
+        {DNNL_ARG_DST, dnnl::memory(p.pd.dst_desc(), eng, dst)}};
+    return execute(p, args);
+  };
+  std::string err = gemm(q, acc);
+  if (err.empty() && split) {
+    err = gemm(qlo, acclo);
+    for (int64_t i = 0; i < rows * n; ++i)
+      acc[i] = 2 * acc[i] + acclo[i];
+  }
   if (!err.empty())
     return err;
   const float *sw = w.scales, *b = c.bias, *res = c.residual;
@@ -246,6 +280,50 @@ std::string runInt8(const PackedLinear &w, const LinearCall &c) {
   }
   return "";
 }
+
+/// The GEMM with its fused bias, activation and residual (post-ops on the
+/// f32 sums), reading x as |srcT| and writing y as |dstT|.
+std::string runGemm(const PackedLinear &w, const LinearCall &c, const void *x, dt srcT, void *y,
+                    dt dstT) {
+  const PackedLinear::Prim &p =
+      w.get(c.rows, srcT, dstT, c.bias != nullptr, c.act, c.residual != nullptr);
+  dnnl::engine &eng = cpuEngine();
+  std::unordered_map<int, dnnl::memory> args{
+      {DNNL_ARG_SRC, dnnl::memory(p.pd.src_desc(), eng, const_cast<void *>(x))},
+      {DNNL_ARG_WEIGHTS, w.weights},
+      {DNNL_ARG_DST, dnnl::memory(p.pd.dst_desc(), eng, y)}};
+  if (c.bias)
+    args[DNNL_ARG_BIAS] = dnnl::memory(p.pd.bias_desc(), eng, const_cast<float *>(c.bias));
+  if (c.residual)
+    args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(c.act ? 1 : 0) | DNNL_ARG_SRC_1] =
+        dnnl::memory(p.residual, eng, const_cast<float *>(c.residual));
+  return execute(p, args);
+}
+
+/// bf16 weights without a bf16 GEMM: the input is rounded to bf16 (or is
+/// bf16) and widened, the f32 GEMM runs on the widened weights, and a bf16
+/// output is rounded from the f32 result, as the native path does.
+std::string runBf16Emulated(const PackedLinear &w, const LinearCall &c) {
+  thread_local ThreadBuffer xbuf, hbuf, ybuf;
+  const int64_t nx = c.rows * w.k, ny = c.rows * w.n;
+  auto *x = static_cast<float *>(xbuf.get(nx * sizeof(float)));
+  const auto *xb = static_cast<const uint16_t *>(c.x);
+  if (c.xDtype != TFC_DTYPE_BF16) {
+    auto *h = static_cast<uint16_t *>(hbuf.get(nx * sizeof(uint16_t)));
+    if (h)
+      f32ToBf16(static_cast<const float *>(c.x), h, nx);
+    xb = h;
+  }
+  float *y = c.yDtype == TFC_DTYPE_BF16 ? static_cast<float *>(ybuf.get(ny * sizeof(float)))
+                                        : static_cast<float *>(c.y);
+  if (!x || !xb || !y)
+    return "out of memory for a bf16 linear layer's buffers";
+  bf16ToF32(xb, x, nx);
+  std::string err = runGemm(w, c, x, dt::f32, y, dt::f32);
+  if (err.empty() && c.yDtype == TFC_DTYPE_BF16)
+    f32ToBf16(y, static_cast<uint16_t *>(c.y), ny);
+  return err;
+}
 } // namespace
 
 std::string runPackedLinear(const PackedLinear &w, const LinearCall &c) {
@@ -260,6 +338,8 @@ std::string runPackedLinear(const PackedLinear &w, const LinearCall &c) {
              tfc_dtype_name(c.yDtype);
     if (w.dtype == TFC_DTYPE_I8)
       return runInt8(w, c);
+    if (w.bf16Emulated)
+      return runBf16Emulated(w, c);
     const void *x = c.x;
     if (w.dtype == TFC_DTYPE_BF16 && c.xDtype == TFC_DTYPE_F32) {
       thread_local ThreadBuffer xbuf;
@@ -269,21 +349,7 @@ std::string runPackedLinear(const PackedLinear &w, const LinearCall &c) {
       f32ToBf16(static_cast<const float *>(c.x), xb, c.rows * w.k);
       x = xb;
     }
-    const dt srcT = dnnlType(w.dtype);
-    const PackedLinear::Prim &p = w.get(c.rows, srcT, dnnlType(c.yDtype), c.bias != nullptr,
-                                        c.act, c.residual != nullptr);
-    dnnl::engine &eng = cpuEngine();
-    std::unordered_map<int, dnnl::memory> args{
-        {DNNL_ARG_SRC, dnnl::memory(p.pd.src_desc(), eng, const_cast<void *>(x))},
-        {DNNL_ARG_WEIGHTS, w.weights},
-        {DNNL_ARG_DST, dnnl::memory(p.pd.dst_desc(), eng, c.y)}};
-    if (c.bias)
-      args[DNNL_ARG_BIAS] =
-          dnnl::memory(p.pd.bias_desc(), eng, const_cast<float *>(c.bias));
-    if (c.residual)
-      args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(c.act ? 1 : 0) | DNNL_ARG_SRC_1] =
-          dnnl::memory(p.residual, eng, const_cast<float *>(c.residual));
-    return execute(p, args);
+    return runGemm(w, c, x, dnnlType(w.dtype), c.y, dnnlType(c.yDtype));
   } catch (const dnnl::error &e) {
     return std::string("oneDNN matmul failed: ") + e.what();
   }

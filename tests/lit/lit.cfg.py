@@ -7,9 +7,18 @@ config.test_format = lit.formats.ShTest(execute_external=True)
 config.suffixes = [".mlir", ".yaml", ".test"]
 config.excludes = ["Inputs", "lit.cfg.py", "lit.site.cfg.py"]
 config.test_source_root = os.path.dirname(__file__)
-config.test_exec_root = os.path.join(config.tfc_obj_root, "tests", "lit")
+# A capped run (lit-avx2 below) writes its outputs apart, so that it can run
+# beside the plain one.
+config.test_exec_root = os.path.join(
+    config.tfc_obj_root, "tests",
+    "lit" + ("-" + os.environ["TFC_CPU_ISA"].lower() if os.environ.get("TFC_CPU_ISA") else ""))
 
 # tfc, tfc-opt, then LLVM 16's FileCheck / not / count.
+# The CPU path cap (backends/cpu/cpu_isa.h): `TFC_CPU_ISA=AVX2 ctest` runs the
+# whole suite on the paths of an AVX2-only CPU.
+for var in ("TFC_CPU_ISA", "ONEDNN_MAX_CPU_ISA"):
+    if var in os.environ:
+        config.environment[var] = os.environ[var]
 config.environment["PATH"] = os.pathsep.join(
     [config.tfc_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
 config.substitutions.append(("%models", os.path.join(config.tfc_src_root, "models")))
