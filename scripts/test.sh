@@ -18,6 +18,13 @@ LD_LIBRARY_PATH="$PWD/$BUILD_DIR/install/lib" "$BUILD_DIR/embed/embed" \
   "$BUILD_DIR/tests/floydhub-small.bin"
 "$BUILD_DIR/install/bin/tfrun" "$BUILD_DIR/tests/floydhub-small.bin" > /dev/null
 echo "examples/embed: built against the installed tfrun package and ran"
+# The installed tfc starts and compiles (it needs LLVM/MLIR 16's shared
+# libraries through its RUNPATH), and the installed tfrun runs what it wrote
+# and prints its --info.
+"$BUILD_DIR/install/bin/tfc" compile models/tutorial-simple.yaml --set d_model=32 \
+  -o "$BUILD_DIR/install-check.bin"
+"$BUILD_DIR/install/bin/tfrun" --info "$BUILD_DIR/install-check.bin"
+echo "installed tfc and tfrun: compiled and ran models/tutorial-simple.yaml"
 
 # Last, so its summary is the closing line.
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j 2

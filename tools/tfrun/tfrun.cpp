@@ -49,6 +49,9 @@ const char *kUsage =
     "  --profile              print the time spent per kernel (over all timed runs)\n"
     "  --device D             cpu (default), or cuda / cuda:N: the same model.bin on an\n"
     "                         NVIDIA GPU (docs/backend-cuda.md)\n"
+    "  --info                 print the model's signature and sizes and the device's\n"
+    "                         kernel paths (e.g. 'cpu (avx2, fma; bf16 emulated; int8\n"
+    "                         without vnni; ...)'), then exit without running\n"
     "  --dtype T              with --device cuda: f32 runs the precision model.bin was\n"
     "                         compiled with; f16 or bf16 converts an f32 model once\n"
     "                         (the CPU's precision: tfc compile --precision)\n"
@@ -139,6 +142,32 @@ int runGenerate(tfrun_session_t *session, const tfrun_generate_options_t &gopt, 
   return 0;
 }
 
+/// tfrun --info: what a user (or a bug report) needs to know about a model.bin
+/// and where it runs, without running it.
+void printInfo(const std::string &path, const tfrun_model_t *model,
+               const tfrun_session_t *session) {
+  struct stat st {};
+  const long long bytes = ::stat(path.c_str(), &st) == 0 ? (long long)st.st_size : -1;
+  std::printf("model: %s\n", tfrun_model_name(model));
+  std::printf("file: %s (%.1f MB)\n", path.c_str(), bytes / 1e6);
+  std::printf("inputs:");
+  for (size_t i = 0; i < tfrun_model_input_count(model); ++i)
+    std::printf("%s %s", i ? "," : "", tfrun_model_input_name(model, i));
+  std::printf("  (token ids, int64 or int32 [batch, seq])\noutputs:");
+  for (size_t i = 0; i < tfrun_model_output_count(model); ++i)
+    std::printf("%s %s", i ? "," : "", tfrun_model_output_name(model, i));
+  std::printf("  (f32)\n");
+  if (tfrun_model_can_generate(model)) {
+    int64_t bos = 0, eos = 0, pad = 0, maxLen = 0;
+    tfrun_model_generation_info(model, &bos, &eos, &pad, &maxLen);
+    std::printf("generation: yes (bos %lld, eos %lld, pad %lld, up to %lld positions)\n",
+                (long long)bos, (long long)eos, (long long)pad, (long long)maxLen);
+  } else {
+    std::printf("generation: no\n");
+  }
+  std::printf("device: %s\n", tfrun_session_device(session));
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -147,7 +176,7 @@ int main(int argc, char **argv) {
   int threads = 0, bench = 0;
   tfrun_session_options_t sopts;
   tfrun_session_options_init(&sopts);
-  bool profile = false, generate = false;
+  bool profile = false, generate = false, info = false;
   tfrun_generate_options_t gopt;
   tfrun_generate_options_init(&gopt);
   auto number = [&](const char *flag, const char *v, double lo, double hi) {
@@ -210,6 +239,8 @@ int main(int argc, char **argv) {
         sopts.compute_dtype = TFRUN_BF16;
       else
         return fail("--dtype: '" + d + "' is not f32, f16 or bf16");
+    } else if (a == "--info") {
+      info = true;
     } else if (a == "--profile") {
       profile = true;
     } else if (a == "--generate") {
@@ -273,6 +304,11 @@ int main(int argc, char **argv) {
   };
 
   tfrun_model_generation_info(model, nullptr, nullptr, &generationPad, nullptr);
+  if (info) {
+    printInfo(modelPath, model, session);
+    cleanup();
+    return 0;
+  }
   if (generate && !tfrun_model_can_generate(model)) {
     std::string msg = "--generate: model '" + std::string(tfrun_model_name(model)) +
                       "' has no decoder to generate with (no causal self-attention; "
