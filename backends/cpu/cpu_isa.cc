@@ -9,6 +9,10 @@
 #include <cstring>
 #include <strings.h>
 
+#ifndef TFC_HAVE_OPENBLAS
+#define TFC_HAVE_OPENBLAS 0
+#endif
+
 namespace tfc::cpu {
 
 namespace {
@@ -183,6 +187,7 @@ CpuPaths choose() {
   p.int8Vnni = (eff & dnnl_cpu_isa_avx512_core_vnni) == dnnl_cpu_isa_avx512_core_vnni &&
                (f.avx512vnni || f.amxint8);
   p.bf16Native = p.supported && onednnHasBf16Matmul();
+  p.f32Blas = TFC_HAVE_OPENBLAS && !capAvx512;
   return p;
 }
 } // namespace
@@ -207,6 +212,7 @@ std::string describeCpuPaths() {
     s += f.avx2 ? "avx2" : "no avx2";
   }
   s += f.fma ? ", fma" : ", no fma";
+  s += p.f32Blas ? "; f32 openblas" : "; f32 onednn";
   s += p.bf16Native ? "; bf16 native" : "; bf16 emulated";
   s += p.int8Vnni ? "; int8 with vnni" : "; int8 without vnni";
   s += "; onednn " + p.onednnIsa;

@@ -15,6 +15,8 @@
 //   q = 2 * (q >> 1) + (q & 1), two GEMMs whose pair sums fit in s16
 //   (2 * 127 * 127 = 32258), combined in s32: the same exact sums as VNNI, for
 //   twice the GEMM work (docs/precision.md has what the alternatives cost).
+// - f32 GEMMs: oneDNN's brgemm with AVX-512; below it OpenBLAS's sgemm for
+//   16 rows or more (oneDNN for fewer), with our epilogue.
 // - our own vector kernels (bf16 conversion, int8 quantization): AVX-512
 //   where the CPU has it, AVX2 otherwise.
 //
@@ -55,6 +57,11 @@ struct CpuPaths {
   /// oneDNN sums u8 x s8 products exactly (VNNI or AMX); otherwise each int8
   /// GEMM runs as two on the halves of the activations.
   bool int8Vnni = false;
+  /// f32 GEMMs (of 16 rows or more) on OpenBLAS rather than oneDNN: where
+  /// oneDNN 2.6 has no brgemm f32 kernel (below AVX-512) its gemm:jit reaches
+  /// about 77 GFLOP/s per core at M 128, K 512, N 2048, OpenBLAS's Haswell/Zen
+  /// sgemm about 120 (docs/performance.md). Only in builds with OpenBLAS.
+  bool f32Blas = false;
   /// The ISA oneDNN dispatches to, in its own words ("avx2", "avx512_core_vnni").
   std::string onednnIsa;
   /// The cap in force ("" when none).

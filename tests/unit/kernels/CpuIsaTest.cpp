@@ -43,10 +43,12 @@ TEST(CpuIsa, PathsFollowTheCapAndTheCpu) {
     EXPECT_FALSE(p.int8Vnni);
     EXPECT_FALSE(p.bf16Native); // oneDNN 2.6 has no bf16 matmul below AVX-512
     EXPECT_EQ(p.onednnIsa, "avx2");
-    EXPECT_EQ(d, "cpu (avx2, fma; bf16 emulated; int8 without vnni; onednn avx2; "
-                 "TFC_CPU_ISA=AVX2)");
+    EXPECT_EQ(p.f32Blas, TFC_HAVE_OPENBLAS != 0);
+    EXPECT_EQ(d, std::string("cpu (avx2, fma; f32 ") + (p.f32Blas ? "openblas" : "onednn") +
+                     "; bf16 emulated; int8 without vnni; onednn avx2; TFC_CPU_ISA=AVX2)");
   } else if (cap() == "AVX512_CORE") {
     EXPECT_TRUE(p.avx512);
+    EXPECT_FALSE(p.f32Blas);
     EXPECT_FALSE(p.int8Vnni);
     EXPECT_EQ(p.onednnIsa, "avx512_core");
   } else if (cap().empty()) {
