@@ -112,7 +112,9 @@ tfrun_status_t *tfrun_session_create_with_options(const tfrun_model_t *model,
  * without CUDA, or there is no driver or GPU. */
 int tfrun_cuda_device_count(void);
 
-/* "cpu" or "cuda:0 (NVIDIA H100 80GB HBM3, sm_90)". Owned by the session. */
+/* The device and its kernel paths, e.g. "cpu (avx2, fma; f32 openblas; bf16
+ * emulated; int8 without vnni; onednn avx2)" or "cuda:0 (NVIDIA H100 80GB
+ * HBM3, sm_90)". Owned by the session. */
 const char *tfrun_session_device(const tfrun_session_t *session);
 
 /* Binds input |name|: token ids as I64 or I32, shape [batch, seq]. The data is
