@@ -7,8 +7,8 @@ Setup once (a venv under build/, PyPI wheels; see bench/peers/setup_venv.sh), th
       [--cases enc:1x128 enc:1x512 enc:8x128 encdec:1x128 greedy]
       [--engines tfc ort ct2 torch] [--precision f32 | int8 bf16]
       [--new-tokens 64] [--src-len 32] [--set NAME=VALUE ...] [--markdown] [--quick]
-run.sh runs this file with the venv's Python, OMP_WAIT_POLICY=PASSIVE and the
-LD_LIBRARY_PATH that PyPI torch needs. It needs a built tree (build/bin/tfc, tfrun).
+run.sh runs this file with the venv's Python and the LD_LIBRARY_PATH that PyPI
+torch needs. --omp-wait default|passive: see OMP_WAIT below. It needs a built tree (build/bin/tfc, tfrun).
 
 Model: tutorial-floydhub at base size (d_model 512, 8 heads, d_ff 2048, 6+6 layers,
 vocab 32000), random Xavier weights with seed 0, built by scripts/torch_models.py
@@ -28,7 +28,7 @@ Engines (each runs the same computation; none is given a shortcut the others lac
          --threads T (with --generate --max-len N for greedy); its median is parsed as
          bench_generate.parse_tfrun does (tfrun prints nothing quieter)
   ort    ONNX Runtime, CPU EP, graph optimizations on, intra-op threads T, inter-op 1,
-         spinning off (the OMP_WAIT_POLICY=PASSIVE of the others). Graphs exported from
+         spinning as by default (off with --omp-wait passive). Graphs exported from
          the same torch model (torch.onnx.export, TorchScript exporter, static shapes per
          case): the encoder for enc, the whole model with the vocab head for encdec; for
          greedy two graphs, `encode` (encoder + each layer's cross-attention K/V) and a
@@ -60,8 +60,10 @@ tfc and ORT show 2e-7 to 4e-7. The check below measures it in every run.
 Timing: for each case, `--rounds` interleaved rounds; in each round, for each thread
 count, every engine is timed once, in an order that rotates from round to round: the
 median of --runs calls after one warm-up call (tfc: one `tfrun --bench R` process,
-whose own warm-up and median are used; its model load is not timed). All engines run
-with OMP_WAIT_POLICY=PASSIVE, tfrun included (bench_floydhub.py leaves tfrun spinning).
+whose own warm-up and median are used; its model load is not timed). Each engine runs
+with its thread pools as out of the box, and a 0.3 s pause after its turn lets their
+idle spinning end before the next engine (--omp-wait passive: OMP_WAIT_POLICY=PASSIVE
+for all instead).
 The table shows the median over the rounds in ms (greedy: ms per whole generation),
 tfc / min(ORT, CT2) (<= 1.0: tfc is as fast or faster) and tfc / each. Then the check of every engine's output
 against PyTorch f32 on the same inputs (computed with max(--threads)): max abs error
@@ -81,10 +83,22 @@ PyTorch stays the f32 reference (it is not timed then). --precision f32 int8 bf1
 --markdown: also print the tables as Markdown (for docs/performance.md).
 """
 import os
+import sys
+import time
 
-# Set before any OpenMP runtime loads (torch, CTranslate2, tfrun's oneDNN): idle
-# workers sleep instead of spinning, so no engine steals the cores from the next one.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# --omp-wait default (the default): every engine as a user runs it, OpenMP and ORT
+# thread pools spinning briefly between parallel regions as they do out of the box;
+# after each engine's turn the run pauses SETTLE_S so that no engine's idle spinning
+# (Intel OpenMP's KMP_BLOCKTIME is 200 ms) overlaps the next engine's timing.
+# --omp-wait passive: OMP_WAIT_POLICY=PASSIVE for all and ORT spinning off: workers
+# sleep at once, which costs every OpenMP engine a wake-up per parallel region
+# (measured: tfc greedy at 2 threads 215 -> 293 ms). Set before any OpenMP runtime
+# loads (torch, CTranslate2), hence read from argv here.
+OMP_WAIT = "passive" if "--omp-wait=passive" in sys.argv or any(
+    a == "--omp-wait" and b == "passive" for a, b in zip(sys.argv, sys.argv[1:])) else "default"
+if OMP_WAIT == "passive":
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+SETTLE_S = 0.3
 
 import argparse  # noqa: E402
 import contextlib  # noqa: E402
@@ -94,7 +108,6 @@ import math  # noqa: E402
 import platform  # noqa: E402
 import shutil  # noqa: E402
 import subprocess  # noqa: E402
-import sys  # noqa: E402
 import tempfile  # noqa: E402
 import warnings  # noqa: E402
 
@@ -262,7 +275,8 @@ class OrtEngine:
         so.intra_op_num_threads = th
         so.inter_op_num_threads = 1
         so.execution_mode = self.ort.ExecutionMode.ORT_SEQUENTIAL
-        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        if OMP_WAIT == "passive":
+            so.add_session_config_entry("session.intra_op.allow_spinning", "0")
         return self.ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
 
     @staticmethod
@@ -665,6 +679,8 @@ def main():
                     help="model dims: d_model, heads, d_ff, layers, src_vocab, tgt_vocab")
     ap.add_argument("--quick", action="store_true", help="smoke test: tiny model, 1 round")
     ap.add_argument("--markdown", action="store_true", help="also print Markdown tables")
+    ap.add_argument("--omp-wait", choices=["default", "passive"], default="default",
+                    help="thread pools as out of the box (default), or all passive")
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder")
     a = ap.parse_args()
     dims = dict(QUICK_DIMS if a.quick else BASE_DIMS)
@@ -695,7 +711,7 @@ def main():
                 if ln.startswith("model name")), platform.processor())
     print(f"tutorial-floydhub {dims}; {cpu}, {os.cpu_count()} cores; "
           + ", ".join(f"{k} {v}" for k, v in versions.items())
-          + f"; OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}; {a.rounds} rounds x "
+          + f"; --omp-wait {OMP_WAIT}; {a.rounds} rounds x "
           f"{a.runs} runs; threads {a.threads}", flush=True)
 
     cases = [Case(c, a, dims) for c in a.cases]
@@ -729,6 +745,8 @@ def main():
                     for e in live[k:] + live[:k]:
                         try:
                             times.setdefault((th, e.name), []).append(e.time_round(th, a.runs))
+                            if OMP_WAIT == "default":
+                                time.sleep(SETTLE_S)
                         except Exception as err:  # noqa: BLE001
                             checks.append((case.name, e.name,
                                            f"timing error: {_first_line(str(err))}"))

@@ -183,7 +183,7 @@ CpuPaths choose() {
   p.avx512 = capAvx512 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq;
   // oneDNN's u8 x s8 kernels sum exactly with AVX512_VNNI or AMX. Its AVX2
   // int8 GEMM (even on AVX-VNNI CPUs, in 2.6) uses vpmaddubsw, so anything
-  // below avx512_core_vnni takes the split path.
+  // below avx512_core_vnni takes our exact AVX2 GEMM.
   p.int8Vnni = (eff & dnnl_cpu_isa_avx512_core_vnni) == dnnl_cpu_isa_avx512_core_vnni &&
                (f.avx512vnni || f.amxint8);
   p.bf16Native = p.supported && onednnHasBf16Matmul();

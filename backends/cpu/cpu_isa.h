@@ -8,13 +8,11 @@
 //   AMX); otherwise "emulated": the bf16 weights are widened to f32 once at
 //   load and the GEMM runs in f32 on the (exactly representable) bf16 values,
 //   which is the arithmetic of the native path (bf16 products, f32 sums).
-// - int8 GEMMs: u8 x s8 -> s32 on oneDNN. With VNNI (AVX512_VNNI, AMX) the
-//   products are summed in s32 exactly. Without it oneDNN multiplies with
-//   vpmaddubsw, which sums pairs of u8 x s8 products in *saturating* s16
-//   (2 * 255 * 127 > 32767). There the u8 activations q are split as
-//   q = 2 * (q >> 1) + (q & 1), two GEMMs whose pair sums fit in s16
-//   (2 * 127 * 127 = 32258), combined in s32: the same exact sums as VNNI, for
-//   twice the GEMM work (docs/precision.md has what the alternatives cost).
+// - int8 GEMMs: u8 x s8 -> s32. With VNNI (AVX512_VNNI, AMX) on oneDNN, which
+//   sums the products exactly. Without it oneDNN multiplies with vpmaddubsw,
+//   which adds pairs of u8 x s8 products in *saturating* s16 (2 * 255 * 127 >
+//   32767), so there our own AVX2 GEMM runs instead (gemm_s8_avx2.h): exact,
+//   the same sums as VNNI.
 // - f32 GEMMs: oneDNN's brgemm with AVX-512; below it OpenBLAS's sgemm for
 //   16 rows or more (oneDNN for fewer), with our epilogue.
 // - our own vector kernels (bf16 conversion, int8 quantization): AVX-512
@@ -54,8 +52,8 @@ struct CpuPaths {
   bool avx512 = false;
   /// oneDNN has a bf16 matmul here; otherwise bf16 weights are widened.
   bool bf16Native = false;
-  /// oneDNN sums u8 x s8 products exactly (VNNI or AMX); otherwise each int8
-  /// GEMM runs as two on the halves of the activations.
+  /// oneDNN sums u8 x s8 products exactly (VNNI or AMX); otherwise the int8
+  /// GEMMs run on gemm_s8_avx2.h.
   bool int8Vnni = false;
   /// f32 GEMMs (of 16 rows or more) on OpenBLAS rather than oneDNN: where
   /// oneDNN 2.6 has no brgemm f32 kernel (below AVX-512) its gemm:jit reaches

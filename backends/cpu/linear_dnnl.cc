@@ -3,6 +3,7 @@
 
 #include "backends/cpu/convert_cpu.h"
 #include "backends/cpu/cpu_isa.h"
+#include "backends/cpu/gemm_s8_avx2.h"
 #include "tfc/abi.h"
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -84,6 +85,9 @@ public:
   /// i8: sum over k of weight[n, k], to take the activations' zero points out
   /// of the u8 x s8 sums: sum_k (q - z) w = sum_k q w - z * wsum[n].
   std::vector<int32_t> wsum;
+  /// i8 without VNNI: the weights for our exact AVX2 GEMM (gemm_s8_avx2.h),
+  /// instead of oneDNN's, whose s16 pair sums saturate there.
+  std::unique_ptr<PackedS8> s8;
   dnnl::memory::desc wdesc;
   dnnl::memory weights;
   /// f32 GEMMs of at least kBlasMinRows rows run on OpenBLAS's sgemm, on the
@@ -189,8 +193,17 @@ std::shared_ptr<PackedLinear> packLinear(const void *w, uint32_t dtype, int64_t 
       w = widened.data();
     }
     if (dtype == TFC_DTYPE_I8) {
-      p->wsum.assign(n, 0);
       const int8_t *wq = static_cast<const int8_t *>(w);
+      if (!paths.int8Vnni) {
+        p->s8 = packS8(wq, n, k);
+        if (!p->s8) {
+          err = "out of memory packing an int8 linear weight";
+          return nullptr;
+        }
+        p->wsum.assign(p->s8->wsum.get(), p->s8->wsum.get() + n);
+        return p;
+      }
+      p->wsum.assign(n, 0);
       for (int64_t r = 0; r < n; ++r)
         for (int64_t c = 0; c < k; ++c)
           p->wsum[r] += wq[r * k + c];
@@ -237,45 +250,33 @@ std::string execute(const PackedLinear::Prim &p, std::unordered_map<int, dnnl::m
   return "";
 }
 
-/// The int8 path: quantize x per row (u8 with a zero point), u8 x s8 -> s32 on
-/// oneDNN, then one epilogue pass for the zero points, scales, bias,
-/// activation and residual. Without VNNI the u8 x s8 GEMM would saturate, so
-/// it runs as two exact ones on q >> 1 and q & 1 (cpu_isa.h).
+/// The int8 path: quantize x per row (u8 with a zero point), u8 x s8 -> s32
+/// (oneDNN with VNNI or AMX; our exact AVX2 GEMM without: cpu_isa.h), then one
+/// epilogue pass for the zero points, scales, bias, activation and residual.
 std::string runInt8(const PackedLinear &w, const LinearCall &c) {
   const int64_t rows = c.rows, k = w.k, n = w.n;
-  const bool split = !cpuPaths().int8Vnni;
-  thread_local ThreadBuffer qbuf, sbuf, zbuf, accbuf, lobuf, acclobuf;
+  thread_local ThreadBuffer qbuf, sbuf, zbuf, accbuf, s8buf;
   auto *q = static_cast<uint8_t *>(qbuf.get(rows * k));
   auto *sx = static_cast<float *>(sbuf.get(rows * sizeof(float)));
   auto *zx = static_cast<int32_t *>(zbuf.get(rows * sizeof(int32_t)));
   auto *acc = static_cast<int32_t *>(accbuf.get(rows * n * sizeof(int32_t)));
-  auto *qlo = split ? static_cast<uint8_t *>(lobuf.get(rows * k)) : nullptr;
-  auto *acclo = split ? static_cast<int32_t *>(acclobuf.get(rows * n * sizeof(int32_t))) : nullptr;
-  if (!q || !sx || !zx || !acc || (split && (!qlo || !acclo)))
+  auto *scratch = w.s8 ? static_cast<int8_t *>(s8buf.get(2 * rows * w.s8->kPad)) : nullptr;
+  if (!q || !sx || !zx || !acc || (w.s8 && !scratch))
     return "out of memory for an int8 linear layer's buffers";
   quantizeRows(c.x, c.xDtype == TFC_DTYPE_BF16, rows, k, q, sx, zx);
-  if (split)
-    for (int64_t i = 0; i < rows * k; ++i) {
-      qlo[i] = q[i] & 1;
-      q[i] >>= 1;
-    }
-  const PackedLinear::Prim &p = w.get(rows, dt::u8, dt::s32, false, 0, false);
-  dnnl::engine &eng = cpuEngine();
-  auto gemm = [&](uint8_t *src, int32_t *dst) {
+  if (w.s8) {
+    gemmU8S8(*w.s8, q, rows, acc, scratch);
+  } else {
+    const PackedLinear::Prim &p = w.get(rows, dt::u8, dt::s32, false, 0, false);
+    dnnl::engine &eng = cpuEngine();
     std::unordered_map<int, dnnl::memory> args{
-        {DNNL_ARG_SRC, dnnl::memory(p.pd.src_desc(), eng, src)},
+        {DNNL_ARG_SRC, dnnl::memory(p.pd.src_desc(), eng, q)},
         {DNNL_ARG_WEIGHTS, w.weights},
-        {DNNL_ARG_DST, dnnl::memory(p.pd.dst_desc(), eng, dst)}};
-    return execute(p, args);
-  };
-  std::string err = gemm(q, acc);
-  if (err.empty() && split) {
-    err = gemm(qlo, acclo);
-    for (int64_t i = 0; i < rows * n; ++i)
-      acc[i] = 2 * acc[i] + acclo[i];
+        {DNNL_ARG_DST, dnnl::memory(p.pd.dst_desc(), eng, acc)}};
+    std::string err = execute(p, args);
+    if (!err.empty())
+      return err;
   }
-  if (!err.empty())
-    return err;
   const float *sw = w.scales, *b = c.bias, *res = c.residual;
   const int32_t *wsum = w.wsum.data();
   const bool bf16Out = c.yDtype == TFC_DTYPE_BF16;

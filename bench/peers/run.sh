@@ -8,5 +8,4 @@ if [ ! -x "$VENV/bin/with-libs" ]; then
     echo "no venv at $VENV: run bench/peers/setup_venv.sh first" >&2
     exit 1
 fi
-export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 exec "$VENV/bin/with-libs" "$VENV/bin/python" "$ROOT/bench/bench_peers.py" "$@"
