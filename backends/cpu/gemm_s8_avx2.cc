@@ -25,7 +25,7 @@ void tile(const PackedS8 &w, const int8_t *a, int64_t r0, int64_t panel, int32_t
   __m256i acc[R][2];
   for (int r = 0; r < R; ++r)
     acc[r][0] = acc[r][1] = _mm256_setzero_si256();
-  const int8_t *wp = w.data.get() + panel * w.kPad * kPanel;
+  const int8_t *wp = w.panels8() + panel * w.kPad * kPanel;
   // a (recentred) and |a| side by side, so that |a| is a broadcast from
   // memory (a load) rather than a vpabsb per tile step: the loop is bound by
   // the vector ALUs, 8 sign + 8 maddubs + 8 madd + 8 add per 256 products.
@@ -64,15 +64,15 @@ std::unique_ptr<PackedS8> packS8(const int8_t *w, int64_t n, int64_t k) {
   p->kPad = (k + 3) / 4 * 4;
   p->panels = (n + kPanel - 1) / kPanel;
   const size_t bytes = (size_t)(p->panels * kPanel * p->kPad);
-  p->data = std::unique_ptr<int8_t, void (*)(void *)>(
-      static_cast<int8_t *>(std::aligned_alloc(32, (bytes + 31) / 32 * 32)), std::free);
+  p->data = allocWeightMemory(bytes);
   p->wsum.reset(new (std::nothrow) int32_t[n]);
   if (!p->data || !p->wsum)
     return nullptr;
-  std::memset(p->data.get(), 0, bytes);
+  auto *base = static_cast<int8_t *>(p->data.get());
+  std::memset(base, 0, bytes);
   for (int64_t j = 0; j < n; ++j) {
     int32_t sum = 0;
-    int8_t *panel = p->data.get() + (j / kPanel) * p->kPad * kPanel;
+    int8_t *panel = base + (j / kPanel) * p->kPad * kPanel;
     const int64_t col = j % kPanel;
     for (int64_t i = 0; i < k; ++i) {
       const int8_t v = w[j * k + i] == -128 ? -127 : w[j * k + i];

@@ -17,6 +17,8 @@
 #ifndef TFC_BACKENDS_CPU_GEMM_S8_AVX2_H
 #define TFC_BACKENDS_CPU_GEMM_S8_AVX2_H
 
+#include "backends/cpu/weight_memory.h"
+
 #include <cstdint>
 #include <memory>
 
@@ -27,7 +29,8 @@ namespace tfc::cpu {
 /// whole panels and k groups; plus sum_k W[n, k]. -128 is clamped to -127.
 struct PackedS8 {
   int64_t n = 0, k = 0, kPad = 0, panels = 0;
-  std::unique_ptr<int8_t, void (*)(void *)> data{nullptr, nullptr};
+  WeightMemory data{nullptr, std::free};
+  const int8_t *panels8() const { return static_cast<const int8_t *>(data.get()); }
   std::unique_ptr<int32_t[]> wsum;
 };
 

@@ -4,6 +4,7 @@
 #include "backends/cpu/convert_cpu.h"
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/gemm_s8_avx2.h"
+#include "backends/cpu/weight_memory.h"
 #include "tfc/abi.h"
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -89,6 +90,7 @@ public:
   /// instead of oneDNN's, whose s16 pair sums saturate there.
   std::unique_ptr<PackedS8> s8;
   dnnl::memory::desc wdesc;
+  WeightMemory storage{nullptr, std::free}; ///< what |weights| points into
   dnnl::memory weights;
   /// f32 GEMMs of at least kBlasMinRows rows run on OpenBLAS's sgemm, on the
   /// same weights (oneDNN lays them out plain, [K, N] row-major, where it
@@ -220,7 +222,12 @@ std::shared_ptr<PackedLinear> packLinear(const void *w, uint32_t dtype, int64_t 
     p->wdesc = pd.weights_desc();
     p->blas = paths.f32Blas && wt == dt::f32 &&
               p->wdesc == dnnl::memory::desc({k, n}, dt::f32, tag::ab);
-    p->weights = dnnl::memory(p->wdesc, cpuEngine());
+    p->storage = allocWeightMemory(p->wdesc.get_size());
+    if (!p->storage) {
+      err = "out of memory packing a linear weight";
+      return nullptr;
+    }
+    p->weights = dnnl::memory(p->wdesc, cpuEngine(), p->storage.get());
     dnnl::memory from(plain, cpuEngine(), const_cast<void *>(w));
     dnnl::stream s(cpuEngine());
     dnnl::reorder(from, p->weights).execute(s, from, p->weights);

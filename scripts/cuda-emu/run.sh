@@ -36,9 +36,12 @@ cuda=("${objs[@]}")
 objs=()
 for f in runtime/model.cc runtime/tfrun.cc runtime/generate.cc backends/cpu/kernels_cpu.cc \
          backends/cpu/linear_dnnl.cc backends/cpu/attention_cpu.cc backends/cpu/layer_norm_cpu.cc \
-         backends/cpu/convert_cpu.cc; do
-  compile "$ROOT/$f" "rt_$(basename "$f").o" -march=native
+         backends/cpu/convert_cpu.cc backends/cpu/cpu_isa.cc backends/cpu/gemm_s8_avx2.cc backends/cpu/weight_memory.cc \
+         backends/cpu/convert_avx2.cc; do
+  compile "$ROOT/$f" "rt_$(basename "$f").o" -march=x86-64-v3
 done
+compile "$ROOT/backends/cpu/convert_avx512.cc" rt_convert_avx512.o -march=x86-64-v3 \
+  -mavx512f -mavx512bw -mavx512vl -mavx512dq
 compile "$ROOT/runtime/device_cuda.cc" rt_device_cuda.o -DTFC_HAVE_CUDA=1
 rt=("${objs[@]}")
 objs=()
