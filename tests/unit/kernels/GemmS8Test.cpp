@@ -3,7 +3,7 @@
 // gemmU8S8 (backends/cpu/gemm_s8_avx2.h) against an integer reference: every
 // sum must be exact, including the inputs where a vpmaddubsw GEMM saturates
 // (q = 255 against w = 127 in both products of a pair), on every row tail of
-// the 4-row tiles, k not a multiple of 4 and n not a multiple of 16.
+// the 4-row tiles and the 64-row blocks, k not a multiple of 4 and n not a multiple of 16.
 //
 //===----------------------------------------------------------------------===//
 #include "backends/cpu/gemm_s8_avx2.h"
@@ -38,7 +38,7 @@ void expectExact(const std::vector<uint8_t> &a, const std::vector<int8_t> &w, in
 TEST(GemmU8S8, ExactOnRandomInputsAndEveryTail) {
   std::mt19937 g(5);
   std::uniform_int_distribution<int> u8(0, 255), s8(-127, 127);
-  for (int64_t m : {1, 2, 3, 4, 5, 7, 9})
+  for (int64_t m : {1, 2, 3, 4, 5, 7, 9, 64, 67, 130})
     for (auto [n, k] : {std::pair<int64_t, int64_t>{16, 64}, {17, 61}, {40, 130}, {5, 3}}) {
       std::vector<uint8_t> a(m * k);
       std::vector<int8_t> w(n * k);
