@@ -753,6 +753,8 @@ def main():
                             live.remove(e)
             for (th, en), ts in times.items():
                 results[(case.name, th, en)] = float(np.median(ts))
+                if os.environ.get("BENCH_SAMPLES"):
+                    print(f"    samples {case.name} {th} {en}: " + " ".join(f"{t:.1f}" for t in ts))
             for e in run_engines:
                 e.close()
             row = "; ".join(f"{th} thr: " + ", ".join(

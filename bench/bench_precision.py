@@ -24,7 +24,8 @@ import tempfile
 # PyTorch's OpenMP workers would otherwise spin between its runs and steal the
 # cores from the tfrun subprocess measured in between: make them sleep when idle.
 _TFRUN_ENV = dict(os.environ)
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+if __name__ == "__main__":  # only as a script: importing this file changes no environment
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
