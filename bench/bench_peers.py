@@ -81,6 +81,7 @@ PyTorch stays the f32 reference (it is not timed then). --precision f32 int8 bf1
 --quick: a smoke test (d_model 64, 4 heads, d_ff 128, 2+2 layers, vocab 1000, 1 round,
 2 runs, 1 thread; --threads 1 2 to try both): every engine and every check, in seconds.
 --markdown: also print the tables as Markdown (for docs/performance.md).
+BENCH_SAMPLES=1 (environment): also print every round's figure per engine.
 """
 import os
 import sys
