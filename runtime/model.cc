@@ -393,9 +393,19 @@ static Error parse(const uint8_t *data, size_t size, std::unique_ptr<Model> &m) 
         return invalid(where + "input '" + f.inputs[i].name + "' is not an input value");
     for (size_t i = 0; i < f.plan.size(); ++i) {
       const Instr &in = f.plan[i];
-      if (in.kernel > TFC_KERNEL_CACHED_ATTENTION)
+      uint32_t minIn = 0, minInts = 0, minFloats = 0;
+      if (!tfc_kernel_min_arity(in.kernel, &minIn, &minInts, &minFloats))
         return Error{3, "model.bin uses kernel " + std::to_string(in.kernel) +
                             ", unknown to this runtime"};
+      // Every kernel reads at least its row of tfc/kernels.def.
+      if (in.inputs.size() < minIn || in.ints.size() < minInts || in.floats.size() < minFloats)
+        return invalid(where + "instruction " + std::to_string(i) + " (" +
+                       tfc_kernel_name(in.kernel) + ") has " +
+                       std::to_string(in.inputs.size()) + " inputs, " +
+                       std::to_string(in.ints.size()) + " ints and " +
+                       std::to_string(in.floats.size()) + " floats; it needs at least " +
+                       std::to_string(minIn) + ", " + std::to_string(minInts) + " and " +
+                       std::to_string(minFloats));
       if (in.output >= nvals)
         return invalid(where + "instruction " + std::to_string(i) + " writes a missing value");
       for (uint32_t v : in.inputs)

@@ -204,6 +204,12 @@ void finishOut(Tensor &out, const std::vector<float> &buf) {
 std::string runKernel(uint32_t kernel, const std::vector<const Tensor *> &in,
                       Tensor &out, const std::vector<int64_t> &ints,
                       const std::vector<double> &floats) {
+  // The fewest operands each kernel reads: its row of tfc/kernels.def (the
+  // loader checks plans against it too; this covers direct callers).
+  uint32_t minIn = 0, minInts = 0, minFloats = 0;
+  if (tfc_kernel_min_arity(kernel, &minIn, &minInts, &minFloats) &&
+      (in.size() < minIn || ints.size() < minInts || floats.size() < minFloats))
+    return std::string(tfc_kernel_name(kernel)) + ": too few inputs or attributes";
   switch (kernel) {
   case TFC_KERNEL_TOKEN_EMBEDDING: {
     // table[ids] * scale (+ type_table[type_ids]) + positions[pos(ids)]

@@ -571,74 +571,6 @@ std::string tokenEmbedding(Context &ctx, const std::vector<const Tensor *> &in, 
   return launchEmbedding(a, ctx.error, ctx.stream);
 }
 
-/// The minimum number of inputs of each kernel.
-size_t minInputs(uint32_t kernel) {
-  switch (kernel) {
-  case TFC_KERNEL_TOKEN_EMBEDDING:
-  case TFC_KERNEL_EMBEDDING:
-  case TFC_KERNEL_LINEAR:
-  case TFC_KERNEL_FUSED_LINEAR:
-  case TFC_KERNEL_MATMUL:
-  case TFC_KERNEL_ADD:
-  case TFC_KERNEL_SUB:
-  case TFC_KERNEL_MUL:
-  case TFC_KERNEL_DIV:
-  case TFC_KERNEL_AND:
-  case TFC_KERNEL_COMPARE:
-  case TFC_KERNEL_MASKED_FILL:
-    return 2;
-  case TFC_KERNEL_SELECT:
-  case TFC_KERNEL_ATTENTION:
-    return 3;
-  case TFC_KERNEL_CACHED_ATTENTION:
-    return 6;
-  case TFC_KERNEL_POSITIONS:
-  case TFC_KERNEL_NOPEAK_MASK:
-    return 0;
-  default:
-    return 1;
-  }
-}
-
-/// The minimum number of ints of each kernel.
-size_t minInts(uint32_t kernel) {
-  switch (kernel) {
-  case TFC_KERNEL_TOKEN_EMBEDDING:
-  case TFC_KERNEL_ATTENTION:
-  case TFC_KERNEL_FUSED_LINEAR:
-    return 3;
-  case TFC_KERNEL_SLICE:
-    return 3;
-  case TFC_KERNEL_LINEAR:
-  case TFC_KERNEL_MATMUL:
-  case TFC_KERNEL_COMPARE:
-  case TFC_KERNEL_REDUCE_MEAN:
-  case TFC_KERNEL_REDUCE_SUM:
-  case TFC_KERNEL_GELU:
-  case TFC_KERNEL_SOFTMAX:
-  case TFC_KERNEL_LOG_SOFTMAX:
-  case TFC_KERNEL_LAYER_NORM:
-  case TFC_KERNEL_CACHED_ATTENTION:
-    return 1;
-  default:
-    return 0;
-  }
-}
-
-size_t minFloats(uint32_t kernel) {
-  switch (kernel) {
-  case TFC_KERNEL_ATTENTION:
-    return 2;
-  case TFC_KERNEL_TOKEN_EMBEDDING:
-  case TFC_KERNEL_MASKED_FILL:
-  case TFC_KERNEL_LAYER_NORM:
-  case TFC_KERNEL_CACHED_ATTENTION:
-    return 1;
-  default:
-    return 0;
-  }
-}
-
 /// Operand dtypes the kernels rely on (the verifier guarantees them for a
 /// compiled plan; this keeps a bad call from reading memory as the wrong type).
 std::string checkDtypes(uint32_t kernel, const std::vector<const Tensor *> &in,
@@ -901,8 +833,10 @@ std::string dispatch(Context &ctx, uint32_t kernel, const std::vector<const Tens
 std::string runKernel(Context &ctx, uint32_t kernel, const std::vector<const Tensor *> &in,
                       Tensor &out, const std::vector<int64_t> &ints,
                       const std::vector<double> &floats) {
-  if (in.size() < minInputs(kernel) || ints.size() < minInts(kernel) ||
-      floats.size() < minFloats(kernel))
+  // The fewest operands each kernel reads: its row of tfc/kernels.def.
+  uint32_t minIn = 0, minInts = 0, minFloats = 0;
+  if (tfc_kernel_min_arity(kernel, &minIn, &minInts, &minFloats) &&
+      (in.size() < minIn || ints.size() < minInts || floats.size() < minFloats))
     return "kernel " + std::to_string(kernel) + ": too few inputs or attributes";
   for (const Tensor *t : in)
     if (!t || tfc_dtype_size(t->dtype) == 0)

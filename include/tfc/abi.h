@@ -35,53 +35,43 @@ typedef enum tfc_dtype_t {
   TFC_DTYPE_I8 = 6,
 } tfc_dtype_t;
 
-/* Kernel ids of plan instructions. Append-only. Each corresponds to one tfc op
- * (docs/dialect.md); attributes are stored as the op's, in the order listed. */
+/* Kernel ids of plan instructions: the rows of tfc/kernels.def, the one table
+ * of kernels (append-only: ids are stored in model.bin). Each corresponds to
+ * one tfc op (docs/dialect.md); attributes are stored as the op's, in order:
+ * - TOKEN_EMBEDDING ints: position_axis, has_positions, has_type_ids,
+ *   has_offset; floats: scale. The table is f32, bf16 or i8; an i8 table has
+ *   one more input, last: its per-row f32 scales [V] (row v = scales[v] *
+ *   table[v]).
+ * - Linear kernels: inputs x, weight [N, K] (, bias [N] f32) (, residual f32).
+ *   The weight is f32, bf16 or i8; an i8 weight has one more input, last: its
+ *   per-output-channel f32 scales [N] (W[n, :] = scales[n] * weight[n, :]), and
+ *   x is quantized per row at run time. x and the output are f32 or bf16 (f32
+ *   only with an f32 weight). LINEAR ints: has_bias; FUSED_LINEAR ints:
+ *   has_bias, has_residual, activation.
+ * - MATMUL ints: transpose_b. COMPARE ints: predicate. MASKED_FILL floats:
+ *   value. TRANSPOSE ints: perm. SLICE ints: axis, start, size (any dtype; out
+ *   = in). REDUCE_MEAN / REDUCE_SUM ints: axis, keepdim. GELU ints: approximate
+ *   (0 erf, 1 tanh). SOFTMAX / LOG_SOFTMAX / POSITIONS ints: axis.
+ * - RESHAPE and UNSQUEEZE are views: no data movement.
+ * - LAYER_NORM ints: variant; floats: eps. x and the output are f32 or bf16.
+ * - ATTENTION ints: mask_kind, num_heads, pad_id; floats: scale, mask_value.
+ *   q, k and v share one dtype, f32 or bf16; the output is f32 or bf16.
+ * - CACHED_ATTENTION inputs: q, k, v, k_cache, v_cache, pos; ints: num_heads;
+ *   floats: scale. Writes k/v into the caches at pos, attends causally over
+ *   rows [0, pos+T). */
 typedef enum tfc_kernel_t {
-  /* ints: position_axis, has_positions, has_type_ids, has_offset; floats: scale.
-     The table is f32, bf16 or i8; an i8 table has one more input, last: its
-     per-row f32 scales [V] (row v = scales[v] * table[v]). */
-  TFC_KERNEL_TOKEN_EMBEDDING = 0,
-  TFC_KERNEL_EMBEDDING = 1,
-  /* Linear kernels: inputs x, weight [N, K] (, bias [N] f32) (, residual f32).
-     The weight is f32, bf16 or i8; an i8 weight has one more input, last: its
-     per-output-channel f32 scales [N] (W[n, :] = scales[n] * weight[n, :]),
-     and x is quantized per row at run time. x and the output are f32 or bf16
-     (f32 only with an f32 weight). */
-  TFC_KERNEL_LINEAR = 2,          /* ints: has_bias */
-  TFC_KERNEL_FUSED_LINEAR = 3,    /* ints: has_bias, has_residual, activation */
-  TFC_KERNEL_MATMUL = 4,          /* ints: transpose_b */
-  TFC_KERNEL_ADD = 5,
-  TFC_KERNEL_SUB = 6,
-  TFC_KERNEL_MUL = 7,
-  TFC_KERNEL_DIV = 8,
-  TFC_KERNEL_AND = 9,
-  TFC_KERNEL_NOT = 10,
-  TFC_KERNEL_COMPARE = 11,        /* ints: predicate */
-  TFC_KERNEL_CAST = 12,
-  TFC_KERNEL_MASKED_FILL = 13,    /* floats: value */
-  TFC_KERNEL_SELECT = 14,
-  TFC_KERNEL_RESHAPE = 15,        /* a view: no data movement */
-  TFC_KERNEL_TRANSPOSE = 16,      /* ints: perm */
-  TFC_KERNEL_UNSQUEEZE = 17,      /* a view */
-  TFC_KERNEL_SLICE = 18,          /* ints: axis, start, size. Any dtype; out = in */
-  TFC_KERNEL_REDUCE_MEAN = 19,    /* ints: axis, keepdim */
-  TFC_KERNEL_REDUCE_SUM = 20,     /* ints: axis, keepdim */
-  TFC_KERNEL_SQRT = 21,
-  TFC_KERNEL_RELU = 22,
-  TFC_KERNEL_GELU = 23,           /* ints: approximate (0 erf, 1 tanh) */
-  TFC_KERNEL_SOFTMAX = 24,        /* ints: axis */
-  TFC_KERNEL_LOG_SOFTMAX = 25,    /* ints: axis */
-  TFC_KERNEL_LAYER_NORM = 26,     /* ints: variant; floats: eps. x, out: f32 or bf16 */
-  /* ints: mask_kind, num_heads, pad_id; floats: scale, mask_value.
-     q, k and v share one dtype, f32 or bf16; the output is f32 or bf16. */
-  TFC_KERNEL_ATTENTION = 27,
-  TFC_KERNEL_POSITIONS = 28,      /* ints: axis */
-  TFC_KERNEL_NOPEAK_MASK = 29,
-  /* inputs: q, k, v, k_cache, v_cache, pos; ints: num_heads; floats: scale.
-     Writes k/v into the caches at pos, attends causally over rows [0, pos+T). */
-  TFC_KERNEL_CACHED_ATTENTION = 30,
+#define TFC_KERNEL(ENUM, name, id, in, ints, floats) TFC_KERNEL_##ENUM = id,
+#include "kernels.def"
+#undef TFC_KERNEL
 } tfc_kernel_t;
+
+/* How many kernels there are: ids are 0 .. TFC_KERNEL_COUNT - 1. */
+enum {
+  TFC_KERNEL_COUNT = 0
+#define TFC_KERNEL(ENUM, name, id, in, ints, floats) +1
+#include "kernels.def"
+#undef TFC_KERNEL
+};
 
 /* Where a value lives (model.bin value table). Append-only. */
 typedef enum tfc_storage_t {
@@ -113,13 +103,33 @@ static inline uint64_t tfc_dtype_size(uint32_t dtype) {
 
 /* The kernel's name as the dialect spells the op ("fused_linear"); "?" if unknown. */
 static inline const char *tfc_kernel_name(uint32_t kernel) {
-  static const char *const names[] = {
-      "token_embedding", "embedding", "linear", "fused_linear", "matmul", "add", "sub",
-      "mul", "div", "and", "not", "compare", "cast", "masked_fill", "select", "reshape",
-      "transpose", "unsqueeze", "slice", "reduce_mean", "reduce_sum", "sqrt", "relu",
-      "gelu", "softmax", "log_softmax", "layer_norm", "attention", "positions",
-      "nopeak_mask", "cached_attention"};
-  return kernel < sizeof(names) / sizeof(names[0]) ? names[kernel] : "?";
+  switch (kernel) {
+#define TFC_KERNEL(ENUM, name, id, in, ints, floats)                                     \
+  case id:                                                                               \
+    return #name;
+#include "kernels.def"
+#undef TFC_KERNEL
+  default:
+    return "?";
+  }
+}
+
+/* The fewest inputs, int attributes and float attributes |kernel| reads (its
+ * row of tfc/kernels.def). Returns 0 for an unknown kernel, else 1. */
+static inline int tfc_kernel_min_arity(uint32_t kernel, uint32_t *min_inputs,
+                                       uint32_t *min_ints, uint32_t *min_floats) {
+  switch (kernel) {
+#define TFC_KERNEL(ENUM, name, id, in, ints, floats)                                     \
+  case id:                                                                               \
+    *min_inputs = in;                                                                    \
+    *min_ints = ints;                                                                    \
+    *min_floats = floats;                                                                \
+    return 1;
+#include "kernels.def"
+#undef TFC_KERNEL
+  default:
+    return 0;
+  }
 }
 
 /* A dtype's short name ("f32", "bf16", "i8"); "?" if unknown. */

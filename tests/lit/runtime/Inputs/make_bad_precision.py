@@ -3,7 +3,10 @@ reduced-precision plans (docs/model-bin.md), with valid checksums, so that only
 the loader's dtype checks can catch them:
   i8asf32.bin: the first i8 weight relabelled f32 (its scales input is then extra);
   bf16resid.bin: the token embedding's output (the residual stream) relabelled
-                bf16, which the token embedding cannot write."""
+                bf16, which the token embedding cannot write;
+and one whose plan breaks tfc/kernels.def, the kernel table:
+  arity.bin: the first layer_norm instruction relabelled attention, which reads
+             more int and float attributes than a layer norm carries."""
 import os
 import struct
 import sys
@@ -47,7 +50,22 @@ def value_table(b):
         u32()  # dtype
         rank = u32()
         pos += 8 * rank + 4 + 8  # dims, storage, offset
-    return fields
+    kernels = []  # byte offsets of each instruction's kernel id
+    for _ in range(2):  # input and output bindings
+        for _ in range(u32()):
+            skip_str()
+            u32()
+    for _ in range(u32()):
+        kernels.append(pos)
+        u32()  # kernel
+        n = u32()
+        pos += 4 * n  # inputs
+        u32()  # output
+        n = u32()
+        pos += 8 * n  # ints
+        n = u32()
+        pos += 8 * n  # floats
+    return fields, kernels
 
 
 def write(path, b):
@@ -58,7 +76,7 @@ def write(path, b):
 
 d = sys.argv[1]
 b = bytearray(open(os.path.join(d, "int8.bin"), "rb").read())
-fields = value_table(b)
+fields, kernels = value_table(b)
 dtypes = [struct.unpack_from("<I", b, f)[0] for f in fields]
 c = bytearray(b)
 struct.pack_into("<I", c, fields[dtypes.index(6)], 0)  # first i8 -> f32
@@ -72,3 +90,8 @@ for f in fields:
 first = next(i for i, (t, s) in enumerate(zip(dtypes, storage)) if t == 0 and s == 2)
 struct.pack_into("<I", c, fields[first], 5)  # f32 -> bf16
 write(os.path.join(d, "bf16resid.bin"), c)
+c = bytearray(b)
+LAYER_NORM, ATTENTION = 26, 27
+first_norm = next(k for k in kernels if struct.unpack_from("<I", b, k)[0] == LAYER_NORM)
+struct.pack_into("<I", c, first_norm, ATTENTION)
+write(os.path.join(d, "arity.bin"), c)
