@@ -23,6 +23,8 @@
 //===----------------------------------------------------------------------------===//
 #include "passes/PlanWriter.h"
 
+#include "format/model_bin.h"
+
 #include "frontend/Weights.h"
 #include "tfc/abi.h"
 #include "tfc/bf16.h"
@@ -86,27 +88,9 @@ std::vector<float> sinusoidTable(td::PEVariant variant, int64_t rows, int64_t di
   return pe;
 }
 
-/// Little-endian record writer for the metadata section.
-struct Out {
-  std::string buf;
-  void u32(uint32_t v) { buf.append(reinterpret_cast<const char *>(&v), 4); }
-  void u64(uint64_t v) { buf.append(reinterpret_cast<const char *>(&v), 8); }
-  void i64(int64_t v) { u64((uint64_t)v); }
-  void f64(double v) { buf.append(reinterpret_cast<const char *>(&v), 8); }
-  void str(StringRef s) {
-    u32(s.size());
-    buf.append(s.data(), s.size());
-  }
-};
+using Out = format::Writer;
 
-/// One plan instruction before serialization.
-struct Instr {
-  uint32_t kernel;
-  std::vector<uint32_t> ins;
-  uint32_t out;
-  std::vector<int64_t> ints;
-  std::vector<double> floats;
-};
+using format::Instr;
 
 class Writer {
 public:
@@ -388,8 +372,8 @@ void Writer::assignActivations(const std::vector<Instr> &plan,
   };
   std::vector<char> bf(values.size(), 0);
   for (const Instr &in : plan)
-    if (writes(in) && values[in.out].dtype == TFC_DTYPE_F32)
-      bf[in.out] = 1;
+    if (writes(in) && values[in.output].dtype == TFC_DTYPE_F32)
+      bf[in.output] = 1;
   for (uint32_t o : outputs)
     bf[o] = 0;
   bool changed = true;
@@ -402,17 +386,17 @@ void Writer::assignActivations(const std::vector<Instr> &plan,
   while (changed) {
     changed = false;
     for (const Instr &in : plan) {
-      for (size_t p = 0; p < in.ins.size(); ++p)
-        if (bf[in.ins[p]] && !reads(in, p))
-          clear(in.ins[p]);
-      if (keepsDtype(in.kernel) && bf[in.ins[0]] != bf[in.out]) {
-        clear(in.ins[0]);
-        clear(in.out);
+      for (size_t p = 0; p < in.inputs.size(); ++p)
+        if (bf[in.inputs[p]] && !reads(in, p))
+          clear(in.inputs[p]);
+      if (keepsDtype(in.kernel) && bf[in.inputs[0]] != bf[in.output]) {
+        clear(in.inputs[0]);
+        clear(in.output);
       }
       if (in.kernel == TFC_KERNEL_ATTENTION &&
-          !(bf[in.ins[0]] && bf[in.ins[1]] && bf[in.ins[2]]))
+          !(bf[in.inputs[0]] && bf[in.inputs[1]] && bf[in.inputs[2]]))
         for (size_t p = 0; p < 3; ++p)
-          clear(in.ins[p]);
+          clear(in.inputs[p]);
     }
   }
   for (size_t v = 0; v < values.size(); ++v)
@@ -575,18 +559,18 @@ LogicalResult Writer::planFunction(func::FuncOp f, Out &m, PlanStats *stats) {
     // --precision asks for); an i8 weight's scales are the last input.
     std::optional<uint32_t> scales;
     for (auto [i, v] : llvm::enumerate(op.getOperands()))
-      in.ins.push_back(constants.count(v) ? weightOperand(&op, i, v, scales) : ids.lookup(v));
+      in.inputs.push_back(constants.count(v) ? weightOperand(&op, i, v, scales) : ids.lookup(v));
     if (scales)
-      in.ins.push_back(*scales);
+      in.inputs.push_back(*scales);
     ValueInfo info;
     info.dtype = dtypeOf(r.getType());
     info.dims = sym[r];
     info.maxDims = maxShapes[r];
     bool view = isa<td::ReshapeOp, td::UnsqueezeOp>(op);
     info.storage = view ? TFC_STORAGE_VIEW : TFC_STORAGE_ARENA;
-    info.offset = view ? in.ins[0] : 0;
-    in.out = values.size();
-    ids[r] = in.out;
+    info.offset = view ? in.inputs[0] : 0;
+    in.output = values.size();
+    ids[r] = in.output;
     values.push_back(info);
     plan.push_back(std::move(in));
   }
@@ -607,12 +591,12 @@ LogicalResult Writer::planFunction(func::FuncOp f, Out &m, PlanStats *stats) {
     return v;
   };
   for (size_t i = 0; i < plan.size(); ++i) {
-    def[plan[i].out] = i;
-    for (uint32_t v : plan[i].ins) {
+    def[plan[i].output] = i;
+    for (uint32_t v : plan[i].inputs) {
       uint32_t root = rootOf(v);
       last[root] = std::max<int64_t>(last[root], i);
     }
-    last[rootOf(plan[i].out)] = std::max<int64_t>(last[rootOf(plan[i].out)], i);
+    last[rootOf(plan[i].output)] = std::max<int64_t>(last[rootOf(plan[i].output)], i);
   }
   for (Value result : ret.getOperands())
     last[rootOf(ids[result])] = plan.size(); // outputs live to the end
@@ -680,19 +664,8 @@ LogicalResult Writer::planFunction(func::FuncOp f, Out &m, PlanStats *stats) {
     m.u32(ids[result]);
   }
   m.u32(plan.size());
-  for (const Instr &in : plan) {
-    m.u32(in.kernel);
-    m.u32(in.ins.size());
-    for (uint32_t v : in.ins)
-      m.u32(v);
-    m.u32(in.out);
-    m.u32(in.ints.size());
-    for (int64_t v : in.ints)
-      m.i64(v);
-    m.u32(in.floats.size());
-    for (double v : in.floats)
-      m.f64(v);
-  }
+  for (const Instr &in : plan)
+    m.instr(in);
   m.u64(arena);
 
   if (stats) {
@@ -703,10 +676,10 @@ LogicalResult Writer::planFunction(func::FuncOp f, Out &m, PlanStats *stats) {
           continue;
         ++stats->kernels;
         char label[24];
-        const size_t n = in.ins.size();
-        tfc_instr_precision(in.kernel, n > 0 ? values[in.ins[0]].dtype : UINT32_MAX,
-                            n > 1 ? values[in.ins[1]].dtype : UINT32_MAX,
-                            values[in.out].dtype, label, sizeof label);
+        const size_t n = in.inputs.size();
+        tfc_instr_precision(in.kernel, n > 0 ? values[in.inputs[0]].dtype : UINT32_MAX,
+                            n > 1 ? values[in.inputs[1]].dtype : UINT32_MAX,
+                            values[in.output].dtype, label, sizeof label);
         ++stats->precisionCounts[std::string(tfc_kernel_name(in.kernel)) + " " + label];
       }
       for (const ValueInfo &v : values)
@@ -757,7 +730,7 @@ FailureOr<std::string> Writer::run(PlanStats *stats) {
 
   // Serialize the metadata.
   Out m;
-  m.str("tfc 0.3.0");
+  m.str(format::producer());
   auto nameAttr = module->getAttrOfType<StringAttr>("tfc.model");
   m.str(nameAttr ? nameAttr.getValue() : "");
   m.u32(symbolNames.size());
@@ -767,27 +740,7 @@ FailureOr<std::string> Writer::run(PlanStats *stats) {
   }
   m.buf += body.buf;
 
-  // Header + sections.
-  const uint64_t headerSize = 64;
-  uint64_t metaOff = headerSize, metaSize = m.buf.size();
-  uint64_t weightsOff = (metaOff + metaSize + TFC_WEIGHT_ALIGN - 1) / TFC_WEIGHT_ALIGN *
-                        TFC_WEIGHT_ALIGN;
-  uint64_t fileSize = weightsOff + weightsBlob.size();
-  std::string file(fileSize, '\0');
-  std::memcpy(&file[metaOff], m.buf.data(), metaSize);
-  std::memcpy(&file[weightsOff], weightsBlob.data(), weightsBlob.size());
-  uint32_t version = TFC_FORMAT_VERSION, hsize = headerSize;
-  uint64_t weightsSize = weightsBlob.size();
-  std::memcpy(&file[0], TFC_MAGIC, 8);
-  std::memcpy(&file[8], &version, 4);
-  std::memcpy(&file[12], &hsize, 4);
-  std::memcpy(&file[16], &fileSize, 8);
-  std::memcpy(&file[32], &metaOff, 8);
-  std::memcpy(&file[40], &metaSize, 8);
-  std::memcpy(&file[48], &weightsOff, 8);
-  std::memcpy(&file[56], &weightsSize, 8);
-  uint64_t sum = tfc_fnv1a64(file.data() + headerSize, fileSize - headerSize);
-  std::memcpy(&file[24], &sum, 8);
+  std::string file = format::assemble(m.buf, weightsBlob);
 
   if (stats) {
     stats->weightBytes = weightsBlob.size();

@@ -115,49 +115,7 @@ std::string checkDtypes(const Function &f, const Instr &in) {
   }
 }
 
-/// Bounds-checked little-endian reader over the metadata section.
-class Reader {
-public:
-  Reader(const uint8_t *p, size_t n) : p(p), n(n) {}
-  bool ok() const { return !failed; }
-  uint32_t u32() { return take<uint32_t>(); }
-  uint64_t u64() { return take<uint64_t>(); }
-  int64_t i64() { return take<int64_t>(); }
-  double f64() { return take<double>(); }
-  std::string str() {
-    uint32_t len = u32();
-    if (failed || len > n - pos) {
-      failed = true;
-      return {};
-    }
-    std::string s(reinterpret_cast<const char *>(p + pos), len);
-    pos += len;
-    return s;
-  }
-  /// A count that cannot exceed what the remaining bytes could hold.
-  uint32_t count(size_t minItemBytes) {
-    uint32_t c = u32();
-    if (!failed && minItemBytes && c > (n - pos) / minItemBytes)
-      failed = true;
-    return failed ? 0 : c;
-  }
-  bool atEnd() const { return pos == n; }
-
-private:
-  template <typename T> T take() {
-    T v{};
-    if (failed || sizeof(T) > n - pos) {
-      failed = true;
-      return v;
-    }
-    std::memcpy(&v, p + pos, sizeof(T));
-    pos += sizeof(T);
-    return v;
-  }
-  const uint8_t *p;
-  size_t n, pos = 0;
-  bool failed = false;
-};
+using tfc::format::Reader;
 
 } // namespace
 
@@ -214,37 +172,12 @@ Error loadModelFile(const char *path, std::unique_ptr<Model> &out) {
 }
 
 static Error parse(const uint8_t *data, size_t size, std::unique_ptr<Model> &m) {
-  if (!data || size < 64)
-    return invalid("model.bin is truncated: " + std::to_string(size) +
-                   " bytes, the header alone is 64");
-  if (std::memcmp(data, TFC_MAGIC, 8) != 0)
-    return invalid("not a model.bin: wrong magic (expected 'TFCMODEL')");
-  uint32_t version, hsize;
-  uint64_t fileSize, sum, metaOff, metaSize, wOff, wSize;
-  std::memcpy(&version, data + 8, 4);
-  std::memcpy(&hsize, data + 12, 4);
-  std::memcpy(&fileSize, data + 16, 8);
-  std::memcpy(&sum, data + 24, 8);
-  std::memcpy(&metaOff, data + 32, 8);
-  std::memcpy(&metaSize, data + 40, 8);
-  std::memcpy(&wOff, data + 48, 8);
-  std::memcpy(&wSize, data + 56, 8);
-  if (version < TFC_FORMAT_MIN_VERSION || version > TFC_FORMAT_VERSION)
-    return Error{3 /*TFRUN_UNSUPPORTED*/,
-                 "model.bin format version " + std::to_string(version) +
-                     " is not supported (this runtime reads versions " +
-                     std::to_string(TFC_FORMAT_MIN_VERSION) + " to " +
-                     std::to_string(TFC_FORMAT_VERSION) + "); recompile it with tfc"};
-  if (hsize != 64)
-    return invalid("model.bin header size " + std::to_string(hsize) + " is not 64");
-  if (fileSize != size)
-    return invalid("model.bin is truncated or padded: header says " +
-                   std::to_string(fileSize) + " bytes, got " + std::to_string(size));
-  if (metaOff < 64 || metaOff > size || metaSize > size - metaOff || wOff > size ||
-      wSize > size - wOff || wOff % TFC_WEIGHT_ALIGN != 0)
-    return invalid("model.bin sections lie outside the file");
-  if (tfc_fnv1a64(data + 64, size - 64) != sum)
-    return invalid("model.bin checksum mismatch: the file is corrupt");
+  tfc::format::Header h;
+  bool unsupported = false;
+  if (std::string err = tfc::format::readHeader(data, size, h, unsupported); !err.empty())
+    return unsupported ? Error{3 /*TFRUN_UNSUPPORTED*/, err} : invalid(err);
+  const uint64_t wOff = h.weightsOffset, wSize = h.weightsSize, metaOff = h.metaOffset,
+                 metaSize = h.metaSize;
 
   const uint8_t *base = data;
   m->weights = base + wOff;
@@ -288,19 +221,7 @@ static Error parse(const uint8_t *data, size_t size, std::unique_ptr<Model> &m) 
     }
     uint32_t np = r.count(16);
     for (uint32_t i = 0; i < np && r.ok(); ++i) {
-      Instr in;
-      in.kernel = r.u32();
-      uint32_t ni = r.count(4);
-      for (uint32_t k = 0; k < ni; ++k)
-        in.inputs.push_back(r.u32());
-      in.output = r.u32();
-      uint32_t nint = r.count(8);
-      for (uint32_t k = 0; k < nint; ++k)
-        in.ints.push_back(r.i64());
-      uint32_t nfl = r.count(8);
-      for (uint32_t k = 0; k < nfl; ++k)
-        in.floats.push_back(r.f64());
-      f.plan.push_back(std::move(in));
+      f.plan.push_back(r.instr());
     }
     f.arenaSize = r.u64();
     m->functions.push_back(std::move(f));

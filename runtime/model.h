@@ -8,6 +8,7 @@
 #ifndef TFC_RUNTIME_MODEL_H
 #define TFC_RUNTIME_MODEL_H
 
+#include "format/model_bin.h"
 #include "tfc/abi.h"
 
 #include "backends/cpu/linear_dnnl.h"
@@ -35,13 +36,7 @@ struct ValueDesc {
   uint64_t offset;           ///< input index, weight/arena byte offset, or view source
 };
 
-struct Instr {
-  uint32_t kernel;
-  std::vector<uint32_t> inputs;
-  uint32_t output;
-  std::vector<int64_t> ints;
-  std::vector<double> floats;
-};
+using Instr = tfc::format::Instr;
 
 struct Binding {
   std::string name;

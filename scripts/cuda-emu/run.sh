@@ -34,6 +34,7 @@ compile "$ROOT/backends/cuda/linear_cuda.cc" linear_cuda.o
 compile "$ROOT/scripts/cuda-emu/emu_runtime.cc" emu_runtime.o
 cuda=("${objs[@]}")
 objs=()
+compile "$ROOT/format/model_bin.cc" rt_model_bin.o -DTFC_VERSION_STRING='"emu"'
 for f in runtime/model.cc runtime/tfrun.cc runtime/generate.cc backends/cpu/kernels_cpu.cc \
          backends/cpu/linear_dnnl.cc backends/cpu/attention_cpu.cc backends/cpu/layer_norm_cpu.cc \
          backends/cpu/convert_cpu.cc backends/cpu/cpu_isa.cc backends/cpu/gemm_s8_avx2.cc backends/cpu/weight_memory.cc \

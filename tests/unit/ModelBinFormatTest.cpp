@@ -1,0 +1,75 @@
+//===- ModelBinFormatTest.cpp - format/model_bin: the container alone -----===//
+#include "format/model_bin.h"
+
+#include "tfc/abi.h"
+
+#include <gtest/gtest.h>
+
+namespace tfc::format {
+namespace {
+
+TEST(ModelBinFormat, AssembledFileReadsBack) {
+  Writer m;
+  m.str(producer());
+  Instr in;
+  in.kernel = TFC_KERNEL_ATTENTION;
+  in.inputs = {3, 4, 5};
+  in.output = 6;
+  in.ints = {1, 8, -1};
+  in.floats = {0.125, -1e9};
+  m.instr(in);
+  const std::string weights(100, '\x7f');
+  const std::string file = assemble(m.buf, weights);
+  const auto *data = reinterpret_cast<const uint8_t *>(file.data());
+  Header h;
+  bool unsupported = true;
+  ASSERT_EQ(readHeader(data, file.size(), h, unsupported), "");
+  EXPECT_FALSE(unsupported);
+  EXPECT_EQ(h.version, TFC_FORMAT_VERSION);
+  EXPECT_EQ(h.metaOffset, kHeaderSize);
+  EXPECT_EQ(h.weightsOffset % TFC_WEIGHT_ALIGN, 0u);
+  EXPECT_EQ(h.fileSize, file.size());
+  EXPECT_EQ(file.substr(h.weightsOffset), weights);
+  Reader r(data + h.metaOffset, h.metaSize);
+  EXPECT_EQ(r.str(), std::string("tfc ") + TFC_VERSION_STRING);
+  Instr back = r.instr();
+  EXPECT_TRUE(r.ok());
+  EXPECT_TRUE(r.atEnd());
+  EXPECT_EQ(back.kernel, in.kernel);
+  EXPECT_EQ(back.inputs, in.inputs);
+  EXPECT_EQ(back.output, in.output);
+  EXPECT_EQ(back.ints, in.ints);
+  EXPECT_EQ(back.floats, in.floats);
+}
+
+TEST(ModelBinFormat, HeaderErrors) {
+  std::string file = assemble("meta", "");
+  auto *data = reinterpret_cast<uint8_t *>(file.data());
+  Header h;
+  bool unsupported = false;
+  EXPECT_EQ(readHeader(data, 10, h, unsupported),
+            "model.bin is truncated: 10 bytes, the header alone is 64");
+  EXPECT_EQ(readHeader(data, file.size() - 1, h, unsupported),
+            "model.bin is truncated or padded: header says " + std::to_string(file.size()) +
+                " bytes, got " + std::to_string(file.size() - 1));
+  file[kHeaderSize] ^= 1;
+  EXPECT_EQ(readHeader(data, file.size(), h, unsupported),
+            "model.bin checksum mismatch: the file is corrupt");
+  file[8] = 99; // version
+  EXPECT_NE(readHeader(data, file.size(), h, unsupported), "");
+  EXPECT_TRUE(unsupported);
+}
+
+TEST(ModelBinFormat, ReaderStopsAtTheEnd) {
+  const uint8_t bytes[6] = {2, 0, 0, 0, 'a', 'b'};
+  Reader r(bytes, sizeof bytes);
+  EXPECT_EQ(r.str(), "ab");
+  EXPECT_EQ(r.u64(), 0u);
+  EXPECT_FALSE(r.ok());
+  Reader c(bytes, 4);
+  EXPECT_EQ(c.count(8), 0u); // 2 items of 8 bytes cannot fit in 0 bytes
+  EXPECT_FALSE(c.ok());
+}
+
+} // namespace
+} // namespace tfc::format
