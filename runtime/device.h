@@ -1,19 +1,26 @@
 //===- device.h - where a session's plan runs: the CPU or a CUDA device ----===//
 //
-// Internal to libtfrun. The executor (tfrun.cc) walks the same plan for every
-// device; what differs is where memory lives and who runs a kernel. The CPU
-// path needs none of this (host memory, tfc::cpu::runKernel). A Device is the
-// other case: memory the host cannot touch, explicit copies, kernels queued on
-// a stream, and errors that surface at sync().
+// Internal to libtfrun. The executor (executor.cc) walks the same plan, with
+// the same tensor views (backends/tensor.h), for every device. A Device says
+// where memory lives, how weights get there, and who runs a kernel:
 //
-// Every method returns an Error (or a message), never throws.
+//   - the CPU (device_cpu.cc): host memory, so inputs, weights and outputs are
+//     used in place; weights of linears are packed for oneDNN once, in the CPU
+//     device's pack cache (shared by every CPU session on the same weights);
+//     kernels run synchronously on OpenMP threads.
+//   - CUDA (device_cuda.cc): device memory, explicit copies, kernels queued on
+//     the session's stream, and errors that surface at sync().
+//
+// A Device belongs to one session and is used by one thread at a time. Every
+// method returns a Status, never throws.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TFC_RUNTIME_DEVICE_H
 #define TFC_RUNTIME_DEVICE_H
 
-#include "backends/cpu/kernels_cpu.h"
+#include "backends/tensor.h"
 #include "runtime/model.h"
+#include "tfc/status.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -21,39 +28,60 @@
 #include <string>
 #include <vector>
 
-namespace tfrun {
+namespace tfrun::rt {
 
 class Device {
 public:
   virtual ~Device() = default;
-  /// "cuda:0 (NVIDIA H100 80GB HBM3, sm_90)".
+  /// "cpu (avx2, fma; ...)" or "cuda:0 (NVIDIA H100 80GB HBM3, sm_90)".
   virtual std::string describe() const = 0;
-  virtual Error alloc(size_t bytes, void **out) = 0;
+  /// True when the device's memory is host memory: the executor then reads
+  /// inputs and f32 outputs in place instead of copying them.
+  virtual bool hostMemory() const = 0;
+  /// The dtype f32 activations and weights are computed in (a CUDA session's
+  /// --dtype); the CPU computes in what model.bin stores.
+  virtual uint32_t computeDtype() const { return TFC_DTYPE_F32; }
+
+  /// Once, when a session is created: whether |m| can run here (an error that
+  /// names what is missing) and the device's copy of its weights.
+  virtual Status bindModel(const Model &m) = 0;
+  /// Where value |value| (a weight) of function |fn| lives for the kernels, in
+  /// |dtype| (its stored dtype, or computeDtype() for f32 weights): the data,
+  /// and the CPU's packed copy of a linear weight (else null).
+  virtual Status weight(size_t fn, uint32_t value, uint32_t dtype, void **data,
+                        const void **packed) = 0;
+
+  /// |zeroed|: the memory reads as zeros (the KV cache).
+  virtual Status alloc(size_t bytes, void **out, bool zeroed = false) = 0;
   virtual void release(void *p) = 0;
-  virtual Error upload(void *dst, const void *src, size_t bytes) = 0;
+  virtual Status upload(void *dst, const void *src, size_t bytes) = 0;
   /// Waits for the queued work first, so |dst| is ready when it returns.
-  virtual Error download(void *dst, const void *src, size_t bytes) = 0;
-  virtual Error copy(void *dst, const void *src, size_t bytes) = 0;
-  virtual Error zero(void *dst, size_t bytes) = 0;
-  /// f32 host values to |dtype| (F32, F16 or BF16) in device memory: the
-  /// one-time weight conversion of a run-time compute dtype.
-  virtual Error convertUpload(void *dst, const float *src, int64_t count, uint32_t dtype) = 0;
-  /// Queues one plan instruction; tensors hold device pointers.
-  virtual std::string run(uint32_t kernel, const std::vector<const tfc::cpu::Tensor *> &in,
-                          tfc::cpu::Tensor &out, const std::vector<int64_t> &ints,
-                          const std::vector<double> &floats) = 0;
+  virtual Status download(void *dst, const void *src, size_t bytes) = 0;
+  virtual Status copy(void *dst, const void *src, size_t bytes) = 0;
+
+  /// Before a run's first kernel, on the thread that runs it.
+  virtual void beginRun() {}
+  /// Runs (CPU) or queues (CUDA) one plan instruction.
+  virtual Status run(const Instr &in, const std::vector<const tfc::Tensor *> &args,
+                     tfc::Tensor &out) = 0;
   /// Waits for the queued work; reports asynchronous errors.
-  virtual Error sync() = 0;
+  virtual Status sync() = 0;
 };
+
+/// The CPU, with |threads| OpenMP threads per run (0: all cores).
+/// Unsupported on a CPU without AVX2 and FMA, or for a compute dtype other
+/// than f32 (on the CPU the precision is chosen at compile time).
+Status createCpuDevice(int threads, uint32_t computeDtype, std::unique_ptr<Device> &out);
 
 /// The number of usable CUDA devices: 0 when libtfrun was built without CUDA,
 /// or there is no driver or GPU (|why| then says which).
 int cudaDeviceCount(std::string *why = nullptr);
 
-/// A CUDA device with its own stream. TFRUN_UNSUPPORTED when libtfrun was
-/// built without CUDA or |ordinal| names no device.
-Error createCudaDevice(int ordinal, std::unique_ptr<Device> &out);
+/// A CUDA device with its own stream, computing f32 values in |computeDtype|
+/// (f32, f16 or bf16). Unsupported when libtfrun was built without CUDA or
+/// |ordinal| names no device.
+Status createCudaDevice(int ordinal, uint32_t computeDtype, std::unique_ptr<Device> &out);
 
-} // namespace tfrun
+} // namespace tfrun::rt
 
 #endif // TFC_RUNTIME_DEVICE_H

@@ -9,73 +9,120 @@
 
 #include "tfc/abi.h"
 
+#include <algorithm>
+
 #if TFC_HAVE_CUDA
 #include "backends/cuda/kernels_cuda.h"
 #endif
 
-namespace tfrun {
+namespace tfrun::rt {
 
 #if TFC_HAVE_CUDA
 namespace {
 
-constexpr int kUnsupported = 3; // TFRUN_UNSUPPORTED
-constexpr int kInternal = 6;    // TFRUN_INTERNAL
-
-Error fail(const std::string &msg, int code = kInternal) {
-  return msg.empty() ? Error{} : Error{code, msg};
+/// A backend message ("" on success) as a Status.
+Status fail(const std::string &msg, Code code = Code::Internal) {
+  return Status::fromMessage(msg, code);
 }
 
 class CudaDevice : public Device {
 public:
-  CudaDevice(int ordinal, tfc::cuda::ContextPtr ctx) : ordinal(ordinal), ctx(std::move(ctx)) {}
+  CudaDevice(int ordinal, uint32_t computeDtype, tfc::cuda::ContextPtr ctx)
+      : ordinal(ordinal), compute(computeDtype), ctx(std::move(ctx)) {}
+  ~CudaDevice() override {
+    release(weights);
+    for (void *p : converted)
+      release(p);
+  }
   std::string describe() const override {
     return "cuda:" + std::to_string(ordinal) + " (" + tfc::cuda::deviceName(ordinal) + ")";
   }
-  Error alloc(size_t bytes, void **out) override {
-    std::string e = tfc::cuda::deviceAlloc(*ctx, bytes ? bytes : 64, out);
-    return e.empty() ? Error{} : Error{5 /*TFRUN_OUT_OF_MEMORY*/, e};
+  bool hostMemory() const override { return false; }
+  uint32_t computeDtype() const override { return compute; }
+
+  Status bindModel(const Model &m) override {
+    model = &m;
+    for (const Function &f : m.functions)
+      for (const Instr &in : f.plan)
+        if ((in.kernel == TFC_KERNEL_LINEAR || in.kernel == TFC_KERNEL_FUSED_LINEAR) &&
+            f.values[in.inputs[1]].dtype == TFC_DTYPE_I8)
+          return Status::unsupported(
+              "int8 linear weights (tfc compile --precision int8) run on the "
+              "CPU only; on CUDA use an f32 or bf16 model.bin, or --dtype "
+              "f16 / bf16");
+    if (compute != TFC_DTYPE_F32)
+      for (const Function &f : m.functions)
+        for (const ValueDesc &v : f.values)
+          if (v.dtype == TFC_DTYPE_BF16 || v.dtype == TFC_DTYPE_I8 || v.dtype == TFC_DTYPE_F16)
+            return Status::invalidArgument(std::string("compute dtype ") + tfc_dtype_name(compute) +
+                                           " needs an f32 model.bin; this one was compiled "
+                                           "with reduced precision (tfc compile --precision)");
+    // The weights section, once per session, as stored; converted copies are
+    // made when a function first asks for them.
+    TFC_RETURN_IF_ERROR(alloc(m.weightsSize, &weights, false));
+    if (m.weightsSize)
+      TFC_RETURN_IF_ERROR(upload(weights, m.weights, m.weightsSize));
+    return Status::ok();
   }
-  void release(void *p) override { (void)tfc::cuda::deviceFree(*ctx, p); }
-  Error upload(void *dst, const void *src, size_t n) override {
+  Status weight(size_t fn, uint32_t value, uint32_t dtype, void **data,
+                const void **packed) override {
+    const ValueDesc &v = model->functions[fn].values[value];
+    *packed = nullptr;
+    if (dtype == v.dtype) {
+      *data = static_cast<char *>(weights) + v.offset;
+      return Status::ok();
+    }
+    uint64_t n = 1;
+    for (int64_t x : v.dims)
+      n *= (uint64_t)x;
+    void *p = nullptr;
+    TFC_RETURN_IF_ERROR(alloc(std::max<uint64_t>(n, 1) * tfc_dtype_size(dtype), &p, false));
+    converted.push_back(p);
+    TFC_RETURN_IF_ERROR(fail(tfc::cuda::convertWeights(
+        *ctx, reinterpret_cast<const float *>(model->weights + v.offset), (int64_t)n, dtype, p)));
+    *data = p;
+    return Status::ok();
+  }
+
+  Status alloc(size_t bytes, void **out, bool zeroed) override {
+    std::string e = tfc::cuda::deviceAlloc(*ctx, bytes ? bytes : 64, out);
+    if (!e.empty())
+      return Status::outOfMemory(e);
+    return zeroed ? fail(tfc::cuda::fillZero(*ctx, *out, bytes)) : Status::ok();
+  }
+  void release(void *p) override {
+    if (p)
+      (void)tfc::cuda::deviceFree(*ctx, p);
+  }
+  Status upload(void *dst, const void *src, size_t n) override {
     return fail(tfc::cuda::copyToDevice(*ctx, dst, src, n));
   }
-  Error download(void *dst, const void *src, size_t n) override {
-    if (Error e = fail(tfc::cuda::copyToHost(*ctx, dst, src, n)))
-      return e;
+  Status download(void *dst, const void *src, size_t n) override {
+    TFC_RETURN_IF_ERROR(fail(tfc::cuda::copyToHost(*ctx, dst, src, n)));
     return sync();
   }
-  Error copy(void *dst, const void *src, size_t n) override {
+  Status copy(void *dst, const void *src, size_t n) override {
     return fail(tfc::cuda::copyOnDevice(*ctx, dst, src, n));
   }
-  Error zero(void *dst, size_t n) override { return fail(tfc::cuda::fillZero(*ctx, dst, n)); }
-  Error convertUpload(void *dst, const float *src, int64_t count, uint32_t dtype) override {
-    return fail(tfc::cuda::convertWeights(*ctx, src, count, dtype, dst));
+  Status run(const Instr &in, const std::vector<const tfc::Tensor *> &args,
+             tfc::Tensor &out) override {
+    return fail(tfc::cuda::runKernel(*ctx, in.kernel, args, out, in.ints, in.floats),
+                Code::InvalidArgument);
   }
-  std::string run(uint32_t kernel, const std::vector<const tfc::cpu::Tensor *> &in,
-                  tfc::cpu::Tensor &out, const std::vector<int64_t> &ints,
-                  const std::vector<double> &floats) override {
-    // The two Tensor types have the same fields; the CUDA one holds device pointers.
-    ins.resize(in.size());
-    ptrs.resize(in.size());
-    for (size_t i = 0; i < in.size(); ++i) {
-      ins[i].data = in[i]->data;
-      ins[i].dtype = in[i]->dtype;
-      ins[i].shape = in[i]->shape;
-      ptrs[i] = &ins[i];
-    }
-    tfc::cuda::Tensor o;
-    o.data = out.data;
-    o.dtype = out.dtype;
-    o.shape = out.shape;
-    return tfc::cuda::runKernel(*ctx, kernel, ptrs, o, ints, floats);
+  Status sync() override {
+    // The kernels report bad data (a token id out of range) at the next sync,
+    // in the CPU backend's words: the caller's input. A CUDA error is ours.
+    std::string e = tfc::cuda::synchronize(*ctx);
+    return fail(e, e.rfind("CUDA error", 0) == 0 ? Code::Internal : Code::InvalidArgument);
   }
-  Error sync() override { return fail(tfc::cuda::synchronize(*ctx), 1 /*INVALID_ARGUMENT*/); }
 
 private:
   int ordinal;
+  uint32_t compute;
   tfc::cuda::ContextPtr ctx;
-  std::vector<tfc::cuda::Tensor> ins;
-  std::vector<const tfc::cuda::Tensor *> ptrs;
+  const Model *model = nullptr;
+  void *weights = nullptr;       ///< the weights section, as stored
+  std::vector<void *> converted; ///< weights converted to the compute dtype
 };
 
 } // namespace
@@ -88,20 +135,20 @@ int cudaDeviceCount(std::string *why) {
   return e.empty() ? n : 0;
 }
 
-Error createCudaDevice(int ordinal, std::unique_ptr<Device> &out) {
+Status createCudaDevice(int ordinal, uint32_t computeDtype, std::unique_ptr<Device> &out) {
   std::string why;
   int n = cudaDeviceCount(&why);
   if (n == 0)
-    return {kUnsupported, "no CUDA device: " + why};
+    return Status::unsupported("no CUDA device: " + why);
   if (ordinal < 0 || ordinal >= n)
-    return {kUnsupported, "no CUDA device " + std::to_string(ordinal) + " (this machine has " +
-                              std::to_string(n) + ")"};
+    return Status::unsupported("no CUDA device " + std::to_string(ordinal) + " (this machine has " +
+                               std::to_string(n) + ")");
   tfc::cuda::ContextPtr ctx;
   std::string e = tfc::cuda::createContext(ordinal, ctx);
   if (!e.empty())
-    return {kInternal, e};
-  out = std::make_unique<CudaDevice>(ordinal, std::move(ctx));
-  return {};
+    return Status::internal(e);
+  out = std::make_unique<CudaDevice>(ordinal, computeDtype, std::move(ctx));
+  return Status::ok();
 }
 
 #else // !TFC_HAVE_CUDA
@@ -112,12 +159,11 @@ int cudaDeviceCount(std::string *why) {
   return 0;
 }
 
-Error createCudaDevice(int, std::unique_ptr<Device> &) {
-  return {3 /*TFRUN_UNSUPPORTED*/,
-          "this libtfrun was built without CUDA (configure with the CUDA toolkit at "
-          "/usr/local/cuda, or -DTFC_CUDA=ON)"};
+Status createCudaDevice(int, uint32_t, std::unique_ptr<Device> &) {
+  return Status::unsupported("this libtfrun was built without CUDA (configure with the CUDA "
+                             "toolkit at /usr/local/cuda, or -DTFC_CUDA=ON)");
 }
 
 #endif
 
-} // namespace tfrun
+} // namespace tfrun::rt

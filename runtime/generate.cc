@@ -37,10 +37,10 @@
 #include <random>
 #include <string>
 
-namespace tfrun {
+namespace tfrun::rt {
 namespace {
 
-Error invalidArg(std::string msg) { return Error{TFRUN_INVALID_ARGUMENT, std::move(msg)}; }
+Status invalidArg(std::string msg) { return Status::invalidArgument(std::move(msg)); }
 
 template <typename... Args> std::string format(const char *fmt, Args... args) {
   char buf[256];
@@ -82,18 +82,17 @@ float normalize(float score, int64_t length, float alpha) {
                             std::pow(static_cast<double>(length), static_cast<double>(alpha)));
 }
 
-Error step(StepModel &model, const std::vector<int64_t> &tokens, int64_t pos,
-           const float **logits) {
+Status step(StepModel &model, const std::vector<int64_t> &tokens, int64_t pos,
+            const float **logits) {
   *logits = nullptr;
-  if (Error e = model.step(tokens.data(), static_cast<int64_t>(tokens.size()), pos, logits))
-    return e;
+  TFC_RETURN_IF_ERROR(model.step(tokens.data(), static_cast<int64_t>(tokens.size()), pos, logits));
   if (!*logits)
-    return Error{TFRUN_INTERNAL, "the model's decode step returned no logits"};
+    return Status::internal("the model's decode step returned no logits");
   return {};
 }
 
 /// Drops / fans out / reorders the rows; nothing to do when |from| is the identity.
-Error select(StepModel &model, const std::vector<int64_t> &from, size_t rowsBefore) {
+Status select(StepModel &model, const std::vector<int64_t> &from, size_t rowsBefore) {
   bool identity = from.size() == rowsBefore;
   for (size_t r = 0; identity && r < from.size(); ++r)
     identity = from[r] == static_cast<int64_t>(r);
@@ -192,8 +191,8 @@ private:
 };
 
 /// Greedy search and sampling: one row per active item.
-Error singleRowSearch(StepModel &model, const std::vector<std::vector<int64_t>> &prompts,
-                      const SearchOptions &opt, SearchResult &out) {
+Status singleRowSearch(StepModel &model, const std::vector<std::vector<int64_t>> &prompts,
+                       const SearchOptions &opt, SearchResult &out) {
   const size_t batch = prompts.size();
   const int64_t vocab = model.vocabSize();
   out.ids.assign(batch, {});
@@ -218,8 +217,7 @@ Error singleRowSearch(StepModel &model, const std::vector<std::vector<int64_t>> 
       tokens.push_back(pos < static_cast<int64_t>(p.size()) ? p[pos] : out.ids[b].back());
     }
     const float *logits;
-    if (Error e = step(model, tokens, pos, &logits))
-      return e;
+    TFC_RETURN_IF_ERROR(step(model, tokens, pos, &logits));
     from.clear();
     stillActive.clear();
     for (size_t r = 0; r < active.size(); ++r) {
@@ -243,8 +241,7 @@ Error singleRowSearch(StepModel &model, const std::vector<std::vector<int64_t>> 
       }
     }
     if (!stillActive.empty())
-      if (Error e = select(model, from, active.size()))
-        return e;
+      TFC_RETURN_IF_ERROR(select(model, from, active.size()));
     active.swap(stillActive);
   }
   return {};
@@ -252,8 +249,8 @@ Error singleRowSearch(StepModel &model, const std::vector<std::vector<int64_t>> 
 
 /// Beam search, per item as docs/generation.md specifies, with all items' live hypotheses as
 /// the model's rows.
-Error beamSearchImpl(StepModel &model, const std::vector<std::vector<int64_t>> &prompts,
-                     const SearchOptions &opt, SearchResult &out) {
+Status beamSearchImpl(StepModel &model, const std::vector<std::vector<int64_t>> &prompts,
+                      const SearchOptions &opt, SearchResult &out) {
   const size_t batch = prompts.size();
   const int64_t vocab = model.vocabSize();
   const int64_t K = opt.beam;
@@ -324,8 +321,7 @@ Error beamSearchImpl(StepModel &model, const std::vector<std::vector<int64_t>> &
           tokens.push_back(items[b].nodes[h.node].token);
     }
     const float *logits;
-    if (Error e = step(model, tokens, pos, &logits))
-      return e;
+    TFC_RETURN_IF_ERROR(step(model, tokens, pos, &logits));
     from.clear();
     stillActive.clear();
     int64_t row0 = 0; // the item's first row
@@ -392,32 +388,31 @@ Error beamSearchImpl(StepModel &model, const std::vector<std::vector<int64_t>> &
       stillActive.push_back(b);
     }
     if (!stillActive.empty())
-      if (Error e = select(model, from, tokens.size()))
-        return e;
+      TFC_RETURN_IF_ERROR(select(model, from, tokens.size()));
     active.swap(stillActive);
   }
   return {};
 }
 
-Error guarded(Error (*body)(StepModel &, const std::vector<std::vector<int64_t>> &,
-                            const SearchOptions &, SearchResult &),
-              StepModel &model, const std::vector<std::vector<int64_t>> &prompts,
-              const SearchOptions &opt, SearchResult &out, bool forBeamSearch) {
-  Error e;
+Status guarded(Status (*body)(StepModel &, const std::vector<std::vector<int64_t>> &,
+                              const SearchOptions &, SearchResult &),
+               StepModel &model, const std::vector<std::vector<int64_t>> &prompts,
+               const SearchOptions &opt, SearchResult &out, bool forBeamSearch) {
+  Status e;
   try {
     out.ids.clear();
     out.scores.clear();
     e = validateSearch(model, prompts, opt, forBeamSearch);
-    if (!e && !prompts.empty())
+    if (e.isOk() && !prompts.empty())
       e = body(model, prompts, opt, out);
   } catch (const std::bad_alloc &) {
-    e = Error{TFRUN_OUT_OF_MEMORY, "out of memory during generation"};
+    e = Status::outOfMemory("out of memory during generation");
   } catch (const std::exception &x) {
-    e = Error{TFRUN_INTERNAL, std::string("generation failed: ") + x.what()};
+    e = Status::internal(std::string("generation failed: ") + x.what());
   } catch (...) {
-    e = Error{TFRUN_INTERNAL, "generation failed: unknown exception"};
+    e = Status::internal("generation failed: unknown exception");
   }
-  if (e) {
+  if (!e.isOk()) {
     out.ids.clear();
     out.scores.clear();
   }
@@ -426,8 +421,8 @@ Error guarded(Error (*body)(StepModel &, const std::vector<std::vector<int64_t>>
 
 } // namespace
 
-Error validateSearch(const StepModel &model, const std::vector<std::vector<int64_t>> &prompts,
-                     const SearchOptions &opt, bool forBeamSearch) {
+Status validateSearch(const StepModel &model, const std::vector<std::vector<int64_t>> &prompts,
+                      const SearchOptions &opt, bool forBeamSearch) {
   if (opt.beam < 1)
     return invalidArg(format("beam width must be at least 1, got %d", opt.beam));
   if (opt.max_len < 1)
@@ -461,23 +456,22 @@ Error validateSearch(const StepModel &model, const std::vector<std::vector<int64
                                  "prompt is outside the vocabulary [0, %" PRId64 ")",
                                  prompts[b][i], i, b, vocab));
   if (opt.bos < 0 || opt.bos >= vocab)
-    return invalidArg(format("bos id %" PRId64 " is outside the vocabulary [0, %" PRId64 ")",
-                             opt.bos, vocab));
+    return invalidArg(
+        format("bos id %" PRId64 " is outside the vocabulary [0, %" PRId64 ")", opt.bos, vocab));
   if (opt.eos < 0 || opt.eos >= vocab)
-    return invalidArg(format("eos id %" PRId64 " is outside the vocabulary [0, %" PRId64 ")",
-                             opt.eos, vocab));
+    return invalidArg(
+        format("eos id %" PRId64 " is outside the vocabulary [0, %" PRId64 ")", opt.eos, vocab));
   return {};
 }
 
-Error search(StepModel &model, const std::vector<std::vector<int64_t>> &prompts,
-             const SearchOptions &opt, SearchResult &out) {
-  return guarded(opt.beam > 1 ? beamSearchImpl : singleRowSearch, model, prompts, opt, out,
-                 false);
+Status search(StepModel &model, const std::vector<std::vector<int64_t>> &prompts,
+              const SearchOptions &opt, SearchResult &out) {
+  return guarded(opt.beam > 1 ? beamSearchImpl : singleRowSearch, model, prompts, opt, out, false);
 }
 
-Error beamSearch(StepModel &model, const std::vector<std::vector<int64_t>> &prompts,
-                 const SearchOptions &opt, SearchResult &out) {
+Status beamSearch(StepModel &model, const std::vector<std::vector<int64_t>> &prompts,
+                  const SearchOptions &opt, SearchResult &out) {
   return guarded(beamSearchImpl, model, prompts, opt, out, true);
 }
 
-} // namespace tfrun
+} // namespace tfrun::rt

@@ -6,18 +6,18 @@
 // position and returns the next token's logits. Rows are dropped as batch items
 // finish, and fan out / reorder with beam search, through StepModel::select().
 //
-// Nothing here throws: every failure, std::bad_alloc included, is an Error.
+// Nothing here throws: every failure, std::bad_alloc included, is a Status.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TFC_RUNTIME_GENERATE_H
 #define TFC_RUNTIME_GENERATE_H
 
-#include "runtime/model.h" // tfrun::Error (the header needs no oneDNN to compile)
+#include "runtime/model.h" // tfrun::rt::Status
 
 #include <cstdint>
 #include <vector>
 
-namespace tfrun {
+namespace tfrun::rt {
 
 /// The model side of a search: a batch of `rows` decoder states (KV cache, encoder memory).
 class StepModel {
@@ -29,11 +29,11 @@ public:
   /// Feeds tokens[r] to row r, for r < rows, at absolute position `pos` (the same for all rows).
   /// On success, *logits points at [rows, vocab] f32 logits for the next token, valid until the
   /// next call.
-  virtual Error step(const int64_t *tokens, int64_t rows, int64_t pos, const float **logits) = 0;
+  virtual Status step(const int64_t *tokens, int64_t rows, int64_t pos, const float **logits) = 0;
   /// Rebuilds the rows: new row r takes the state of old row from[r], for r < rows. from may
   /// repeat indices (a beam fans out) and rows may be larger or smaller than before
   /// (<= maxRows()).
-  virtual Error select(const int64_t *from, int64_t rows) = 0;
+  virtual Status select(const int64_t *from, int64_t rows) = 0;
 };
 
 struct SearchOptions {
@@ -65,21 +65,21 @@ struct SearchResult {
 /// TFRUN_INVALID_ARGUMENT, step()/select() errors are returned unchanged, std::bad_alloc gives
 /// TFRUN_OUT_OF_MEMORY. On error |out| is left empty. An empty batch succeeds with an empty
 /// result and never calls the model.
-Error search(StepModel &model, const std::vector<std::vector<int64_t>> &prompts,
+Status search(StepModel &model, const std::vector<std::vector<int64_t>> &prompts,
              const SearchOptions &opt, SearchResult &out);
 
 /// Beam search with opt.beam hypotheses per item, also for opt.beam == 1 (which search() runs
 /// as greedy; the tokens agree, the score here is the normalized one). opt.sample must be off.
 /// Same contract as search().
-Error beamSearch(StepModel &model, const std::vector<std::vector<int64_t>> &prompts,
+Status beamSearch(StepModel &model, const std::vector<std::vector<int64_t>> &prompts,
                  const SearchOptions &opt, SearchResult &out);
 
-/// The option checks search() makes, in its order: an empty Error (code 0), or the first problem
+/// The option checks search() makes, in its order: Status::ok(), or the first problem
 /// (TFRUN_INVALID_ARGUMENT and a one-line message). forBeamSearch: also rejects sampling with
 /// beam 1 (as beamSearch() does).
-Error validateSearch(const StepModel &model, const std::vector<std::vector<int64_t>> &prompts,
+Status validateSearch(const StepModel &model, const std::vector<std::vector<int64_t>> &prompts,
                      const SearchOptions &opt, bool forBeamSearch = false);
 
-} // namespace tfrun
+} // namespace tfrun::rt
 
 #endif // TFC_RUNTIME_GENERATE_H

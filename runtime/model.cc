@@ -7,25 +7,23 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/model.h"
 
-#include "backends/cpu/cpu_isa.h"
-
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
-#include <map>
-#include <tuple>
 #include <fcntl.h>
+#include <map>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <tuple>
 #include <unistd.h>
 
-namespace tfrun {
+namespace tfrun::rt {
 
 size_t dtypeSize(uint32_t d) { return (size_t)tfc_dtype_size(d); }
 
 namespace {
 
-Error invalid(std::string msg) { return Error{2 /*TFRUN_INVALID_MODEL*/, std::move(msg)}; }
+Status invalid(std::string msg) { return Status::invalidModel(std::move(msg)); }
 
 bool isFloat(uint32_t d) { return d == TFC_DTYPE_F32 || d == TFC_DTYPE_BF16; }
 bool isReduced(uint32_t d) {
@@ -79,8 +77,8 @@ std::string checkDtypes(const Function &f, const Instr &in) {
                   (in.ints.size() > 3 && in.ints[3] ? 1 : 0) + (t.dtype == TFC_DTYPE_I8);
     if (n != want)
       return "has " + std::to_string(n) + " inputs, not " + std::to_string(want);
-    if (t.dims.size() != 2 || (t.dtype != TFC_DTYPE_F32 && t.dtype != TFC_DTYPE_BF16 &&
-                               t.dtype != TFC_DTYPE_I8))
+    if (t.dims.size() != 2 ||
+        (t.dtype != TFC_DTYPE_F32 && t.dtype != TFC_DTYPE_BF16 && t.dtype != TFC_DTYPE_I8))
       return "has a table that is not a 2-D f32, bf16 or i8 tensor";
     if (t.dtype == TFC_DTYPE_I8 && (t.storage != Storage::Weight || !scalesOk(t.dims[0])))
       return "has an int8 table without its [V] f32 scales";
@@ -124,9 +122,9 @@ Model::~Model() {
     munmap(mapping, mappingSize);
 }
 
-static Error parse(const uint8_t *data, size_t size, std::unique_ptr<Model> &m);
+static Status parse(const uint8_t *data, size_t size, std::unique_ptr<Model> &m);
 
-Error loadModel(const uint8_t *data, size_t size, std::unique_ptr<Model> &out) {
+Status loadModel(const uint8_t *data, size_t size, std::unique_ptr<Model> &out) {
   auto m = std::make_unique<Model>();
   if (data && size) {
     // Copy into 64-byte aligned storage so weights keep their alignment.
@@ -135,21 +133,19 @@ Error loadModel(const uint8_t *data, size_t size, std::unique_ptr<Model> &out) {
     std::memcpy(m->bytes.data() + shift, data, size);
     data = m->bytes.data() + shift;
   }
-  if (Error e = parse(data, size, m))
-    return e;
+  TFC_RETURN_IF_ERROR(parse(data, size, m));
   out = std::move(m);
-  return {};
+  return Status::ok();
 }
 
-Error loadModelFile(const char *path, std::unique_ptr<Model> &out) {
+Status loadModelFile(const char *path, std::unique_ptr<Model> &out) {
   int fd = ::open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0)
-    return Error{4 /*TFRUN_IO_ERROR*/,
-                 std::string("cannot open '") + path + "': " + std::strerror(errno)};
+    return Status::ioError(std::string("cannot open '") + path + "': " + std::strerror(errno));
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    return Error{4, std::string("'") + path + "' is not a regular file"};
+    return Status::ioError(std::string("'") + path + "' is not a regular file");
   }
   auto m = std::make_unique<Model>();
   size_t size = (size_t)st.st_size;
@@ -158,24 +154,23 @@ Error loadModelFile(const char *path, std::unique_ptr<Model> &out) {
     void *p = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED) {
       ::close(fd);
-      return Error{4, std::string("cannot map '") + path + "': " + std::strerror(errno)};
+      return Status::ioError(std::string("cannot map '") + path + "': " + std::strerror(errno));
     }
     m->mapping = p;
     m->mappingSize = size;
     data = static_cast<const uint8_t *>(p);
   }
   ::close(fd); // the mapping keeps the file alive
-  if (Error e = parse(data, size, m))
-    return e;
+  TFC_RETURN_IF_ERROR(parse(data, size, m));
   out = std::move(m);
-  return {};
+  return Status::ok();
 }
 
-static Error parse(const uint8_t *data, size_t size, std::unique_ptr<Model> &m) {
+static Status parse(const uint8_t *data, size_t size, std::unique_ptr<Model> &m) {
   tfc::format::Header h;
   bool unsupported = false;
   if (std::string err = tfc::format::readHeader(data, size, h, unsupported); !err.empty())
-    return unsupported ? Error{3 /*TFRUN_UNSUPPORTED*/, err} : invalid(err);
+    return unsupported ? Status::unsupported(err) : invalid(err);
   const uint64_t wOff = h.weightsOffset, wSize = h.weightsSize, metaOff = h.metaOffset,
                  metaSize = h.metaSize;
 
@@ -246,9 +241,6 @@ static Error parse(const uint8_t *data, size_t size, std::unique_ptr<Model> &m) 
                    "' is not an input of forward");
 
   // Cross-references, per function.
-  std::map<std::tuple<uint64_t, int64_t, int64_t, uint32_t, const float *>,
-           std::shared_ptr<tfc::cpu::PackedLinear>>
-      packedByOffset;
   for (Function &f : m->functions) {
     const std::string where = "function '" + f.name + "': ";
     size_t nvals = f.values.size();
@@ -262,8 +254,7 @@ static Error parse(const uint8_t *data, size_t size, std::unique_ptr<Model> &m) 
       for (int64_t d : v.dims) {
         if (d < 0) {
           if ((uint64_t)(-(d + 1)) >= m->symbolNames.size())
-            return invalid(where + "value " + std::to_string(i) +
-                           " uses an unknown symbolic dim");
+            return invalid(where + "value " + std::to_string(i) + " uses an unknown symbolic dim");
           symbolic = true;
           maxElems *= (uint64_t)std::max<int64_t>(m->symbolMax[-(d + 1)], 0);
         } else if (d > (int64_t)1 << 40) {
@@ -291,8 +282,7 @@ static Error parse(const uint8_t *data, size_t size, std::unique_ptr<Model> &m) 
         break;
       case Storage::State:
         if (v.offset > m->stateSize || maxBytes > m->stateSize - v.offset ||
-            v.dtype != TFC_DTYPE_F32 || v.dims.size() != 3 || v.dims[1] <= 0 ||
-            v.dims[2] <= 0)
+            v.dtype != TFC_DTYPE_F32 || v.dims.size() != 3 || v.dims[1] <= 0 || v.dims[2] <= 0)
           return invalid(where + "state value " + std::to_string(i) +
                          " lies outside the session state");
         break;
@@ -316,14 +306,13 @@ static Error parse(const uint8_t *data, size_t size, std::unique_ptr<Model> &m) 
       const Instr &in = f.plan[i];
       uint32_t minIn = 0, minInts = 0, minFloats = 0;
       if (!tfc_kernel_min_arity(in.kernel, &minIn, &minInts, &minFloats))
-        return Error{3, "model.bin uses kernel " + std::to_string(in.kernel) +
-                            ", unknown to this runtime"};
+        return Status::unsupported("model.bin uses kernel " + std::to_string(in.kernel) +
+                                   ", unknown to this runtime");
       // Every kernel reads at least its row of tfc/kernels.def.
       if (in.inputs.size() < minIn || in.ints.size() < minInts || in.floats.size() < minFloats)
         return invalid(where + "instruction " + std::to_string(i) + " (" +
-                       tfc_kernel_name(in.kernel) + ") has " +
-                       std::to_string(in.inputs.size()) + " inputs, " +
-                       std::to_string(in.ints.size()) + " ints and " +
+                       tfc_kernel_name(in.kernel) + ") has " + std::to_string(in.inputs.size()) +
+                       " inputs, " + std::to_string(in.ints.size()) + " ints and " +
                        std::to_string(in.floats.size()) + " floats; it needs at least " +
                        std::to_string(minIn) + ", " + std::to_string(minInts) + " and " +
                        std::to_string(minFloats));
@@ -331,8 +320,7 @@ static Error parse(const uint8_t *data, size_t size, std::unique_ptr<Model> &m) 
         return invalid(where + "instruction " + std::to_string(i) + " writes a missing value");
       for (uint32_t v : in.inputs)
         if (v >= nvals)
-          return invalid(where + "instruction " + std::to_string(i) +
-                         " reads a missing value");
+          return invalid(where + "instruction " + std::to_string(i) + " reads a missing value");
       if (in.kernel == TFC_KERNEL_CACHED_ATTENTION &&
           (in.inputs.size() != 6 || in.ints.size() != 1 || in.floats.size() != 1 ||
            f.values[in.inputs[3]].storage != Storage::State ||
@@ -345,37 +333,8 @@ static Error parse(const uint8_t *data, size_t size, std::unique_ptr<Model> &m) 
         return invalid(where + "instruction " + std::to_string(i) + " (" +
                        tfc_kernel_name(in.kernel) + ") " + bad);
     }
-    // Pack every linear weight once for oneDNN; sessions (and functions reading
-    // the same weight bytes) share the packed copies.
-    f.packed.resize(nvals);
-    for (const Instr &in : f.plan) {
-      if (in.kernel != TFC_KERNEL_LINEAR && in.kernel != TFC_KERNEL_FUSED_LINEAR)
-        continue;
-      if (in.inputs.size() < 2)
-        return invalid(where + "a linear instruction lacks its weight");
-      uint32_t wv = in.inputs[1];
-      const ValueDesc &w = f.values[wv];
-      if (w.storage != Storage::Weight || w.dims.size() != 2 || f.packed[wv])
-        continue;
-      // checkDtypes made sure an i8 weight's last input is its scales.
-      const float *scales =
-          w.dtype == TFC_DTYPE_I8
-              ? reinterpret_cast<const float *>(m->weights + f.values[in.inputs.back()].offset)
-              : nullptr;
-      auto &shared = packedByOffset[{w.offset, w.dims[0], w.dims[1], w.dtype, scales}];
-      if (!shared) {
-        std::string err;
-        shared = tfc::cpu::packLinear(m->weights + w.offset, w.dtype, w.dims[0], w.dims[1],
-                                      scales, err);
-        if (!shared)
-          return Error{tfc::cpu::cpuPaths().supported ? 6 /*TFRUN_INTERNAL*/
-                                                      : 3 /*TFRUN_UNSUPPORTED*/,
-                       err};
-      }
-      f.packed[wv] = shared;
-    }
   }
   return {};
 }
 
-} // namespace tfrun
+} // namespace tfrun::rt

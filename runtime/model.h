@@ -10,22 +10,17 @@
 
 #include "format/model_bin.h"
 #include "tfc/abi.h"
-
-#include "backends/cpu/linear_dnnl.h"
+#include "tfc/status.h"
 
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
-namespace tfrun {
+namespace tfrun::rt {
 
-/// A failure: a tfrun_code_t value and a one-line message.
-struct Error {
-  int code = 0;
-  std::string message;
-  explicit operator bool() const { return code != 0; }
-};
+using tfc::Code;
+using tfc::Status;
 
 enum class Storage : uint32_t { Input = 0, Weight = 1, Arena = 2, View = 3, State = 4 };
 
@@ -50,9 +45,6 @@ struct Function {
   std::vector<Binding> inputs, outputs;
   std::vector<Instr> plan;
   uint64_t arenaSize = 0;
-  /// Per value: the oneDNN-packed copy of a linear weight (shared between
-  /// functions that read the same weight bytes), or null.
-  std::vector<std::shared_ptr<tfc::cpu::PackedLinear>> packed;
   int findInput(const std::string &n) const {
     for (size_t i = 0; i < inputs.size(); ++i)
       if (inputs[i].name == n)
@@ -94,16 +86,16 @@ struct Model {
   }
 };
 
-/// Parses |data| (copied into the model). Returns an error on any inconsistency.
-Error loadModel(const uint8_t *data, size_t size, std::unique_ptr<Model> &out);
+/// Parses |data| (copied into the model). InvalidModel on any inconsistency.
+Status loadModel(const uint8_t *data, size_t size, std::unique_ptr<Model> &out);
 
 /// Maps |path| read-only and parses it in place: the weights are used straight
 /// from the page cache, never copied.
-Error loadModelFile(const char *path, std::unique_ptr<Model> &out);
+Status loadModelFile(const char *path, std::unique_ptr<Model> &out);
 
 /// Bytes per element of a tfc_dtype_t.
 size_t dtypeSize(uint32_t dtype);
 
-} // namespace tfrun
+} // namespace tfrun::rt
 
 #endif // TFC_RUNTIME_MODEL_H

@@ -201,9 +201,11 @@ void finishOut(Tensor &out, const std::vector<float> &buf) {
 
 } // namespace
 
-std::string runKernel(uint32_t kernel, const std::vector<const Tensor *> &in,
-                      Tensor &out, const std::vector<int64_t> &ints,
-                      const std::vector<double> &floats) {
+namespace {
+
+/// The kernels' dispatch: an error message, or "" on success.
+std::string dispatch(uint32_t kernel, const std::vector<const Tensor *> &in, Tensor &out,
+                     const std::vector<int64_t> &ints, const std::vector<double> &floats) {
   // The fewest operands each kernel reads: its row of tfc/kernels.def (the
   // loader checks plans against it too; this covers direct callers).
   uint32_t minIn = 0, minInts = 0, minFloats = 0;
@@ -620,6 +622,13 @@ std::string runKernel(uint32_t kernel, const std::vector<const Tensor *> &in,
   default:
     return "kernel " + std::to_string(kernel) + " is not implemented on the CPU";
   }
+}
+
+} // namespace
+
+Status runKernel(uint32_t kernel, const std::vector<const Tensor *> &in, Tensor &out,
+                 const std::vector<int64_t> &ints, const std::vector<double> &floats) {
+  return Status::fromMessage(dispatch(kernel, in, out, ints, floats));
 }
 
 } // namespace tfc::cpu

@@ -24,6 +24,8 @@
 #ifndef TFC_BACKENDS_CUDA_KERNELS_CUDA_H
 #define TFC_BACKENDS_CUDA_KERNELS_CUDA_H
 
+#include "backends/tensor.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -33,21 +35,9 @@
 namespace tfc::cuda {
 
 /// A contiguous, row-major tensor in DEVICE memory; |dtype| is a tfc_dtype_t.
-/// The same fields as tfc::cpu::Tensor, so the executor can fill either.
-struct Tensor {
-  void *data = nullptr;
-  uint32_t dtype = 0;
-  std::vector<int64_t> shape;
-  /// Unused by the CUDA backend (weights are used as stored); kept for symmetry
-  /// with tfc::cpu::Tensor.
-  const void *packed = nullptr;
-  int64_t numel() const {
-    int64_t n = 1;
-    for (int64_t d : shape)
-      n *= d;
-    return n;
-  }
-};
+/// The one tensor view of every backend (backends/tensor.h); |packed| is unused
+/// here (weights are used as stored).
+using Tensor = tfc::Tensor;
 
 /// One session's device state: the device ordinal, a CUDA stream every call
 /// on this Context is queued on, a cuBLASLt handle with its workspace and

@@ -255,7 +255,7 @@ public:
       if (i < in.size())
         args.push_back(&ts[i]);
     }
-    std::string err = cpu::runKernel(kernel, args, ts.back(), ints, floats);
+    std::string err = cpu::runKernel(kernel, args, ts.back(), ints, floats).message();
     for (size_t i = 0; i <= in.size(); ++i) {
       std::string g = unguard(bufs[i], i < in.size() ? *in[i] : out,
                               i < in.size() ? "an input" : "the output");

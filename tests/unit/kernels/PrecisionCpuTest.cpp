@@ -341,7 +341,7 @@ void expectBf16MatchesF32(uint32_t kernel, std::vector<Arg> args, std::vector<si
     out.assign(o.numel(), NAN);
     o.dtype = reduced && bf16Out ? TFC_DTYPE_BF16 : TFC_DTYPE_F32;
     o.data = reduced && bf16Out ? (void *)ob.data() : (void *)out.data();
-    ASSERT_EQ(runKernel(kernel, in, o, ints, floats), "");
+    ASSERT_EQ(runKernel(kernel, in, o, ints, floats).message(), "");
     if (reduced && bf16Out)
       out = fromBf16(ob);
   };
@@ -414,13 +414,13 @@ TEST(Bf16Kernels, TokenEmbeddingFromBf16AndInt8Tables) {
       in.push_back(&tsc);
     std::vector<float> out(B * S * D, NAN);
     Tensor o{out.data(), TFC_DTYPE_F32, {B, S, D}};
-    ASSERT_EQ(runKernel(TFC_KERNEL_TOKEN_EMBEDDING, in, o, {1, 1, 0, 0}, {2.0}), "");
+    ASSERT_EQ(runKernel(TFC_KERNEL_TOKEN_EMBEDDING, in, o, {1, 1, 0, 0}, {2.0}).message(), "");
     for (int64_t i = 0; i < B * S; ++i)
       for (int64_t c = 0; c < D; ++c)
         ASSERT_NEAR(out[i * D + c], eff[ids[i] * D + c] * 2.0f + pe[(i % S) * D + c], 1e-6)
             << tfc_dtype_name(dt) << " token " << i;
     ids[2] = V; // out of range: an error, not a read past the table
-    EXPECT_EQ(runKernel(TFC_KERNEL_TOKEN_EMBEDDING, in, o, {1, 1, 0, 0}, {2.0}),
+    EXPECT_EQ(runKernel(TFC_KERNEL_TOKEN_EMBEDDING, in, o, {1, 1, 0, 0}, {2.0}).message(),
               "token id 10 is out of range [0, 10)");
     ids[2] = 9;
   }

@@ -27,9 +27,12 @@
 
 namespace {
 
-using tfrun::Error;
-using tfrun::SearchOptions;
-using tfrun::SearchResult;
+using tfrun::rt::Status;
+
+/// The code of |s| as the C API reports it.
+tfrun_code_t codeOf(const Status &s) { return static_cast<tfrun_code_t>(s.code()); }
+using tfrun::rt::SearchOptions;
+using tfrun::rt::SearchResult;
 using Prompts = std::vector<std::vector<int64_t>>;
 using Tokens = std::vector<int64_t>;
 
@@ -78,7 +81,7 @@ LogitsFn fixedLogits(std::vector<float> l) {
 }
 
 /// The fake model: per row, its batch item and token history.
-class FakeModel : public tfrun::StepModel {
+class FakeModel : public tfrun::rt::StepModel {
 public:
   FakeModel(LogitsFn fn, int64_t vocab, int64_t maxRows, Prompts prompts, int64_t eos)
       : fn_(std::move(fn)), vocab_(vocab), maxRows_(maxRows), prompts_(std::move(prompts)),
@@ -90,10 +93,10 @@ public:
   int64_t vocabSize() const override { return vocab_; }
   int64_t maxRows() const override { return maxRows_; }
 
-  Error step(const int64_t *tokens, int64_t rows, int64_t pos, const float **logits) override {
+  Status step(const int64_t *tokens, int64_t rows, int64_t pos, const float **logits) override {
     ++stepCalls;
     if (stepCalls == failStepAt)
-      return Error{TFRUN_INTERNAL, "fake step failure"};
+      return Status::internal("fake step failure");
     if (stepCalls == throwStepAt)
       throw std::bad_alloc();
     EXPECT_EQ(rows, static_cast<int64_t>(rows_.size())) << "at pos " << pos;
@@ -101,7 +104,7 @@ public:
     EXPECT_LE(rows, maxRows_);
     EXPECT_GE(rows, 1);
     if (rows != static_cast<int64_t>(rows_.size()))
-      return Error{TFRUN_INTERNAL, "row count mismatch"};
+      return Status::internal("row count mismatch");
     rowsPerStep.push_back(rows);
     buf_.resize(rows * vocab_);
     checkContiguous();
@@ -126,17 +129,17 @@ public:
     return {};
   }
 
-  Error select(const int64_t *from, int64_t rows) override {
+  Status select(const int64_t *from, int64_t rows) override {
     ++selectCalls;
     if (selectCalls == failSelectAt)
-      return Error{TFRUN_INVALID_MODEL, "fake select failure"};
+      return Status::invalidModel("fake select failure");
     EXPECT_GE(rows, 1);
     EXPECT_LE(rows, maxRows_);
     std::vector<Row> next;
     for (int64_t r = 0; r < rows; ++r) {
       EXPECT_TRUE(from[r] >= 0 && from[r] < static_cast<int64_t>(rows_.size()));
       if (from[r] < 0 || from[r] >= static_cast<int64_t>(rows_.size()))
-        return Error{TFRUN_INTERNAL, "bad select index"};
+        return Status::internal("bad select index");
       next.push_back(rows_[from[r]]);
     }
     rows_ = std::move(next);
@@ -404,8 +407,8 @@ TEST(Generate, GreedyStopsAtEosBeforeMaxLen) {
   Prompts prompts{{kBos}};
   FakeModel m(fn, vocab, 1, prompts, kEos);
   SearchResult out;
-  Error e = tfrun::search(m, prompts, options(20), out);
-  ASSERT_FALSE(e) << e.message;
+  Status e = tfrun::rt::search(m, prompts, options(20), out);
+  ASSERT_TRUE(e.isOk()) << e.message();
   Ref ref = refGreedy(fn, prompts[0], 20, kEos);
   ASSERT_EQ(ref.stop, Ref::Eos);
   ASSERT_LT(ref.ids.size(), 19u);
@@ -420,7 +423,7 @@ TEST(Generate, GreedyStopsAtMaxLen) {
   Prompts prompts{{kBos}};
   FakeModel m(fn, vocab, 1, prompts, kEos);
   SearchResult out;
-  ASSERT_FALSE(tfrun::search(m, prompts, options(9), out));
+  ASSERT_TRUE(tfrun::rt::search(m, prompts, options(9), out).isOk());
   Ref ref = refGreedy(fn, prompts[0], 9, kEos);
   ASSERT_EQ(ref.stop, Ref::MaxLen);
   ASSERT_EQ(out.ids.size(), 1u);
@@ -435,7 +438,7 @@ TEST(Generate, GreedyEosFirst) {
   LogitsFn fn = fixedLogits({0, 0, 3, 0, 1, 0});
   FakeModel m(fn, vocab, 2, prompts, kEos);
   SearchResult out;
-  ASSERT_FALSE(tfrun::search(m, prompts, options(5), out));
+  ASSERT_TRUE(tfrun::rt::search(m, prompts, options(5), out).isOk());
   EXPECT_TRUE(out.ids[0].empty());
   EXPECT_NEAR(out.scores[0], logSoftmax({0, 0, 3, 0, 1, 0})[2], 1e-6);
   EXPECT_EQ(m.stepCalls, 1);
@@ -448,7 +451,7 @@ TEST(Generate, GreedyTieGoesToLowestId) {
   std::vector<float> l{0, 1, -1, 2, 2, 2};
   FakeModel m(fixedLogits(l), vocab, 1, prompts, kEos);
   SearchResult out;
-  ASSERT_FALSE(tfrun::search(m, prompts, options(3), out));
+  ASSERT_TRUE(tfrun::rt::search(m, prompts, options(3), out).isOk());
   EXPECT_EQ(out.ids[0], (Tokens{3, 3, 3}));
   EXPECT_NEAR(out.scores[0], 3 * logSoftmax(l)[3], 1e-5);
 }
@@ -463,8 +466,8 @@ TEST(Generate, GreedyRaggedBatchMatchesNaive) {
     Prompts prompts = raggedPrompts(seed, batch, vocab, kBos, 6);
     FakeModel m(fn, vocab, static_cast<int64_t>(batch), prompts, kEos);
     SearchResult out;
-    Error e = tfrun::search(m, prompts, options(maxLen), out);
-    ASSERT_FALSE(e) << e.message;
+    Status e = tfrun::rt::search(m, prompts, options(maxLen), out);
+    ASSERT_TRUE(e.isOk()) << e.message();
     std::vector<Ref> refs;
     for (auto &p : prompts) {
       refs.push_back(refGreedy(fn, p, maxLen, kEos));
@@ -493,7 +496,7 @@ TEST(Generate, RowsShrinkAsItemsFinish) {
   // Item 3: 6 eos (pos 1..2).
   FakeModel m(fn, vocab, 4, prompts, kEos);
   SearchResult out;
-  ASSERT_FALSE(tfrun::search(m, prompts, options(10), out));
+  ASSERT_TRUE(tfrun::rt::search(m, prompts, options(10), out).isOk());
   EXPECT_EQ(out.ids, (std::vector<Tokens>{{}, {3, 4, 5, 6}, {5, 6}, {6}}));
   EXPECT_EQ(m.rowsPerStep, (std::vector<int64_t>{4, 4, 3, 2, 2, 1}));
   for (size_t i = 1; i < m.rowsPerStep.size(); ++i)
@@ -504,7 +507,7 @@ TEST(Generate, RowsShrinkAsItemsFinish) {
   FakeModel mb(fn, vocab, 8, prompts, kEos);
   SearchOptions o = options(10);
   o.beam = 2;
-  ASSERT_FALSE(tfrun::search(mb, prompts, o, out));
+  ASSERT_TRUE(tfrun::rt::search(mb, prompts, o, out).isOk());
   std::vector<Ref> refs;
   for (auto &p : prompts)
     refs.push_back(refBeam(fn, p, 2, 10, 1.0f, kEos));
@@ -523,10 +526,10 @@ TEST(Generate, BeamWidthOneEqualsGreedy) {
     SearchOptions o = options(8);
     FakeModel mg(fn, vocab, 4, prompts, kEos);
     SearchResult greedy, beam;
-    ASSERT_FALSE(tfrun::search(mg, prompts, o, greedy));
+    ASSERT_TRUE(tfrun::rt::search(mg, prompts, o, greedy).isOk());
     FakeModel mb(fn, vocab, 4, prompts, kEos);
     mb.maxPerItem = 1;
-    ASSERT_FALSE(tfrun::beamSearch(mb, prompts, o, beam));
+    ASSERT_TRUE(tfrun::rt::beamSearch(mb, prompts, o, beam).isOk());
     EXPECT_EQ(beam.ids, greedy.ids) << "seed " << seed;
     EXPECT_EQ(mb.rowsPerStep, mg.rowsPerStep) << "seed " << seed;
     for (size_t b = 0; b < prompts.size(); ++b) {
@@ -555,8 +558,8 @@ TEST(Generate, BeamMatchesNaive) {
         o.beam = K;
         o.length_penalty = alpha;
         SearchResult out;
-        Error e = tfrun::search(m, prompts, o, out);
-        ASSERT_FALSE(e) << e.message;
+        Status e = tfrun::rt::search(m, prompts, o, out);
+        ASSERT_TRUE(e.isOk()) << e.message();
         std::vector<Ref> refs;
         for (auto &p : prompts) {
           refs.push_back(refBeam(fn, p, K, maxLen, alpha, kEos));
@@ -588,7 +591,7 @@ TEST(Generate, BeamLengthPenaltyChangesTheWinner) {
       o.beam = 4;
       o.length_penalty = a == 0 ? 0.0f : 1.0f;
       SearchResult out;
-      ASSERT_FALSE(tfrun::search(m, prompts, o, out));
+      ASSERT_TRUE(tfrun::rt::search(m, prompts, o, out).isOk());
       expectMatches(out, {refBeam(fn, prompts[0], 4, 8, o.length_penalty, kEos)}, "alpha");
       ids[a] = out.ids[0];
     }
@@ -612,7 +615,7 @@ TEST(Generate, BeamTiesGoToLowerFlatIndexAndFirstFinished) {
     o.beam = 3;
     o.length_penalty = alpha;
     SearchResult out;
-    ASSERT_FALSE(tfrun::search(m, prompts, o, out));
+    ASSERT_TRUE(tfrun::rt::search(m, prompts, o, out).isOk());
     const float lp = logSoftmax(std::vector<float>(vocab, 0.25f))[0];
     if (alpha == 0.0f) { // the highest raw score: the shortest
       EXPECT_EQ(out.ids[0], Tokens{});
@@ -650,7 +653,7 @@ TEST(Generate, BeamLastStepFinishesLiveEvenWhenFull) {
   SearchOptions o = options(2);
   o.beam = 2;
   SearchResult out;
-  ASSERT_FALSE(tfrun::search(m, prompts, o, out));
+  ASSERT_TRUE(tfrun::rt::search(m, prompts, o, out).isOk());
   Ref ref = refBeam(fn, prompts[0], 2, 2, 1.0f, kEos);
   EXPECT_EQ(out.ids[0], (Tokens{3, 4}));
   EXPECT_NEAR(out.scores[0], -std::log1p(std::exp(-0.1)), 1e-5);
@@ -668,7 +671,7 @@ TEST(Generate, BeamWiderThanVocab) {
     o.beam = 4;
     o.length_penalty = 0.6f;
     SearchResult out;
-    ASSERT_FALSE(tfrun::search(m, prompts, o, out));
+    ASSERT_TRUE(tfrun::rt::search(m, prompts, o, out).isOk());
     std::vector<Ref> refs;
     for (auto &p : prompts)
       refs.push_back(refBeam(fn, p, 4, 6, 0.6f, kEos));
@@ -686,7 +689,7 @@ TEST(Generate, BeamMaxLenOne) {
   o.beam = 3;
   o.length_penalty = 0.6f;
   SearchResult out;
-  ASSERT_FALSE(tfrun::search(m, prompts, o, out));
+  ASSERT_TRUE(tfrun::rt::search(m, prompts, o, out).isOk());
   std::vector<Ref> refs;
   for (auto &p : prompts)
     refs.push_back(refBeam(fn, p, 3, 1, 0.6f, kEos));
@@ -701,8 +704,8 @@ SearchResult sampleRun(const LogitsFn &fn, int64_t vocab, const Prompts &prompts
                        const SearchOptions &o, std::vector<int64_t> *rows = nullptr) {
   FakeModel m(fn, vocab, static_cast<int64_t>(prompts.size()), prompts, o.eos);
   SearchResult out;
-  Error e = tfrun::search(m, prompts, o, out);
-  EXPECT_FALSE(e) << e.message;
+  Status e = tfrun::rt::search(m, prompts, o, out);
+  EXPECT_TRUE(e.isOk()) << e.message();
   if (rows)
     *rows = m.rowsPerStep;
   return out;
@@ -883,9 +886,9 @@ void expectInvalid(const SearchOptions &o, const Prompts &prompts, const std::st
   SearchResult out;
   out.ids = {{1, 2}};
   out.scores = {1.0f};
-  Error e = beamSearch ? tfrun::beamSearch(m, prompts, o, out) : tfrun::search(m, prompts, o, out);
-  EXPECT_EQ(e.code, TFRUN_INVALID_ARGUMENT) << message;
-  EXPECT_EQ(e.message, message);
+  Status e = beamSearch ? tfrun::rt::beamSearch(m, prompts, o, out) : tfrun::rt::search(m, prompts, o, out);
+  EXPECT_EQ(codeOf(e), TFRUN_INVALID_ARGUMENT) << message;
+  EXPECT_EQ(e.message(), message);
   EXPECT_EQ(m.stepCalls, 0);
   EXPECT_TRUE(out.ids.empty());
   EXPECT_TRUE(out.scores.empty());
@@ -963,13 +966,13 @@ TEST(Generate, ValidOptionsAreAccepted) {
   o.temperature = 0.0f;
   FakeModel m(tableLogits(1, vocab, kEos, 0, 0, false), vocab, 1, prompts, kEos);
   SearchResult out;
-  EXPECT_FALSE(tfrun::search(m, prompts, o, out));
+  EXPECT_TRUE(tfrun::rt::search(m, prompts, o, out).isOk());
   o = options(3);
   o.sample = true;
   o.top_k = 1000;
   o.top_p = 1.0f;
   FakeModel m2(tableLogits(1, vocab, kEos, 0, 0, false), vocab, 1, prompts, kEos);
-  EXPECT_FALSE(tfrun::search(m2, prompts, o, out));
+  EXPECT_TRUE(tfrun::rt::search(m2, prompts, o, out).isOk());
 }
 
 TEST(Generate, EmptyBatch) {
@@ -978,7 +981,7 @@ TEST(Generate, EmptyBatch) {
   SearchResult out;
   SearchOptions o = options(4);
   o.beam = 2;
-  EXPECT_FALSE(tfrun::search(m, {}, o, out));
+  EXPECT_TRUE(tfrun::rt::search(m, {}, o, out).isOk());
   EXPECT_TRUE(out.ids.empty());
   EXPECT_EQ(m.stepCalls, 0);
 }
@@ -994,9 +997,9 @@ TEST(Generate, ModelErrorsPropagateUnchanged) {
       FakeModel m(fn, vocab, 6, prompts, kEos);
       m.failStepAt = 3;
       SearchResult out;
-      Error e = tfrun::search(m, prompts, o, out);
-      EXPECT_EQ(e.code, TFRUN_INTERNAL);
-      EXPECT_EQ(e.message, "fake step failure");
+      Status e = tfrun::rt::search(m, prompts, o, out);
+      EXPECT_EQ(codeOf(e), TFRUN_INTERNAL);
+      EXPECT_EQ(e.message(), "fake step failure");
       EXPECT_EQ(m.stepCalls, 3);
       EXPECT_TRUE(out.ids.empty());
     }
@@ -1004,36 +1007,36 @@ TEST(Generate, ModelErrorsPropagateUnchanged) {
       FakeModel m(fn, vocab, 6, prompts, kEos);
       m.failSelectAt = 1;
       SearchResult out;
-      Error e = tfrun::search(m, prompts, o, out);
-      EXPECT_EQ(e.code, TFRUN_INVALID_MODEL);
-      EXPECT_EQ(e.message, "fake select failure");
+      Status e = tfrun::rt::search(m, prompts, o, out);
+      EXPECT_EQ(codeOf(e), TFRUN_INVALID_MODEL);
+      EXPECT_EQ(e.message(), "fake select failure");
       EXPECT_TRUE(out.ids.empty());
     }
     {
       FakeModel m(fn, vocab, 6, prompts, kEos);
       m.throwStepAt = 2;
       SearchResult out;
-      Error e = tfrun::search(m, prompts, o, out);
-      EXPECT_EQ(e.code, TFRUN_OUT_OF_MEMORY);
-      EXPECT_FALSE(e.message.empty());
+      Status e = tfrun::rt::search(m, prompts, o, out);
+      EXPECT_EQ(codeOf(e), TFRUN_OUT_OF_MEMORY);
+      EXPECT_FALSE(e.message().empty());
       EXPECT_TRUE(out.ids.empty());
     }
   }
 }
 
 TEST(Generate, NullLogitsIsAnError) {
-  struct NullModel : tfrun::StepModel {
+  struct NullModel : tfrun::rt::StepModel {
     int64_t vocabSize() const override { return 4; }
     int64_t maxRows() const override { return 1; }
-    Error step(const int64_t *, int64_t, int64_t, const float **logits) override {
+    Status step(const int64_t *, int64_t, int64_t, const float **logits) override {
       *logits = nullptr;
       return {};
     }
-    Error select(const int64_t *, int64_t) override { return {}; }
+    Status select(const int64_t *, int64_t) override { return {}; }
   } m;
   SearchResult out;
-  Error e = tfrun::search(m, {{kBos}}, options(2), out);
-  EXPECT_EQ(e.code, TFRUN_INTERNAL);
+  Status e = tfrun::rt::search(m, {{kBos}}, options(2), out);
+  EXPECT_EQ(codeOf(e), TFRUN_INTERNAL);
 }
 
 } // namespace

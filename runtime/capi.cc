@@ -1,0 +1,284 @@
+//===- capi.cc - the C API (include/tfrun/tfrun.h) over the session -------===//
+//
+// Thin shims: argument checks, tfrun::rt::Status to tfrun_status_t (the codes are
+// the same numbers, checked below), and no exception across the API: every
+// entry point that can allocate runs inside guarded().
+//
+//===----------------------------------------------------------------------===//
+#include "tfrun/tfrun.h"
+
+#include "runtime/device.h"
+#include "runtime/model.h"
+#include "runtime/session.h"
+
+#include <new>
+#include <string>
+
+using tfc::Code;
+using tfrun::rt::Status;
+
+static_assert((int)Code::Ok == TFRUN_OK && (int)Code::InvalidArgument == TFRUN_INVALID_ARGUMENT &&
+                  (int)Code::InvalidModel == TFRUN_INVALID_MODEL &&
+                  (int)Code::Unsupported == TFRUN_UNSUPPORTED &&
+                  (int)Code::IoError == TFRUN_IO_ERROR &&
+                  (int)Code::OutOfMemory == TFRUN_OUT_OF_MEMORY &&
+                  (int)Code::Internal == TFRUN_INTERNAL,
+              "tfc::Code and tfrun_code_t must agree one for one");
+static_assert((uint32_t)TFRUN_I64 == TFC_DTYPE_I64 && (uint32_t)TFRUN_I32 == TFC_DTYPE_I32 &&
+                  (uint32_t)TFRUN_F32 == TFC_DTYPE_F32 && (uint32_t)TFRUN_F16 == TFC_DTYPE_F16 &&
+                  (uint32_t)TFRUN_BF16 == TFC_DTYPE_BF16,
+              "tfrun_dtype_t and tfc_dtype_t must agree");
+
+struct tfrun_status {
+  tfrun_code_t code;
+  std::string message;
+};
+
+struct tfrun_model {
+  std::unique_ptr<tfrun::rt::Model> m;
+};
+
+struct tfrun_session {
+  std::unique_ptr<tfrun::rt::Session> s;
+};
+
+namespace {
+
+tfrun_status_t *makeStatus(tfrun_code_t code, std::string msg) {
+  auto *s = new (std::nothrow) tfrun_status;
+  if (!s)
+    return nullptr; // cannot report; callers treat a null status as success only
+                    // when they created none, so OOM here is the one lossy case
+  s->code = code;
+  s->message = std::move(msg);
+  return s;
+}
+
+tfrun_status_t *toC(const Status &st) {
+  return st.isOk() ? nullptr : makeStatus(static_cast<tfrun_code_t>(st.code()), st.message());
+}
+
+/// Runs |f| and converts any C++ exception into a status.
+template <typename F> tfrun_status_t *guarded(F f) {
+  try {
+    return toC(f());
+  } catch (const std::bad_alloc &) {
+    return makeStatus(TFRUN_OUT_OF_MEMORY, "out of memory");
+  } catch (const std::exception &e) {
+    return makeStatus(TFRUN_INTERNAL, e.what());
+  } catch (...) {
+    return makeStatus(TFRUN_INTERNAL, "unknown internal error");
+  }
+}
+
+} // namespace
+
+// The one set of symbols libtfrun exports (runtime/CMakeLists.txt hides the rest).
+#pragma GCC visibility push(default)
+extern "C" {
+
+tfrun_code_t tfrun_status_code(const tfrun_status_t *s) { return s ? s->code : TFRUN_OK; }
+const char *tfrun_status_message(const tfrun_status_t *s) { return s ? s->message.c_str() : ""; }
+void tfrun_status_release(tfrun_status_t *s) { delete s; }
+
+tfrun_status_t *tfrun_model_load_buffer(const void *data, size_t size, tfrun_model_t **out) {
+  if (!out)
+    return makeStatus(TFRUN_INVALID_ARGUMENT, "out_model is null");
+  *out = nullptr;
+  return guarded([&] {
+    std::unique_ptr<tfrun::rt::Model> m;
+    TFC_RETURN_IF_ERROR(tfrun::rt::loadModel(static_cast<const uint8_t *>(data), size, m));
+    *out = new tfrun_model{std::move(m)};
+    return Status::ok();
+  });
+}
+
+tfrun_status_t *tfrun_model_load_file(const char *path, tfrun_model_t **out) {
+  if (!out || !path)
+    return makeStatus(TFRUN_INVALID_ARGUMENT, "path or out_model is null");
+  *out = nullptr;
+  return guarded([&] {
+    std::unique_ptr<tfrun::rt::Model> m;
+    TFC_RETURN_IF_ERROR(tfrun::rt::loadModelFile(path, m));
+    *out = new tfrun_model{std::move(m)};
+    return Status::ok();
+  });
+}
+
+void tfrun_model_release(tfrun_model_t *m) { delete m; }
+
+size_t tfrun_model_input_count(const tfrun_model_t *m) {
+  return m ? m->m->forward().inputs.size() : 0;
+}
+const char *tfrun_model_input_name(const tfrun_model_t *m, size_t i) {
+  return m && i < m->m->forward().inputs.size() ? m->m->forward().inputs[i].name.c_str() : nullptr;
+}
+size_t tfrun_model_output_count(const tfrun_model_t *m) {
+  return m ? m->m->forward().outputs.size() : 0;
+}
+const char *tfrun_model_output_name(const tfrun_model_t *m, size_t i) {
+  return m && i < m->m->forward().outputs.size() ? m->m->forward().outputs[i].name.c_str()
+                                                 : nullptr;
+}
+int tfrun_model_can_generate(const tfrun_model_t *m) { return m && m->m->gen.present; }
+void tfrun_model_generation_info(const tfrun_model_t *m, int64_t *bos, int64_t *eos, int64_t *pad,
+                                 int64_t *maxLen) {
+  const tfrun::rt::GenerationInfo *g = m && m->m->gen.present ? &m->m->gen : nullptr;
+  if (bos)
+    *bos = g ? g->bos : -1;
+  if (eos)
+    *eos = g ? g->eos : -1;
+  if (pad)
+    *pad = g ? g->pad : -1;
+  if (maxLen)
+    *maxLen = g ? g->maxLen : -1;
+}
+const char *tfrun_model_name(const tfrun_model_t *m) { return m ? m->m->name.c_str() : ""; }
+
+void tfrun_session_options_init(tfrun_session_options_t *o) {
+  if (!o)
+    return;
+  *o = tfrun_session_options_t{};
+  o->num_threads = 0;
+  o->device = TFRUN_DEVICE_CPU;
+  o->device_id = 0;
+  o->compute_dtype = TFRUN_F32;
+}
+
+int tfrun_cuda_device_count(void) {
+  try {
+    return tfrun::rt::cudaDeviceCount();
+  } catch (...) {
+    return 0;
+  }
+}
+
+const char *tfrun_session_device(const tfrun_session_t *s) {
+  return s ? s->s->deviceText.c_str() : "";
+}
+
+tfrun_status_t *tfrun_session_create(const tfrun_model_t *model, int threads,
+                                     tfrun_session_t **out) {
+  tfrun_session_options_t o;
+  tfrun_session_options_init(&o);
+  o.num_threads = threads;
+  return tfrun_session_create_with_options(model, &o, out);
+}
+
+tfrun_status_t *tfrun_session_create_with_options(const tfrun_model_t *model,
+                                                  const tfrun_session_options_t *o,
+                                                  tfrun_session_t **out) {
+  if (!model || !out || !o)
+    return makeStatus(TFRUN_INVALID_ARGUMENT, "model, options or out_session is null");
+  *out = nullptr;
+  return guarded([&] {
+    const uint32_t cd = (uint32_t)o->compute_dtype;
+    if (cd != TFC_DTYPE_F32 && cd != TFC_DTYPE_F16 && cd != TFC_DTYPE_BF16)
+      return Status::invalidArgument("compute dtype " + std::to_string(o->compute_dtype) +
+                                     " is not f32, f16 or bf16");
+    std::unique_ptr<tfrun::rt::Device> dev;
+    if (o->device == TFRUN_DEVICE_CUDA)
+      TFC_RETURN_IF_ERROR(tfrun::rt::createCudaDevice(o->device_id, cd, dev));
+    else if (o->device == TFRUN_DEVICE_CPU)
+      TFC_RETURN_IF_ERROR(tfrun::rt::createCpuDevice(o->num_threads, cd, dev));
+    else
+      return Status::invalidArgument("unknown device " + std::to_string(o->device));
+    auto s = std::make_unique<tfrun_session>();
+    TFC_RETURN_IF_ERROR(tfrun::rt::Session::create(*model->m, std::move(dev), s->s));
+    *out = s.release();
+    return Status::ok();
+  });
+}
+
+void tfrun_session_release(tfrun_session_t *s) { delete s; }
+
+tfrun_status_t *tfrun_session_set_input(tfrun_session_t *s, const char *name, tfrun_dtype_t dtype,
+                                        const int64_t *shape, size_t rank, const void *data) {
+  if (!s || !name || (!shape && rank))
+    return makeStatus(TFRUN_INVALID_ARGUMENT, "null argument to tfrun_session_set_input");
+  return guarded([&] { return s->s->setInput(name, (uint32_t)dtype, shape, rank, data); });
+}
+
+tfrun_status_t *tfrun_session_run(tfrun_session_t *s) {
+  if (!s)
+    return makeStatus(TFRUN_INVALID_ARGUMENT, "session is null");
+  return guarded([&] { return s->s->run(); });
+}
+
+tfrun_status_t *tfrun_session_get_output(tfrun_session_t *s, const char *name, const float **data,
+                                         const int64_t **shape, size_t *rank) {
+  if (!s || !name || !data || !shape || !rank)
+    return makeStatus(TFRUN_INVALID_ARGUMENT, "null argument to tfrun_session_get_output");
+  const tfrun::rt::Session &ss = *s->s;
+  if (ss.lastRun < 0)
+    return makeStatus(TFRUN_INVALID_ARGUMENT, "no successful run yet");
+  const tfrun::rt::Function &f = ss.m->functions[ss.lastRun];
+  for (const auto &b : f.outputs)
+    if (b.name == name) {
+      const tfc::Tensor &t = ss.fns[ss.lastRun].tensors[b.value];
+      *data = ss.hostOutput(ss.lastRun, b.value);
+      *shape = t.shape.data();
+      *rank = t.shape.size();
+      return nullptr;
+    }
+  return makeStatus(TFRUN_INVALID_ARGUMENT, std::string("unknown output '") + name + "'");
+}
+
+void tfrun_session_enable_profiling(tfrun_session_t *s, int enable) {
+  if (s)
+    s->s->profiling = enable != 0;
+}
+
+const char *tfrun_session_profile(tfrun_session_t *s) {
+  if (!s)
+    return "";
+  try {
+    return s->s->profile().c_str();
+  } catch (...) {
+    return "";
+  }
+}
+
+void tfrun_generate_options_init(tfrun_generate_options_t *o) {
+  if (!o)
+    return;
+  *o = tfrun_generate_options_t{};
+  o->beam_width = 1;
+  o->max_len = 0;
+  o->length_penalty = 1.0f;
+  o->sample = 0;
+  o->temperature = 1.0f;
+  o->top_k = 0;
+  o->top_p = 1.0f;
+  o->seed = 0;
+  o->bos_id = o->eos_id = o->pad_id = -1;
+}
+
+tfrun_status_t *tfrun_session_generate(tfrun_session_t *s, const tfrun_generate_options_t *o) {
+  if (!s || !o)
+    return makeStatus(TFRUN_INVALID_ARGUMENT, "null argument to tfrun_session_generate");
+  return guarded([&] { return s->s->generate(*o); });
+}
+
+size_t tfrun_session_generated_count(const tfrun_session_t *s) {
+  return s ? s->s->generated.size() : 0;
+}
+
+tfrun_status_t *tfrun_session_get_generated(const tfrun_session_t *s, size_t i, const int64_t **ids,
+                                            size_t *len, float *score) {
+  if (!s || !ids || !len)
+    return makeStatus(TFRUN_INVALID_ARGUMENT, "null argument to tfrun_session_get_generated");
+  const tfrun::rt::Session &ss = *s->s;
+  if (i >= ss.generated.size())
+    return makeStatus(TFRUN_INVALID_ARGUMENT, "sequence " + std::to_string(i) + " of " +
+                                                  std::to_string(ss.generated.size()) +
+                                                  " generated");
+  *ids = ss.generated[i].data();
+  *len = ss.generated[i].size();
+  if (score)
+    *score = ss.scores[i];
+  return nullptr;
+}
+
+} // extern "C"
+#pragma GCC visibility pop

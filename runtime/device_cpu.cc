@@ -1,0 +1,173 @@
+//===- device_cpu.cc - the CPU as a Device over backends/cpu ---------------===//
+//
+// Host memory, so the executor uses inputs, weights and outputs in place.
+// Kernels run synchronously (tfc::cpu::runKernel) on the session's OpenMP
+// threads, so sync() has nothing to wait for.
+//
+// The CPU's only weight preparation is oneDNN's packed layout for linear
+// weights. The packs live in the CPU device's pack cache, not in the immutable
+// Model: a CPU session holds the packs of its model, and every CPU session on
+// the same weight bytes shares them (the cache holds weak references, so the
+// packs go when the last such session does). Packing happens when a session is
+// created, so a run never pays for it and a CPU oneDNN cannot serve fails there.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/device.h"
+
+#include "backends/cpu/cpu_isa.h"
+#include "backends/cpu/kernels_cpu.h"
+#include "backends/cpu/linear_dnnl.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <omp.h>
+#include <sys/mman.h>
+#include <tuple>
+#include <unordered_map>
+
+namespace tfrun::rt {
+namespace {
+
+/// Packed linear weights by what they were packed from. Thread-safe.
+class PackCache {
+public:
+  using Key = std::tuple<const void *, int64_t, int64_t, uint32_t, const float *>;
+  static PackCache &get() {
+    static PackCache *cache = new PackCache; // never destroyed: sessions may outlive statics
+    return *cache;
+  }
+  Status pack(const Key &key, std::shared_ptr<tfc::cpu::PackedLinear> &out) {
+    std::lock_guard<std::mutex> lock(mu);
+    std::weak_ptr<tfc::cpu::PackedLinear> &slot = packs[key];
+    out = slot.lock();
+    if (out)
+      return Status::ok();
+    std::string err;
+    out = tfc::cpu::packLinear(std::get<0>(key), std::get<3>(key), std::get<1>(key),
+                               std::get<2>(key), std::get<4>(key), err);
+    if (!out)
+      return tfc::cpu::cpuPaths().supported ? Status::internal(err) : Status::unsupported(err);
+    slot = out;
+    // Forget packs no session holds any more, so the map stays small.
+    for (auto it = packs.begin(); it != packs.end();)
+      it = it->second.expired() ? packs.erase(it) : std::next(it);
+    return Status::ok();
+  }
+
+private:
+  std::mutex mu;
+  std::map<Key, std::weak_ptr<tfc::cpu::PackedLinear>> packs;
+};
+
+class CpuDevice : public Device {
+public:
+  explicit CpuDevice(int threads) : threads(threads) {}
+  ~CpuDevice() override {
+    for (auto &[p, bytes] : mapped)
+      munmap(p, bytes);
+  }
+  std::string describe() const override { return tfc::cpu::describeCpuPaths(); }
+  bool hostMemory() const override { return true; }
+
+  Status bindModel(const Model &m) override {
+    model = &m;
+    packed.assign(m.functions.size(), {});
+    for (size_t fi = 0; fi < m.functions.size(); ++fi) {
+      const Function &f = m.functions[fi];
+      packed[fi].resize(f.values.size());
+      for (const Instr &in : f.plan) {
+        if (in.kernel != TFC_KERNEL_LINEAR && in.kernel != TFC_KERNEL_FUSED_LINEAR)
+          continue;
+        uint32_t wv = in.inputs[1]; // the loader checked the arity
+        const ValueDesc &w = f.values[wv];
+        if (w.storage != Storage::Weight || w.dims.size() != 2 || packed[fi][wv])
+          continue;
+        // The loader made sure an i8 weight's last input is its scales.
+        const float *scales =
+            w.dtype == TFC_DTYPE_I8
+                ? reinterpret_cast<const float *>(m.weights + f.values[in.inputs.back()].offset)
+                : nullptr;
+        TFC_RETURN_IF_ERROR(PackCache::get().pack(
+            {m.weights + w.offset, w.dims[0], w.dims[1], w.dtype, scales}, packed[fi][wv]));
+      }
+    }
+    return Status::ok();
+  }
+  Status weight(size_t fn, uint32_t value, uint32_t dtype, void **data,
+                const void **pack) override {
+    const ValueDesc &v = model->functions[fn].values[value];
+    if (dtype != v.dtype)
+      return Status::internal("the CPU computes in model.bin's dtypes");
+    *data = const_cast<uint8_t *>(model->weights + v.offset);
+    *pack = packed[fn][value].get();
+    return Status::ok();
+  }
+
+  Status alloc(size_t bytes, void **out, bool zeroed) override {
+    if (zeroed) {
+      // Anonymous pages read as zeros and cost nothing until touched: a KV
+      // cache sized for the declared maxima stays cheap for short runs.
+      void *p = mmap(nullptr, bytes ? bytes : 64, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (p == MAP_FAILED)
+        return Status::outOfMemory("cannot map " + std::to_string(bytes) + " bytes");
+      mapped[p] = bytes ? bytes : 64;
+      *out = p;
+      return Status::ok();
+    }
+    // 64-byte aligned, as the planner's offsets and the kernels' vector loads assume.
+    *out = std::aligned_alloc(64, (std::max<size_t>(bytes, 64) + 63) / 64 * 64);
+    return *out ? Status::ok()
+                : Status::outOfMemory("cannot allocate " + std::to_string(bytes) + " bytes");
+  }
+  void release(void *p) override {
+    auto it = mapped.find(p);
+    if (it == mapped.end()) {
+      std::free(p);
+      return;
+    }
+    munmap(p, it->second);
+    mapped.erase(it);
+  }
+  Status upload(void *dst, const void *src, size_t n) override {
+    std::memcpy(dst, src, n);
+    return Status::ok();
+  }
+  Status download(void *dst, const void *src, size_t n) override { return upload(dst, src, n); }
+  Status copy(void *dst, const void *src, size_t n) override { return upload(dst, src, n); }
+
+  void beginRun() override {
+    // The thread count is per OpenMP thread: set it on the thread that runs.
+    if (threads > 0)
+      omp_set_num_threads(threads);
+  }
+  Status run(const Instr &in, const std::vector<const tfc::Tensor *> &args,
+             tfc::Tensor &out) override {
+    return tfc::cpu::runKernel(in.kernel, args, out, in.ints, in.floats);
+  }
+  Status sync() override { return Status::ok(); }
+
+private:
+  int threads;
+  const Model *model = nullptr;
+  /// Per function and value: the packed copy of a linear weight, or null.
+  std::vector<std::vector<std::shared_ptr<tfc::cpu::PackedLinear>>> packed;
+  /// The zeroed allocations, which are mappings.
+  std::unordered_map<void *, size_t> mapped;
+};
+
+} // namespace
+
+Status createCpuDevice(int threads, uint32_t computeDtype, std::unique_ptr<Device> &out) {
+  if (const tfc::cpu::CpuPaths &cpu = tfc::cpu::cpuPaths(); !cpu.supported)
+    return Status::unsupported(cpu.error);
+  if (computeDtype != TFC_DTYPE_F32)
+    return Status::unsupported("on the CPU the precision is chosen at compile time "
+                               "(tfc compile --precision bf16 | int8); compute_dtype must be f32");
+  out = std::make_unique<CpuDevice>(threads);
+  return Status::ok();
+}
+
+} // namespace tfrun::rt

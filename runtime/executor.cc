@@ -1,0 +1,268 @@
+//===- executor.cc - one executor loop for every device -------------------===//
+//
+// A run binds the symbolic dims from the inputs' shapes, gives every value its
+// actual shape and address (inputs, weights, arena slots, session state,
+// views) and hands each instruction to the session's Device. Views (reshape,
+// unsqueeze) need no kernel: their address is their source's.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/executor.h"
+
+#include "tfc/bf16.h"
+
+#include <chrono>
+#include <cstring>
+
+namespace tfrun::rt {
+namespace {
+
+float halfToFloat(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+  uint32_t u;
+  if (exp == 0) {
+    if (man == 0) {
+      u = sign;
+    } else { // subnormal: normalize
+      int e = -1;
+      do {
+        ++e;
+        man <<= 1;
+      } while (!(man & 0x400u));
+      u = sign | ((uint32_t)(112 - e) << 23) | ((man & 0x3ffu) << 13);
+    }
+  } else if (exp == 31) {
+    u = sign | 0x7f800000u | (man << 13);
+  } else {
+    u = sign | ((exp + 112) << 23) | (man << 13);
+  }
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+/// Adds one kernel call to the session's profile, under its precision label.
+void recordKernelTime(Session &s, const Instr &in, const std::vector<const tfc::Tensor *> &args,
+                      const tfc::Tensor &out, std::chrono::steady_clock::time_point t0) {
+  char label[24];
+  const size_t n = args.size();
+  tfc_instr_precision(in.kernel, n > 0 ? args[0]->dtype : UINT32_MAX,
+                      n > 1 ? args[1]->dtype : UINT32_MAX, out.dtype, label, sizeof label);
+  auto &kt = s.kernelTimes[{in.kernel, label}];
+  kt.ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  kt.calls++;
+}
+
+/// The symbolic dims of a run of |f|, bound from the inputs' shapes; they must
+/// agree across inputs and stay within the declared maxima.
+Status bindSymbols(const Model &m, const Function &f, const std::vector<BoundInput> &ins,
+                   std::vector<int64_t> &sym) {
+  sym.assign(m.symbolNames.size(), -1);
+  for (size_t i = 0; i < f.inputs.size(); ++i) {
+    const ValueDesc &v = f.values[f.inputs[i].value];
+    const auto &shape = ins[i].shape;
+    if (shape.size() != v.dims.size() || ins[i].dtype != v.dtype)
+      return Status::invalidArgument("input '" + f.inputs[i].name + "' of '" + f.name +
+                                     "' has the wrong rank or dtype");
+    for (size_t d = 0; d < v.dims.size(); ++d) {
+      if (v.dims[d] >= 0) {
+        if (shape[d] != v.dims[d])
+          return Status::invalidArgument("input '" + f.inputs[i].name + "' dim " +
+                                         std::to_string(d) + " must be " +
+                                         std::to_string(v.dims[d]));
+        continue;
+      }
+      size_t k = -(v.dims[d] + 1);
+      if (sym[k] >= 0 && sym[k] != shape[d])
+        return Status::invalidArgument("input '" + f.inputs[i].name + "' has " + m.symbolNames[k] +
+                                       " " + std::to_string(shape[d]) + ", but another input has " +
+                                       std::to_string(sym[k]));
+      if (shape[d] > m.symbolMax[k])
+        return Status::invalidArgument("input '" + f.inputs[i].name + "' dim " + std::to_string(d) +
+                                       " is " + std::to_string(shape[d]) +
+                                       ", beyond the declared maximum " + m.symbolNames[k] + " = " +
+                                       std::to_string(m.symbolMax[k]));
+      sym[k] = shape[d];
+    }
+  }
+  return Status::ok();
+}
+
+/// The inputs where the device reads them: in place in host memory, else
+/// copied into per-function device buffers that grow as needed.
+Status placeInputs(Session &s, Session::FnState &fs, const std::vector<BoundInput> &ins,
+                   std::vector<void *> &where) {
+  Device &d = *s.dev;
+  where.resize(ins.size());
+  for (size_t i = 0; i < ins.size(); ++i) {
+    if (d.hostMemory()) {
+      where[i] = const_cast<void *>(ins[i].data);
+      continue;
+    }
+    size_t bytes = tfc_dtype_size(ins[i].dtype);
+    for (int64_t x : ins[i].shape)
+      bytes *= (size_t)x;
+    auto &buf = fs.devInputs[i];
+    if (bytes > buf.second) {
+      d.release(buf.first);
+      buf = {nullptr, 0};
+      TFC_RETURN_IF_ERROR(d.alloc(bytes, &buf.first));
+      buf.second = bytes;
+    }
+    if (bytes)
+      TFC_RETURN_IF_ERROR(d.upload(buf.first, ins[i].data, bytes));
+    where[i] = buf.first;
+  }
+  return Status::ok();
+}
+
+/// Fills the tensors of function |fn| for a run: each value's shape from the
+/// bound symbolic dims, its dtype on the device, and its address by storage.
+Status bindTensors(Session &s, size_t fn, const std::vector<BoundInput> &ins,
+                   const std::vector<void *> &inputData, const std::vector<int64_t> &sym) {
+  const Model &m = *s.m;
+  const Function &f = m.functions[fn];
+  Session::FnState &fs = s.fns[fn];
+  fs.tensors.assign(f.values.size(), {});
+  for (size_t i = 0; i < f.values.size(); ++i) {
+    const ValueDesc &v = f.values[i];
+    tfc::Tensor &t = fs.tensors[i];
+    t.dtype = fs.dtypes[i];
+    for (int64_t d : v.dims) {
+      int64_t x = d >= 0 ? d : sym[-(d + 1)];
+      if (x < 0)
+        return Status::invalidArgument("'" + f.name + "': no input gives the size of " +
+                                       m.symbolNames[-(d + 1)]);
+      t.shape.push_back(x);
+    }
+    switch (v.storage) {
+    case Storage::Input:
+      t.data = inputData[v.offset];
+      t.shape = ins[v.offset].shape;
+      break;
+    case Storage::Weight:
+      t.data = fs.weightPtrs[i];
+      t.packed = fs.weightPacks[i];
+      break;
+    case Storage::Arena:
+      t.data = static_cast<char *>(fs.arena) + v.offset;
+      break;
+    case Storage::State:
+      t.data = static_cast<char *>(s.state) + v.offset;
+      break;
+    case Storage::View:
+      t.data = fs.tensors[v.offset].data;
+      break;
+    }
+  }
+  return Status::ok();
+}
+
+/// After a run on a device the host cannot read: the outputs, widened to f32.
+Status downloadOutputs(Session &s, size_t fn) {
+  const Function &f = s.m->functions[fn];
+  Session::FnState &fs = s.fns[fn];
+  fs.hostOutputs.clear();
+  for (const Binding &b : f.outputs) {
+    const tfc::Tensor &t = fs.tensors[b.value];
+    if (s.dev->hostMemory() && t.dtype == TFC_DTYPE_F32)
+      continue; // read in place
+    std::vector<float> &h = fs.hostOutputs[b.value];
+    h.resize(t.numel());
+    if (t.dtype == TFC_DTYPE_F32) {
+      TFC_RETURN_IF_ERROR(s.dev->download(h.data(), t.data, h.size() * 4));
+      continue;
+    }
+    std::vector<uint16_t> raw(h.size());
+    TFC_RETURN_IF_ERROR(s.dev->download(raw.data(), t.data, raw.size() * 2));
+    for (size_t k = 0; k < h.size(); ++k)
+      h[k] = t.dtype == TFC_DTYPE_BF16 ? tfc_bf16_to_f32(raw[k]) : halfToFloat(raw[k]);
+  }
+  return Status::ok();
+}
+
+} // namespace
+
+Status prepareFunction(Session &s, size_t fn) {
+  const Model &m = *s.m;
+  const Function &f = m.functions[fn];
+  Session::FnState &fs = s.fns[fn];
+  if (fs.prepared)
+    return Status::ok();
+  Device &d = *s.dev;
+  const uint32_t compute = d.computeDtype();
+  // The scales of i8 weights stay f32 whatever the compute dtype.
+  std::vector<char> isScales(f.values.size(), 0);
+  for (const Instr &in : f.plan)
+    if ((in.kernel == TFC_KERNEL_LINEAR || in.kernel == TFC_KERNEL_FUSED_LINEAR ||
+         in.kernel == TFC_KERNEL_TOKEN_EMBEDDING) &&
+        in.inputs.size() > 2 && f.values[in.inputs[1]].dtype == TFC_DTYPE_I8)
+      isScales[in.inputs.back()] = 1;
+  fs.dtypes.resize(f.values.size());
+  fs.weightPtrs.assign(f.values.size(), nullptr);
+  fs.weightPacks.assign(f.values.size(), nullptr);
+  for (size_t i = 0; i < f.values.size(); ++i) {
+    const ValueDesc &v = f.values[i];
+    uint32_t dt = v.dtype;
+    if (compute != TFC_DTYPE_F32 && dt == TFC_DTYPE_F32 && !isScales[i] &&
+        v.storage != Storage::Input)
+      dt = compute;
+    fs.dtypes[i] = dt;
+    if (v.storage == Storage::Weight)
+      TFC_RETURN_IF_ERROR(d.weight(fn, (uint32_t)i, dt, &fs.weightPtrs[i], &fs.weightPacks[i]));
+  }
+  if (Status st = d.alloc(f.arenaSize, &fs.arena); !st.isOk())
+    return Status::outOfMemory(
+        "cannot allocate the " + std::to_string(f.arenaSize) + "-byte " +
+        (d.hostMemory() ? "" : "device ") + "arena of '" + f.name +
+        "' (sized for the declared maximum dims; compile with smaller --set max_batch / "
+        "max_len)" +
+        (d.hostMemory() ? "" : ": " + st.message()));
+  fs.devInputs.assign(f.inputs.size(), {nullptr, 0});
+  fs.prepared = true;
+  return Status::ok();
+}
+
+Status runFunction(Session &s, size_t fn, const std::vector<BoundInput> &ins) {
+  const Model &m = *s.m;
+  const Function &f = m.functions[fn];
+  Session::FnState &fs = s.fns[fn];
+  Device &d = *s.dev;
+  s.lastRun = -1;
+  std::vector<int64_t> sym;
+  TFC_RETURN_IF_ERROR(bindSymbols(m, f, ins, sym));
+  TFC_RETURN_IF_ERROR(prepareFunction(s, fn));
+  bool usesState = false;
+  for (const ValueDesc &v : f.values)
+    usesState |= v.storage == Storage::State;
+  if (usesState && !s.state)
+    if (Status st = d.alloc(m.stateSize, &s.state, /*zeroed=*/true); !st.isOk())
+      return Status::outOfMemory("cannot allocate the " + std::to_string(m.stateSize) +
+                                 "-byte KV cache" + (d.hostMemory() ? "" : " on the device") +
+                                 " (compile with smaller --set max_batch / max_len)" +
+                                 (d.hostMemory() ? "" : ": " + st.message()));
+  std::vector<void *> inputData;
+  TFC_RETURN_IF_ERROR(placeInputs(s, fs, ins, inputData));
+  TFC_RETURN_IF_ERROR(bindTensors(s, fn, ins, inputData, sym));
+  d.beginRun();
+  std::vector<const tfc::Tensor *> args;
+  for (const Instr &in : f.plan) {
+    if (in.kernel == TFC_KERNEL_RESHAPE || in.kernel == TFC_KERNEL_UNSQUEEZE)
+      continue; // views: the address is already the source's
+    args.clear();
+    for (uint32_t v : in.inputs)
+      args.push_back(&fs.tensors[v]);
+    auto t0 = std::chrono::steady_clock::now();
+    TFC_RETURN_IF_ERROR(d.run(in, args, fs.tensors[in.output]));
+    if (s.profiling) {
+      // Kernel times need the kernel finished: profiling slows a device run.
+      TFC_RETURN_IF_ERROR(d.sync());
+      recordKernelTime(s, in, args, fs.tensors[in.output], t0);
+    }
+  }
+  TFC_RETURN_IF_ERROR(d.sync());
+  TFC_RETURN_IF_ERROR(downloadOutputs(s, fn));
+  s.lastRun = (int)fn;
+  return Status::ok();
+}
+
+} // namespace tfrun::rt

@@ -1,0 +1,124 @@
+//===- session.cc - creating a session, binding inputs, reading outputs ---===//
+#include "runtime/session.h"
+
+#include "runtime/executor.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace tfrun::rt {
+
+Session::~Session() {
+  if (!dev)
+    return;
+  for (FnState &fs : fns) {
+    dev->release(fs.arena);
+    for (auto &in : fs.devInputs)
+      dev->release(in.first);
+  }
+  dev->release(state);
+}
+
+Status Session::create(const Model &model, std::unique_ptr<Device> device,
+                       std::unique_ptr<Session> &out) {
+  auto s = std::make_unique<Session>();
+  s->m = &model;
+  s->inputs.resize(model.forward().inputs.size());
+  s->fns.resize(model.functions.size());
+  s->deviceText = device->describe();
+  s->dev = std::move(device);
+  TFC_RETURN_IF_ERROR(s->dev->bindModel(model));
+  // @forward's weights and arena now, so a too-large model fails here rather than at run.
+  TFC_RETURN_IF_ERROR(prepareFunction(*s, 0));
+  out = std::move(s);
+  return Status::ok();
+}
+
+Status Session::setInput(const char *name, uint32_t dtype, const int64_t *shape, size_t rank,
+                         const void *data) {
+  const Function &f = m->forward();
+  size_t idx = 0;
+  while (idx < f.inputs.size() && f.inputs[idx].name != name)
+    ++idx;
+  if (idx == f.inputs.size()) {
+    std::string known;
+    for (const auto &b : f.inputs)
+      known += (known.empty() ? "" : ", ") + b.name;
+    return Status::invalidArgument(std::string("unknown input '") + name + "' (inputs: " + known +
+                                   ")");
+  }
+  const ValueDesc &v = f.values[f.inputs[idx].value];
+  if (dtype != TFC_DTYPE_I64 && dtype != TFC_DTYPE_I32)
+    return Status::invalidArgument(std::string("input '") + name +
+                                   "' takes token ids (i64 or i32), got " + tfc_dtype_name(dtype));
+  if (rank != v.dims.size())
+    return Status::invalidArgument(std::string("input '") + name + "' must have rank " +
+                                   std::to_string(v.dims.size()) + ", got " + std::to_string(rank));
+  size_t n = 1;
+  for (size_t d = 0; d < rank; ++d) {
+    if (shape[d] <= 0)
+      return Status::invalidArgument(std::string("input '") + name + "' has an empty dim " +
+                                     std::to_string(d) + " (" + std::to_string(shape[d]) + ")");
+    int64_t limit = v.dims[d] >= 0 ? v.dims[d] : m->symbolMax[-(v.dims[d] + 1)];
+    if (v.dims[d] >= 0 ? shape[d] != limit : shape[d] > limit)
+      return Status::invalidArgument(
+          std::string("input '") + name + "' dim " + std::to_string(d) + " is " +
+          std::to_string(shape[d]) + ", beyond the declared maximum " +
+          (v.dims[d] >= 0 ? "" : m->symbolNames[-(v.dims[d] + 1)] + " = ") + std::to_string(limit));
+    n *= (size_t)shape[d];
+  }
+  if (!data)
+    return Status::invalidArgument(std::string("input '") + name + "' has no data (null pointer)");
+  Input &in = inputs[idx];
+  in.shape.assign(shape, shape + rank);
+  in.ids.resize(n);
+  for (size_t i = 0; i < n; ++i)
+    in.ids[i] = dtype == TFC_DTYPE_I64 ? static_cast<const int64_t *>(data)[i]
+                                       : static_cast<const int32_t *>(data)[i];
+  in.bound = true;
+  return Status::ok();
+}
+
+Status Session::run() {
+  const Function &f = m->forward();
+  std::vector<BoundInput> ins(f.inputs.size());
+  for (size_t i = 0; i < f.inputs.size(); ++i) {
+    if (!inputs[i].bound)
+      return Status::invalidArgument("input '" + f.inputs[i].name + "' is not bound");
+    ins[i] = {inputs[i].ids.data(), TFC_DTYPE_I64, inputs[i].shape};
+  }
+  return runFunction(*this, 0, ins);
+}
+
+const float *Session::hostOutput(size_t fn, uint32_t value) const {
+  const FnState &fs = fns[fn];
+  auto it = fs.hostOutputs.find(value);
+  if (it != fs.hostOutputs.end())
+    return it->second.data();
+  // Read in place: f32 in host memory (executor.cc's downloadOutputs).
+  return dev->hostMemory() ? fs.tensors[value].as<float>() : nullptr;
+}
+
+const std::string &Session::profile() {
+  double total = 0;
+  std::vector<std::pair<std::pair<uint32_t, std::string>, KernelTime>> rows(kernelTimes.begin(),
+                                                                            kernelTimes.end());
+  for (const auto &r : rows)
+    total += r.second.ms;
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const auto &a, const auto &b) { return a.second.ms > b.second.ms; });
+  char line[160];
+  profileText = "kernel               dtype      calls    total ms   share\n";
+  for (const auto &[key, kt] : rows) {
+    std::snprintf(line, sizeof line, "%-20s %-9s %6llu %11.3f %6.1f%%\n",
+                  tfc_kernel_name(key.first), key.second.c_str(), (unsigned long long)kt.calls,
+                  kt.ms, total > 0 ? 100.0 * kt.ms / total : 0.0);
+    profileText += line;
+  }
+  std::snprintf(line, sizeof line, "%-20s %-9s %6s %11.3f %6.1f%%\n", "total", "", "", total,
+                100.0);
+  profileText += line;
+  return profileText;
+}
+
+} // namespace tfrun::rt

@@ -1,0 +1,95 @@
+//===- session.h - one session's state, whatever its device ---------------===//
+//
+// Internal to libtfrun. A session is a model, a Device (device.h), the inputs
+// the user bound, and per function its arena and the tensor views of its last
+// run. One layout serves the CPU and CUDA: the device decides where memory
+// lives. The executor (executor.h) runs functions over it; generation
+// (step_model.cc) drives @encode / @decode_step through the executor; the C
+// API (capi.cc) wraps it as tfrun_session_t.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TFC_RUNTIME_SESSION_H
+#define TFC_RUNTIME_SESSION_H
+
+#include "runtime/device.h"
+#include "runtime/model.h"
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+struct tfrun_generate_options_t;
+
+namespace tfrun::rt {
+
+struct Session {
+  const Model *m = nullptr;
+  std::unique_ptr<Device> dev;
+  std::string deviceText;
+
+  /// The inputs the user bound (by @forward's input names), token ids widened to i64.
+  struct Input {
+    bool bound = false;
+    std::vector<int64_t> shape;
+    std::vector<int64_t> ids;
+  };
+  std::vector<Input> inputs;
+
+  /// Per function: its arena and weights on the device (set up on its first
+  /// run, @forward's at creation), the tensors of its last run, and the
+  /// outputs of the last run where the host cannot read them in place.
+  struct FnState {
+    bool prepared = false;
+    void *arena = nullptr;
+    std::vector<uint32_t> dtypes; ///< each value's dtype on the device
+    std::vector<void *> weightPtrs;
+    std::vector<const void *> weightPacks;
+    std::vector<std::pair<void *, size_t>> devInputs; ///< device copies of the inputs
+    std::vector<tfc::Tensor> tensors;
+    std::map<uint32_t, std::vector<float>> hostOutputs; ///< downloaded, widened to f32
+  };
+  std::vector<FnState> fns;
+  void *state = nullptr; ///< KV caches, allocated (zeroed) on the first decode step
+  int lastRun = -1;      ///< the function whose outputs get_output reads
+
+  bool profiling = false;
+  /// Per (kernel, precision label): total milliseconds and calls.
+  struct KernelTime {
+    double ms = 0;
+    uint64_t calls = 0;
+  };
+  std::map<std::pair<uint32_t, std::string>, KernelTime> kernelTimes;
+  std::string profileText;
+
+  /// The last generate's results.
+  std::vector<std::vector<int64_t>> generated;
+  std::vector<float> scores;
+
+  Session() = default;
+  Session(const Session &) = delete;
+  Session &operator=(const Session &) = delete;
+  ~Session();
+
+  /// A session of |model| on |dev|: binds the model to the device and
+  /// prepares @forward, so a model too large for the device fails here.
+  static Status create(const Model &model, std::unique_ptr<Device> dev,
+                       std::unique_ptr<Session> &out);
+  /// Binds @forward's input |name|: token ids of |dtype| (TFC_DTYPE_I64 or
+  /// _I32), checked against the declared shape and maxima.
+  Status setInput(const char *name, uint32_t dtype, const int64_t *shape, size_t rank,
+                  const void *data);
+  /// @forward on the bound inputs.
+  Status run();
+  /// Runs the decoding loop (docs/generation.md) on the bound inputs.
+  Status generate(const tfrun_generate_options_t &o);
+  /// Output |value| of function |fn|'s last run, as f32 in host memory.
+  const float *hostOutput(size_t fn, uint32_t value) const;
+  /// The profile table of the kernel times so far.
+  const std::string &profile();
+};
+
+} // namespace tfrun::rt
+
+#endif // TFC_RUNTIME_SESSION_H

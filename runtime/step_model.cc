@@ -1,0 +1,298 @@
+//===- step_model.cc - generation over a session: @encode, @decode_step ----===//
+//
+// The StepModel (generate.h) of a session: @encode once, then @decode_step per
+// position through the executor, with per-row copies of everything
+// batch-major that decode_step reads (encoder memory, source ids) and the KV
+// cache in the session state, so rows can be dropped, fanned out and
+// reordered (select). Session::generate checks the options against the model
+// and runs the search.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/executor.h"
+#include "runtime/generate.h"
+#include "runtime/session.h"
+#include "tfrun/tfrun.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace tfrun::rt {
+namespace {
+
+/// The decoder side of generation over a session: @encode once, then
+/// @decode_step per position, with per-row copies of everything batch-major
+/// that decode_step reads (encoder memory, source ids) and the KV cache in the
+/// session state, so rows can be dropped, fanned out and reordered (select).
+class SessionStepModel : public StepModel {
+public:
+  explicit SessionStepModel(Session *s) : s(s), m(*s->m) {}
+
+  /// Runs @encode (if any) and sets up the per-row inputs of decode_step.
+  Status start(int64_t batch) {
+    decIdx = index("decode_step");
+    const Function &dec = m.functions[decIdx];
+    const Function &fwd = m.forward();
+    rows = batch;
+    int encIdx = m.find("encode") ? (int)index("encode") : -1;
+    if (encIdx >= 0) {
+      const Function &enc = m.functions[encIdx];
+      std::vector<BoundInput> ins(enc.inputs.size());
+      for (size_t i = 0; i < enc.inputs.size(); ++i) {
+        int fi = fwd.findInput(enc.inputs[i].name);
+        if (fi < 0 || !s->inputs[fi].bound)
+          return Status::invalidArgument("input '" + enc.inputs[i].name + "' is not bound");
+        ins[i] = {s->inputs[fi].ids.data(), TFC_DTYPE_I64, s->inputs[fi].shape};
+      }
+      TFC_RETURN_IF_ERROR(runFunction(*s, encIdx, ins));
+    }
+    // Per-row copies of decode_step's batch-major inputs.
+    for (size_t i = 0; i < dec.inputs.size(); ++i) {
+      const std::string &name = dec.inputs[i].name;
+      if (name == "step.tokens") {
+        tokensIdx = i;
+        continue;
+      }
+      if (name == "step.pos") {
+        posIdx = i;
+        continue;
+      }
+      RowInput r;
+      r.input = i;
+      const void *src = nullptr;
+      std::vector<int64_t> shape;
+      r.dtype = dec.values[dec.inputs[i].value].dtype;
+      int fi = fwd.findInput(name);
+      if (fi >= 0 && s->inputs[fi].bound) {
+        src = s->inputs[fi].ids.data();
+        shape = s->inputs[fi].shape;
+      } else if (encIdx >= 0) {
+        const Function &enc = m.functions[encIdx];
+        for (const Binding &b : enc.outputs)
+          if (b.name == name) {
+            src = s->hostOutput(encIdx, b.value);
+            shape = s->fns[encIdx].tensors[b.value].shape;
+          }
+      }
+      if (!src || shape.empty() || shape[0] != batch)
+        return Status::invalidModel("decode_step input '" + name + "' has no source");
+      r.rowShape.assign(shape.begin() + 1, shape.end());
+      r.rowBytes = tfc_dtype_size(r.dtype);
+      for (int64_t d : r.rowShape)
+        r.rowBytes *= (uint64_t)d;
+      r.data.assign(static_cast<const char *>(src),
+                    static_cast<const char *>(src) + r.rowBytes * batch);
+      rowInputs.push_back(std::move(r));
+    }
+    if (tokensIdx < 0 || posIdx < 0)
+      return Status::invalidModel("decode_step lacks step.tokens or step.pos");
+    const ValueDesc &logits = dec.values[dec.outputs.at(0).value];
+    vocab = logits.dims.empty() ? 0 : logits.dims.back();
+    if (vocab <= 0)
+      return Status::invalidModel("decode_step's logits have no static vocabulary");
+    for (size_t vi = 0; vi < dec.values.size(); ++vi) {
+      const ValueDesc &v = dec.values[vi];
+      if (v.storage == Storage::State) {
+        bool seen = false;
+        for (const Cache &c : caches)
+          seen |= c.offset == v.offset;
+        if (!seen)
+          caches.push_back({v.offset, v.dims[1], v.dims[2], (uint32_t)vi});
+      }
+    }
+    return Status::ok();
+  }
+
+  int64_t vocabSize() const override { return vocab; }
+  int64_t maxRows() const override {
+    const ValueDesc &v = m.functions[decIdx].values[m.functions[decIdx].inputs[tokensIdx].value];
+    return v.dims[0] >= 0 ? v.dims[0] : m.symbolMax[-(v.dims[0] + 1)];
+  }
+  int64_t cacheLen() const { return caches.empty() ? 0 : caches[0].len; }
+
+  Status step(const int64_t *tokens, int64_t n, int64_t p, const float **logits) override {
+    if (n != rows)
+      return Status::internal("decode step with " + std::to_string(n) + " rows, the state has " +
+                              std::to_string(rows));
+    const Function &dec = m.functions[decIdx];
+    std::vector<BoundInput> ins(dec.inputs.size());
+    pos = p;
+    ins[tokensIdx] = {tokens, TFC_DTYPE_I64, {n, 1}};
+    ins[posIdx] = {&pos, TFC_DTYPE_I64, {}};
+    for (const RowInput &r : rowInputs) {
+      std::vector<int64_t> shape{n};
+      shape.insert(shape.end(), r.rowShape.begin(), r.rowShape.end());
+      ins[r.input] = {r.data.data(), r.dtype, std::move(shape)};
+    }
+    TFC_RETURN_IF_ERROR(runFunction(*s, decIdx, ins));
+    lastPos = p;
+    *logits = s->hostOutput(decIdx, dec.outputs[0].value);
+    return Status::ok();
+  }
+
+  Status select(const int64_t *from, int64_t n) override {
+    if (n > maxRows())
+      return Status::invalidArgument(std::to_string(n) + " rows exceed max_batch " +
+                                     std::to_string(maxRows()));
+    for (int64_t r = 0; r < n; ++r)
+      if (from[r] < 0 || from[r] >= rows)
+        return Status::internal("select from a missing row");
+    std::vector<char> tmp;
+    for (RowInput &ri : rowInputs) {
+      tmp.resize(ri.rowBytes * n);
+      for (int64_t r = 0; r < n; ++r)
+        std::memcpy(tmp.data() + r * ri.rowBytes, ri.data.data() + from[r] * ri.rowBytes,
+                    ri.rowBytes);
+      ri.data.swap(tmp);
+    }
+    // The caches: only positions [0, lastPos] hold data. Gather the rows into
+    // scratch memory on the device, then back.
+    int64_t used = lastPos + 1;
+    if (used > 0 && s->state) {
+      Device &d = *s->dev;
+      for (const Cache &c : caches) {
+        const uint64_t es = c.elemSize(s, decIdx);
+        const uint64_t rowBytes = (uint64_t)c.len * c.width * es;
+        const uint64_t usedBytes = (uint64_t)used * c.width * es;
+        void *scratch = nullptr;
+        TFC_RETURN_IF_ERROR(d.alloc(usedBytes * n, &scratch));
+        char *base = static_cast<char *>(s->state) + c.offset;
+        Status st;
+        for (int64_t r = 0; r < n && st.isOk(); ++r)
+          st = d.copy(static_cast<char *>(scratch) + r * usedBytes, base + from[r] * rowBytes,
+                      usedBytes);
+        for (int64_t r = 0; r < n && st.isOk(); ++r)
+          st = d.copy(base + r * rowBytes, static_cast<char *>(scratch) + r * usedBytes, usedBytes);
+        if (st.isOk())
+          st = d.sync();
+        d.release(scratch);
+        TFC_RETURN_IF_ERROR(st);
+      }
+    }
+    rows = n;
+    return Status::ok();
+  }
+
+private:
+  struct RowInput {
+    size_t input = 0;
+    uint32_t dtype = TFC_DTYPE_F32;
+    std::vector<int64_t> rowShape;
+    uint64_t rowBytes = 0;
+    std::vector<char> data;
+  };
+  struct Cache {
+    uint64_t offset;
+    int64_t len, width;
+    uint32_t value; ///< a decode_step value in this slot
+    /// Bytes per element where the cache lives (a device session's compute
+    /// dtype may differ from model.bin's f32).
+    uint64_t elemSize(const Session *s, size_t fn) const {
+      const auto &dts = s->fns[fn].dtypes;
+      return tfc_dtype_size(value < dts.size() ? dts[value] : TFC_DTYPE_F32);
+    }
+  };
+  size_t index(const char *name) const {
+    for (size_t i = 0; i < m.functions.size(); ++i)
+      if (m.functions[i].name == name)
+        return i;
+    return 0;
+  }
+  Session *s;
+  const Model &m;
+  size_t decIdx = 0;
+  int tokensIdx = -1, posIdx = -1;
+  std::vector<RowInput> rowInputs;
+  std::vector<Cache> caches;
+  int64_t rows = 0, vocab = 0, pos = 0, lastPos = -1;
+};
+
+} // namespace
+
+Status Session::generate(const tfrun_generate_options_t &o) {
+  Session *s = this;
+  const Model &m = *s->m;
+  s->generated.clear();
+  s->scores.clear();
+  if (!m.gen.present)
+    return Status::invalidArgument("model '" + m.name +
+                                   "' cannot generate: it has no decoder "
+                                   "(no causal self-attention; see tfc compile --report)");
+  const Function &fwd = m.forward();
+  bool encDec = m.find("encode") != nullptr;
+  SearchOptions opt;
+  opt.bos = o.bos_id >= 0 ? o.bos_id : m.gen.bos;
+  opt.eos = o.eos_id >= 0 ? o.eos_id : m.gen.eos;
+  opt.pad = o.pad_id >= 0 ? o.pad_id : m.gen.pad;
+  opt.beam = o.beam_width;
+  opt.length_penalty = o.length_penalty;
+  opt.sample = o.sample != 0;
+  opt.temperature = o.temperature;
+  opt.top_k = o.top_k;
+  opt.top_p = o.top_p;
+  opt.seed = o.seed;
+  if (opt.sample && encDec)
+    return Status::invalidArgument(
+        "sampling is for decoder-only models; use greedy or beam search");
+  // The batch and the prompts.
+  std::vector<std::vector<int64_t>> prompts;
+  int64_t batch = -1;
+  for (size_t i = 0; i < fwd.inputs.size(); ++i) {
+    bool isTarget = fwd.inputs[i].name == m.gen.target;
+    if (isTarget == encDec)
+      continue; // enc-dec: the sources; decoder-only: the prompt
+    if (!s->inputs[i].bound)
+      return Status::invalidArgument("input '" + fwd.inputs[i].name + "' is not bound");
+    const auto &in = s->inputs[i];
+    int64_t b = in.shape[0], len = in.shape.size() > 1 ? in.shape[1] : 1;
+    batch = b;
+    for (int64_t r = 0; r < b; ++r) {
+      const int64_t *row = in.ids.data() + r * len;
+      int64_t n = len;
+      while (n > 0 && row[n - 1] == opt.pad)
+        --n;
+      if (n == 0)
+        return Status::invalidArgument((encDec ? "source " : "prompt ") + std::to_string(r) +
+                                       " of input '" + fwd.inputs[i].name +
+                                       "' is empty (only pad_id " + std::to_string(opt.pad) + ")");
+      if (!encDec)
+        prompts.emplace_back(row, row + n);
+    }
+  }
+  if (batch < 0)
+    return Status::invalidArgument("no input to generate from is bound");
+  if (encDec)
+    prompts.assign(batch, std::vector<int64_t>{opt.bos});
+  size_t longest = 0;
+  for (const auto &p : prompts)
+    longest = std::max(longest, p.size());
+  int64_t cache = m.gen.maxLen;
+  // Positions fed: the prompt and every new token but the last.
+  int64_t room = cache - (int64_t)longest + 1;
+  if (o.max_len < 0)
+    return Status::invalidArgument("max_len must be positive, got " + std::to_string(o.max_len));
+  opt.max_len = o.max_len ? o.max_len : (int)std::max<int64_t>(room, 0);
+  if (opt.max_len > room)
+    return Status::invalidArgument("max_len " + std::to_string(opt.max_len) + " needs " +
+                                   std::to_string((int64_t)longest + opt.max_len - 1) +
+                                   " cache positions, but the model's KV cache holds " +
+                                   std::to_string(cache) +
+                                   " (recompile with a larger --set max_len)");
+  SessionStepModel model(s);
+  TFC_RETURN_IF_ERROR(model.start(batch));
+  if (encDec && (opt.bos < 0 || opt.bos >= model.vocabSize()))
+    return Status::invalidArgument("bos_id " + std::to_string(opt.bos) +
+                                   " is outside the vocabulary [0, " +
+                                   std::to_string(model.vocabSize()) + ")");
+  if (opt.eos < 0 || opt.eos >= model.vocabSize())
+    return Status::invalidArgument("eos_id " + std::to_string(opt.eos) +
+                                   " is outside the vocabulary [0, " +
+                                   std::to_string(model.vocabSize()) + ")");
+  SearchResult res;
+  TFC_RETURN_IF_ERROR(search(model, prompts, opt, res));
+  s->generated = std::move(res.ids);
+  s->scores = std::move(res.scores);
+  s->lastRun = -1;
+  return Status::ok();
+}
+
+} // namespace tfrun::rt
