@@ -29,6 +29,7 @@ compile() { # source object [extra flags]
 }
 compile "$OUT/emu_kernels.cc" emu_kernels.o -I"$ROOT/backends/cuda" -x c++
 compile "$OUT/emu_attention.cc" emu_attention.o -I"$ROOT/backends/cuda" -x c++
+compile "$ROOT/backends/cuda/context_cuda.cc" context_cuda.o
 compile "$ROOT/backends/cuda/kernels_cuda.cc" kernels_cuda.o
 compile "$ROOT/backends/cuda/linear_cuda.cc" linear_cuda.o
 compile "$ROOT/scripts/cuda-emu/emu_runtime.cc" emu_runtime.o
@@ -37,7 +38,7 @@ objs=()
 compile "$ROOT/format/model_bin.cc" rt_model_bin.o -DTFC_VERSION_STRING='"emu"'
 for f in runtime/model.cc runtime/capi.cc runtime/session.cc runtime/executor.cc \
          runtime/step_model.cc runtime/device_cpu.cc runtime/generate.cc backends/cpu/kernels_cpu.cc \
-         backends/cpu/linear_dnnl.cc backends/cpu/attention_cpu.cc backends/cpu/layer_norm_cpu.cc \
+         backends/cpu/linear_dnnl.cc backends/cpu/attention_cpu.cc backends/cpu/attention_row.cc backends/cpu/layer_norm_cpu.cc \
          backends/cpu/convert_cpu.cc backends/cpu/cpu_isa.cc backends/cpu/gemm_s8_avx2.cc backends/cpu/weight_memory.cc \
          backends/cpu/convert_avx2.cc; do
   compile "$ROOT/$f" "rt_$(basename "$f").o" -march=x86-64-v3
