@@ -472,23 +472,20 @@ std::string dispatch(uint32_t kernel, const std::vector<const Tensor *> &in, Ten
       }
     return "";
   }
-  case TFC_KERNEL_SQRT:
-  case TFC_KERNEL_RELU:
-  case TFC_KERNEL_GELU: {
-    const float *a = in[0]->as<float>();
-    float *o = out.as<float>();
-    int64_t n = out.numel();
-    if (kernel == TFC_KERNEL_SQRT)
-      for (int64_t i = 0; i < n; ++i)
-        o[i] = std::sqrt(a[i]);
-    else if (kernel == TFC_KERNEL_RELU)
-      for (int64_t i = 0; i < n; ++i)
-        o[i] = a[i] > 0 ? a[i] : 0;
-    else
-      for (int64_t i = 0; i < n; ++i)
-        o[i] = gelu(a[i], ints[0] == 1);
-    return "";
+  // The elementwise float kernels of tfc/unary.def, one loop each.
+#define TFC_UNARY(ENUM, EXPR)                                                              \
+  case TFC_KERNEL_##ENUM: {                                                                \
+    const float *a = in[0]->as<float>();                                                   \
+    float *o = out.as<float>();                                                            \
+    [[maybe_unused]] const int64_t mode = ints.empty() ? 0 : ints[0];                      \
+    for (int64_t i = 0, n = out.numel(); i < n; ++i) {                                     \
+      const float x = a[i];                                                                \
+      o[i] = (EXPR);                                                                       \
+    }                                                                                      \
+    return "";                                                                             \
   }
+#include "tfc/unary.def"
+#undef TFC_UNARY
   case TFC_KERNEL_SOFTMAX:
   case TFC_KERNEL_LOG_SOFTMAX: {
     const Tensor &x = *in[0];

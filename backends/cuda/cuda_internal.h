@@ -103,9 +103,7 @@ enum class EwOp : int32_t {
   Cast,
   MaskedFill, ///< in0 ? value : in1 ... see EwArgs
   Select,
-  Sqrt,
-  Relu,
-  Gelu, ///< pred: 0 erf, 1 tanh
+  Unary, ///< a row of tfc/unary.def: EwArgs::kernel, with pred as its mode
   Copy, ///< raw element copy (transpose, slice, views)
 };
 
@@ -114,6 +112,7 @@ enum class EwOp : int32_t {
 struct EwArgs {
   EwOp op = EwOp::Copy;
   int32_t pred = 0;
+  uint32_t kernel = 0; ///< Unary: the tfc_kernel_t
   int32_t nin = 1;
   const void *in[3] = {};
   uint32_t inType[3] = {};

@@ -149,6 +149,24 @@ std::string elementwise(Context &ctx, EwOp op, int32_t pred, float value,
   return launchElementwise(a, ctx.stream);
 }
 
+/// A kernel of tfc/unary.def on |x|.
+std::string unary(Context &ctx, uint32_t kernel, int64_t mode, const Tensor &x, Tensor &out) {
+  EwArgs a;
+  a.op = EwOp::Unary;
+  a.kernel = kernel;
+  a.pred = static_cast<int32_t>(mode);
+  a.nin = 1;
+  a.in[0] = x.data;
+  a.inType[0] = x.dtype;
+  a.out = out.data;
+  a.outType = out.dtype;
+  a.n = out.numel();
+  std::string err = broadcastOver(out, {&x}, a.bc);
+  if (!err.empty())
+    return err;
+  return launchElementwise(a, ctx.stream);
+}
+
 /// ATTENTION's operands as kernels_cpu.cc reads them.
 std::string attention(Context &ctx, const std::vector<const Tensor *> &in, Tensor &out,
                       const std::vector<int64_t> &ints, const std::vector<double> &floats) {
@@ -388,9 +406,9 @@ std::string checkDtypes(uint32_t kernel, const std::vector<const Tensor *> &in,
   case TFC_KERNEL_SELECT:
     need(requireBool(*in[0], "the condition"));
     break;
-  case TFC_KERNEL_SQRT:
-  case TFC_KERNEL_RELU:
-  case TFC_KERNEL_GELU:
+#define TFC_UNARY(ENUM, EXPR) case TFC_KERNEL_##ENUM:
+#include "tfc/unary.def"
+#undef TFC_UNARY
   case TFC_KERNEL_REDUCE_MEAN:
   case TFC_KERNEL_REDUCE_SUM:
   case TFC_KERNEL_SOFTMAX:
@@ -563,12 +581,10 @@ std::string dispatch(Context &ctx, uint32_t kernel, const std::vector<const Tens
       return launchReduce(a, kernel == TFC_KERNEL_REDUCE_MEAN, ctx.stream);
     return launchSoftmax(a, kernel == TFC_KERNEL_LOG_SOFTMAX, ctx.stream);
   }
-  case TFC_KERNEL_SQRT:
-    return elementwise(ctx, EwOp::Sqrt, 0, 0, {in[0]}, out);
-  case TFC_KERNEL_RELU:
-    return elementwise(ctx, EwOp::Relu, 0, 0, {in[0]}, out);
-  case TFC_KERNEL_GELU:
-    return elementwise(ctx, EwOp::Gelu, ints[0] == 1 ? 1 : 0, 0, {in[0]}, out);
+#define TFC_UNARY(ENUM, EXPR) case TFC_KERNEL_##ENUM:
+#include "tfc/unary.def"
+#undef TFC_UNARY
+    return unary(ctx, kernel, ints.empty() ? 0 : ints[0], *in[0], out);
   case TFC_KERNEL_LAYER_NORM: {
     const Tensor &x = *in[0];
     if (x.shape.empty())

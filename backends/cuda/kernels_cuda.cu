@@ -85,10 +85,17 @@ __device__ __forceinline__ void copyElement(void *dst, int64_t di, const void *s
   }
 }
 
-__device__ __forceinline__ float gelu(float x, bool tanhApprox) {
-  if (tanhApprox)
-    return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-  return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
+/// The elementwise float kernels of tfc/unary.def, with the CPU's formulas.
+__device__ __forceinline__ float unary(uint32_t kernel, int32_t mode, float x) {
+  switch (kernel) {
+#define TFC_UNARY(ENUM, EXPR)                                                              \
+  case TFC_KERNEL_##ENUM:                                                                  \
+    return (EXPR);
+#include "tfc/unary.def"
+#undef TFC_UNARY
+  default:
+    return x;
+  }
 }
 
 __global__ void elementwiseKernel(EwArgs a) {
@@ -159,16 +166,8 @@ __global__ void elementwiseKernel(EwArgs a) {
         storeD(a.out, a.outType, e, loadD(a.in[k], a.inType[k], off[k]));
       break;
     }
-    case EwOp::Sqrt:
-      storeF(a.out, a.outType, e, sqrtf(loadF(a.in[0], a.inType[0], off[0])));
-      break;
-    case EwOp::Relu: {
-      const float x = loadF(a.in[0], a.inType[0], off[0]);
-      storeF(a.out, a.outType, e, x > 0.0f ? x : 0.0f);
-      break;
-    }
-    case EwOp::Gelu:
-      storeF(a.out, a.outType, e, gelu(loadF(a.in[0], a.inType[0], off[0]), a.pred == 1));
+    case EwOp::Unary:
+      storeF(a.out, a.outType, e, unary(a.kernel, a.pred, loadF(a.in[0], a.inType[0], off[0])));
       break;
     case EwOp::Copy:
       copyElement(a.out, e, a.in[0], off[0], a.outType);
@@ -358,9 +357,9 @@ __global__ void linearEpilogueKernel(EpilogueArgs a) {
     if (a.bias)
       v += loadF(a.bias, a.biasType, e % a.n);
     if (a.act == 1)
-      v = v > 0.0f ? v : 0.0f;
+      v = unary(TFC_KERNEL_RELU, 0, v);
     else if (a.act == 2 || a.act == 3)
-      v = gelu(v, a.act == 3);
+      v = unary(TFC_KERNEL_GELU, a.act == 3 ? 1 : 0, v);
     if (a.res)
       v += loadF(a.res, a.resType, e);
     storeF(a.out, a.outType, e, v);
