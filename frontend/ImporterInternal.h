@@ -96,13 +96,11 @@ public:
 
   LogicalResult expectMap(const Node &n, StringRef what);
   /// Every key of map |n| is in |allowed|; else "unknown key 'k' in <what>" at
-  /// the key, with a did-you-mean.
+  /// the key, with a did-you-mean. With |listAllowed| the error also lists
+  /// |allowed| (for `ops:` entries, whose keys differ from op kind to op kind).
   LogicalResult checkKeys(const Node &n, StringRef what,
-                          const std::vector<std::string> &allowed);
-  /// As checkKeys, and the error lists |allowed| (for `ops:` entries, whose
-  /// keys differ from op kind to op kind).
-  LogicalResult checkKeysListed(const Node &n, StringRef what,
-                                const std::vector<std::string> &allowed);
+                          const std::vector<std::string> &allowed,
+                          bool listAllowed = false);
   /// The value of |key| in |map|, or "<what> needs '<key>'" at the map.
   FailureOr<const Node *> require(const Node &map, StringRef key, StringRef what);
   FailureOr<std::string> getString(const Node &n, StringRef what);

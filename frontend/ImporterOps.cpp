@@ -473,7 +473,8 @@ FailureOr<Value> OpsBlock::build(const std::string &name, const Node &op) {
   if (!kind)
     return imp.error(**opNode, "unknown op '" + *kindName + "'" +
                                    didYouMean(*kindName, opKindNames()));
-  if (failed(imp.checkKeysListed(op, "op '" + *kindName + "'", allowedKeys(*kind))))
+  if (failed(imp.checkKeys(op, "op '" + *kindName + "'", allowedKeys(*kind),
+                           /*listAllowed=*/true)))
     return failure();
 
   OpCall call{imp, op, *kindName, imp.loc(op, imp.scope + name), {}};

@@ -107,24 +107,16 @@ LogicalResult Importer::expectMap(const Node &n, StringRef what) {
 }
 
 LogicalResult Importer::checkKeys(const Node &n, StringRef what,
-                                  const std::vector<std::string> &allowed) {
+                                  const std::vector<std::string> &allowed,
+                                  bool listAllowed) {
   for (const auto &e : n.entries) {
     const std::string &k = e.first.scalar;
-    if (std::find(allowed.begin(), allowed.end(), k) == allowed.end())
-      return error(e.first,
-                   "unknown key '" + k + "' in " + what + didYouMean(k, allowed));
-  }
-  return success();
-}
-
-LogicalResult Importer::checkKeysListed(const Node &n, StringRef what,
-                                        const std::vector<std::string> &allowed) {
-  for (const auto &e : n.entries) {
-    const std::string &k = e.first.scalar;
-    if (std::find(allowed.begin(), allowed.end(), k) == allowed.end())
-      return error(e.first, "unknown key '" + k + "' in " + what +
-                                " (allowed keys: " + llvm::join(allowed, ", ") +
-                                ")" + didYouMean(k, allowed));
+    if (std::find(allowed.begin(), allowed.end(), k) != allowed.end())
+      continue;
+    std::string list =
+        listAllowed ? " (allowed keys: " + llvm::join(allowed, ", ") + ")" : "";
+    return error(e.first, "unknown key '" + k + "' in " + what + list +
+                              didYouMean(k, allowed));
   }
   return success();
 }
