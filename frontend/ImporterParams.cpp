@@ -1,0 +1,192 @@
+//===- ImporterParams.cpp - parameters and expressions --------------------===//
+//
+// `params:` maps names to numbers or expressions over other parameters (Expr.h);
+// --set replaces a parameter's text. Parameters are evaluated lazily and memoized,
+// so they may be listed in any order; a cycle is an error naming its path. An
+// error inside a parameter's text is reported at that parameter's line (and
+// column), wherever the parameter was used from.
+//
+//===----------------------------------------------------------------------------===//
+#include "frontend/ImporterInternal.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <cmath>
+
+using namespace mlir;
+
+namespace tfc::detail {
+
+std::map<std::string, double> Importer::evaluatedParams() const {
+  std::map<std::string, double> m;
+  for (const auto &kv : paramValues)
+    m[kv.first] = kv.second.value;
+  return m;
+}
+
+bool Importer::resolveParam(const std::string &name, Number &out, std::string &err) {
+  auto v = paramValues.find(name);
+  if (v != paramValues.end()) {
+    out = v->second;
+    return true;
+  }
+  auto p = paramNodes.find(name);
+  if (p == paramNodes.end()) {
+    err = "unknown parameter '" + name + "'" + didYouMean(name, paramOrder);
+    return false;
+  }
+  auto cyc = std::find(evaluating.begin(), evaluating.end(), name);
+  if (cyc != evaluating.end()) {
+    std::string path;
+    for (auto it = cyc; it != evaluating.end(); ++it)
+      path += *it + " -> ";
+    err = "parameter cycle: " + path + name;
+    return false;
+  }
+  evaluating.push_back(name);
+  const Node &n = *p->second;
+  auto ov = overrideText.find(name);
+  std::string text = ov != overrideText.end() ? ov->second : n.scalar;
+  if (ov == overrideText.end() && !n.isScalar()) {
+    err = "parameter '" + name + "' must be a number or an expression, got " +
+          kindName(n);
+    evaluating.pop_back();
+    return false;
+  }
+  size_t off = 0;
+  std::string innerErr;
+  bool ok = evalExpr(
+      text,
+      [&](const std::string &nm, Number &o, std::string &e) {
+        return resolveParam(nm, o, e);
+      },
+      out, innerErr, off);
+  evaluating.pop_back();
+  if (!ok) {
+    // Report errors inside a parameter at the parameter's own line.
+    if (!reportedInner) {
+      reportedInner = true;
+      if (ov != overrideText.end())
+        (void)error(n, "in --set " + name + "=" + text + ": " + innerErr);
+      else
+        (void)error(n, innerErr, (int)off);
+    }
+    err.clear();
+    return false;
+  }
+  paramValues[name] = out;
+  return true;
+}
+
+FailureOr<Number> Importer::evalNum(const Node &n, StringRef what) {
+  if (!n.isScalar())
+    return error(n, "'" + what + "' must be a number or an expression, got " +
+                        kindName(n));
+  Number out;
+  std::string err;
+  size_t off = 0;
+  reportedInner = false;
+  if (!evalExpr(
+          n.scalar,
+          [&](const std::string &nm, Number &o, std::string &e) {
+            return resolveParam(nm, o, e);
+          },
+          out, err, off)) {
+    if (!reportedInner)
+      (void)error(n, err, (int)off);
+    return failure();
+  }
+  return out;
+}
+
+FailureOr<int64_t> Importer::evalInt(const Node &n, StringRef what, int64_t min) {
+  auto v = evalNum(n, what);
+  if (failed(v))
+    return failure();
+  if (!v->isInt || std::floor(v->value) != v->value)
+    return error(n, "'" + what + "' must be an integer, got " +
+                        llvm::formatv("{0}", v->value).str());
+  if (v->value > kMaxInt)
+    return error(n, "'" + what + "' must be at most " + Twine((int64_t)kMaxInt) +
+                        ", got " + llvm::formatv("{0:F0}", v->value).str());
+  if (v->value < (double)min)
+    return error(n, "'" + what + "' must be at least " + Twine(min) + ", got " +
+                        Twine((int64_t)v->value));
+  return (int64_t)v->value;
+}
+
+FailureOr<int64_t> Importer::paramInt(StringRef name, const Node &at, int64_t min) {
+  Number v;
+  std::string err;
+  reportedInner = false;
+  if (!resolveParam(name.str(), v, err)) {
+    if (!reportedInner)
+      (void)error(at, err.empty() ? "bad parameter" : err);
+    return failure();
+  }
+  if (!v.isInt || v.value < min)
+    return error(at, "parameter '" + name + "' must be an integer >= " + Twine(min));
+  if (v.value > kMaxInt)
+    return error(at, "parameter '" + name + "' must be at most " +
+                         Twine((int64_t)kMaxInt) + ", got " +
+                         llvm::formatv("{0:F0}", v.value).str());
+  return (int64_t)v.value;
+}
+
+LogicalResult Importer::loadParams() {
+  paramsNode = root.get("params");
+  if (!paramsNode)
+    return error(root, "the model description needs a 'params' map (d_model, "
+                       "heads, ...)");
+  if (failed(expectMap(*paramsNode, "params")))
+    return failure();
+  for (const auto &e : paramsNode->entries) {
+    if (!isIdentifier(e.first.scalar))
+      return error(e.first, "parameter name '" + e.first.scalar +
+                                "' is not an identifier");
+    paramNodes[e.first.scalar] = &e.second;
+    paramOrder.push_back(e.first.scalar);
+  }
+  for (const auto &ov : opts.overrides) {
+    if (!paramNodes.count(ov.first))
+      return error(*root.keyNode("params"),
+                   "--set " + ov.first + "=" + ov.second + ": unknown parameter '" +
+                       ov.first + "'" + didYouMean(ov.first, paramOrder));
+    overrideText[ov.first] = ov.second;
+  }
+  // Evaluate all now so a bad or cyclic parameter is reported even if unused.
+  for (const auto &name : paramOrder) {
+    Number v;
+    std::string err;
+    reportedInner = false;
+    if (!resolveParam(name, v, err)) {
+      if (!reportedInner)
+        return error(*paramNodes[name], err);
+      return failure();
+    }
+  }
+  const Node &pk = *root.keyNode("params");
+  for (const char *req : {"d_model", "max_len"})
+    if (!paramNodes.count(req))
+      return error(pk, std::string("params must define '") + req + "'");
+  auto d = paramInt("d_model", *paramNodes["d_model"]);
+  auto ml = paramInt("max_len", *paramNodes["max_len"]);
+  if (failed(d) || failed(ml))
+    return failure();
+  dModel = *d;
+  maxLen = *ml;
+  if (paramNodes.count("max_batch")) {
+    auto mb = paramInt("max_batch", *paramNodes["max_batch"]);
+    if (failed(mb))
+      return failure();
+    maxBatch = *mb;
+  } else {
+    maxBatch = 64;
+  }
+  if (paramNodes.count("pad_id") && failed(paramInt("pad_id", *paramNodes["pad_id"], 0)))
+    return failure();
+  return success();
+}
+
+} // namespace tfc::detail

@@ -1,0 +1,317 @@
+//===- ImporterStacks.cpp - embeddings, blocks, stacks, output head -------===//
+//
+// A stack (encoder or decoder) is its embedding (token table, token types,
+// positional encoding, embedding norm), then `layers.count` copies of its blocks
+// under the layer's name, then a final norm. A block wraps one body (attention,
+// feed_forward or an `ops:` list) in its residual and norm. The output head
+// projects to the vocabulary.
+//
+//===----------------------------------------------------------------------------===//
+#include "frontend/ImporterInternal.h"
+
+using namespace mlir;
+namespace td = ::mlir::tfc;
+
+namespace tfc::detail {
+
+//===----------------------------------------------------------------------===//
+// Blocks, stacks, embeddings, output
+//===----------------------------------------------------------------------===//
+
+FailureOr<Value> Importer::emitBlock(const Node &n, Value x, const StackEnv &env) {
+  if (failed(expectMap(n, "block")) ||
+      failed(checkKeys(n, "block",
+                       {"residual", "norm", "attention", "feed_forward", "ops",
+                        "output"})))
+    return failure();
+  int bodies = (n.get("attention") ? 1 : 0) + (n.get("feed_forward") ? 1 : 0) +
+               (n.get("ops") ? 1 : 0);
+  if (bodies != 1)
+    return error(n, "a block needs exactly one of 'attention', 'feed_forward' or "
+                     "'ops'");
+  std::string residual = "pre";
+  if (const Node *r = n.get("residual")) {
+    auto v = getChoice(*r, "residual", {"pre", "post", "none"});
+    if (failed(v))
+      return failure();
+    residual = *v;
+  }
+  const Node *norm = n.get("norm");
+  if (!norm && residual != "none")
+    return error(n, "a '" + residual + "' residual block needs a 'norm'");
+
+  auto body = [&](Value in) -> FailureOr<Value> {
+    if (const Node *a = n.get("attention"))
+      return emitAttention(*a, in, env);
+    if (const Node *f = n.get("feed_forward"))
+      return emitFeedForward(*f, in);
+    return emitOps(n, in, env);
+  };
+  if (residual == "pre") {
+    // x + sublayer(norm(x))
+    auto xn = emitNorm(*norm, x, "norm");
+    if (failed(xn))
+      return failure();
+    auto y = body(*xn);
+    if (failed(y))
+      return failure();
+    return make<td::AddOp>(loc(n), {x, *y});
+  }
+  if (residual == "post") {
+    // norm(sublayer(x) + x)
+    auto y = body(x);
+    if (failed(y))
+      return failure();
+    auto s = make<td::AddOp>(loc(n), {*y, x});
+    if (failed(s))
+      return failure();
+    return emitNorm(*norm, *s, "norm");
+  }
+  auto y = body(x);
+  if (failed(y) || !norm)
+    return y;
+  return emitNorm(*norm, *y, "norm");
+}
+
+FailureOr<Value> Importer::emitEmbedding(const Node &stack, Value tokens) {
+  auto en = require(stack, "embedding", "a stack");
+  if (failed(en))
+    return failure();
+  const Node &e = **en;
+  if (failed(expectMap(e, "embedding")) ||
+      failed(checkKeys(e, "embedding", {"weight", "vocab", "scale"})))
+    return failure();
+  auto wn = require(e, "weight", "embedding");
+  auto vn = require(e, "vocab", "embedding");
+  if (failed(wn) || failed(vn))
+    return failure();
+  auto wname = getString(**wn, "weight");
+  auto vocab = evalInt(**vn, "vocab");
+  if (failed(wname) || failed(vocab))
+    return failure();
+  Location l = loc(e, *wname);
+  auto table = weight(e, *wname, {*vocab, dModel}, WeightRole::Matrix);
+  if (failed(table))
+    return failure();
+  auto x = make<td::EmbeddingOp>(l, {*table, tokens});
+  if (failed(x))
+    return failure();
+  Value h = *x;
+  if (const Node *sc = e.get("scale")) {
+    auto f = evalNum(*sc, "scale");
+    if (failed(f))
+      return failure();
+    h = *make<td::MulOp>(l, {h, constF(l, f->value)});
+  }
+
+  if (const Node *tt = stack.get("token_types")) {
+    if (failed(expectMap(*tt, "token_types")) ||
+        failed(checkKeys(*tt, "token_types", {"input", "weight", "vocab"})))
+      return failure();
+    auto ttw = require(*tt, "weight", "token_types");
+    auto ttv = require(*tt, "vocab", "token_types");
+    if (failed(ttw) || failed(ttv))
+      return failure();
+    std::string inName = "token_types";
+    if (const Node *in = tt->get("input")) {
+      auto s = getString(*in, "input");
+      if (failed(s))
+        return failure();
+      inName = *s;
+    }
+    auto tname = getString(**ttw, "weight");
+    auto tv = evalInt(**ttv, "vocab");
+    if (failed(tname) || failed(tv))
+      return failure();
+    auto ttab = weight(*tt, *tname, {*tv, dModel}, WeightRole::Matrix);
+    if (failed(ttab))
+      return failure();
+    Value ids = inputs.at(inName);
+    auto te = make<td::EmbeddingOp>(loc(*tt, *tname), {*ttab, ids});
+    if (failed(te))
+      return failure();
+    h = *make<td::AddOp>(loc(*tt, *tname), {h, *te});
+  }
+
+  if (const Node *pn = stack.get("positional")) {
+    const Node &p = *pn;
+    if (failed(expectMap(p, "positional")) ||
+        failed(checkKeys(p, "positional",
+                         {"kind", "variant", "max_len", "weight", "buffer", "index"})))
+      return failure();
+    auto kn = require(p, "kind", "positional");
+    if (failed(kn))
+      return failure();
+    auto kind = getChoice(**kn, "positional kind", {"sinusoidal", "learned", "none"});
+    if (failed(kind))
+      return failure();
+    if (*kind != "none") {
+      int64_t rows = maxLen;
+      if (const Node *m = p.get("max_len")) {
+        auto v = evalInt(*m, "max_len");
+        if (failed(v))
+          return failure();
+        rows = *v;
+      }
+      bool byBatch = false;
+      if (const Node *ix = p.get("index")) {
+        auto v = getChoice(*ix, "index", {"position", "batch"});
+        if (failed(v))
+          return failure();
+        byBatch = *v == "batch";
+      }
+      int64_t needed = byBatch ? maxBatch : maxLen;
+      if (rows < needed)
+        return error(p, "positional table has " + Twine(rows) +
+                             " rows but the model accepts " +
+                             (byBatch ? "batches" : "sequences") + " up to " +
+                             Twine(needed));
+      Value tab;
+      if (*kind == "learned") {
+        auto wn2 = require(p, "weight", "a learned positional encoding");
+        if (failed(wn2))
+          return failure();
+        auto s = getString(**wn2, "weight");
+        if (failed(s))
+          return failure();
+        auto t = weight(p, *s, {rows, dModel}, WeightRole::Matrix);
+        if (failed(t))
+          return failure();
+        tab = *t;
+      } else {
+        td::PEVariant variant = td::PEVariant::standard;
+        if (const Node *vn2 = p.get("variant")) {
+          auto v = getChoice(*vn2, "variant", {"standard", "exp2i", "exp2i_cos_next"});
+          if (failed(v))
+            return failure();
+          variant = *td::symbolizePEVariant(*v);
+        }
+        if (dModel % 2 != 0)
+          return error(p, "a sinusoidal table needs an even d_model, got " +
+                               Twine(dModel));
+        tab = *make<td::SinusoidTableOp>(
+            loc(p), {},
+            {attr("variant", td::PEVariantAttr::get(&ctx, variant)),
+             i64("rows", rows), i64("dim", dModel)});
+        if (const Node *buf = p.get("buffer")) {
+          // A registered buffer (e.g. 'encoder.pe.pe') may be in the checkpoint;
+          // it is recomputed here, so it is accepted and not reported as unused.
+          auto s = getString(*buf, "buffer");
+          if (failed(s))
+            return failure();
+          ws.accept(*s);
+        }
+      }
+      Value pos = *make<td::PositionsOp>(loc(p), {tokens},
+                                          {i64("axis", byBatch ? 0 : 1)});
+      auto pe = make<td::EmbeddingOp>(loc(p), {tab, pos});
+      if (failed(pe))
+        return failure();
+      h = *make<td::AddOp>(loc(p), {h, *pe});
+    }
+  }
+
+  if (const Node *nn = stack.get("embedding_norm")) {
+    auto r = emitNorm(*nn, h, "embedding_norm");
+    if (failed(r))
+      return failure();
+    h = *r;
+  }
+  return h;
+}
+
+FailureOr<Value> Importer::emitStack(const Node &n, StringRef which, StackEnv &env) {
+  if (failed(expectMap(n, which)) ||
+      failed(checkKeys(n, which,
+                       {"input", "embedding", "positional", "token_types",
+                        "embedding_norm", "layers", "final_norm"})))
+    return failure();
+  auto x = emitEmbedding(n, env.tokens);
+  if (failed(x))
+    return failure();
+  Value h = *x;
+  if (const Node *ln = n.get("layers")) {
+    if (failed(expectMap(*ln, "layers")) ||
+        failed(checkKeys(*ln, "layers", {"count", "name", "blocks"})))
+      return failure();
+    auto cn = require(*ln, "count", "layers");
+    auto nn = require(*ln, "name", "layers");
+    auto bn = require(*ln, "blocks", "layers");
+    if (failed(cn) || failed(nn) || failed(bn))
+      return failure();
+    auto count = evalInt(**cn, "count", 0);
+    auto pattern = getString(**nn, "name");
+    if (failed(count) || failed(pattern))
+      return failure();
+    if (pattern->find("{i}") == std::string::npos)
+      return error(**nn, "layer name '" + *pattern +
+                              "' must contain '{i}' for the layer index");
+    if (!(*bn)->isSeq())
+      return error(**bn, "'blocks' must be a list, got " +
+                              std::string(kindName(**bn)));
+    for (int64_t i = 0; i < *count; ++i) {
+      std::string layerName = *pattern;
+      layerName.replace(layerName.find("{i}"), 3, std::to_string(i));
+      scope = layerName + ".";
+      for (const Node &blk : (*bn)->items) {
+        auto y = emitBlock(blk, h, env);
+        if (failed(y))
+          return failure();
+        h = *y;
+      }
+      scope.clear();
+    }
+  }
+  if (const Node *fn = n.get("final_norm")) {
+    auto y = emitNorm(*fn, h, "final_norm");
+    if (failed(y))
+      return failure();
+    h = *y;
+  }
+  return h;
+}
+
+FailureOr<Value> Importer::emitOutput(const Node &n, Value x, int64_t vocab,
+                                      std::string &outName) {
+  if (failed(expectMap(n, "output")) ||
+      failed(checkKeys(n, "output", {"linear", "vocab", "log_softmax", "name"})))
+    return failure();
+  Value y = x;
+  outName = "hidden";
+  if (const Node *vn = n.get("vocab")) {
+    auto v = evalInt(*vn, "vocab");
+    if (failed(v))
+      return failure();
+    vocab = *v;
+  }
+  if (const Node *ln = n.get("linear")) {
+    if (vocab <= 0)
+      return error(n, "output needs 'vocab' for its linear layer");
+    auto spec = parseLinear(*ln, "linear");
+    if (failed(spec))
+      return failure();
+    auto r = applyLinear(*spec, y, dModel, vocab);
+    if (failed(r))
+      return failure();
+    y = *r;
+    outName = "logits";
+  }
+  if (const Node *ls = n.get("log_softmax")) {
+    auto v = getBool(*ls, "log_softmax");
+    if (failed(v))
+      return failure();
+    if (*v) {
+      y = *make<td::LogSoftmaxOp>(loc(*ls), {y}, {i64("axis", -1)});
+      outName = "log_probs";
+    }
+  }
+  if (const Node *nm = n.get("name")) {
+    auto s = getString(*nm, "name");
+    if (failed(s))
+      return failure();
+    outName = *s;
+  }
+  return y;
+}
+
+} // namespace tfc::detail
