@@ -13,7 +13,8 @@ config.test_exec_root = os.path.join(
     config.tfc_obj_root, "tests",
     "lit" + ("-" + os.environ["TFC_CPU_ISA"].lower() if os.environ.get("TFC_CPU_ISA") else ""))
 
-# tfc, tfc-opt, then LLVM 16's FileCheck / not / count.
+# tfc, tfc-opt, tfc-ref (the numerics tests' oracle, tests/oracle), then LLVM 16's
+# FileCheck / not / count.
 # The CPU path cap (backends/cpu/cpu_isa.h): `TFC_CPU_ISA=AVX2 ctest` runs the
 # whole suite on the paths of an AVX2-only CPU.
 for var in ("TFC_CPU_ISA", "ONEDNN_MAX_CPU_ISA"):
@@ -27,4 +28,3 @@ config.substitutions.append(("%python", config.python_executable))
 config.substitutions.append(("%golden", os.path.join(config.tfc_src_root, "tests", "golden")))
 config.substitutions.append(("%compare_gen", os.path.join(config.tfc_src_root, "scripts", "compare_gen.py")))
 config.substitutions.append(("%compare", os.path.join(config.tfc_src_root, "scripts", "compare_npy.py")))
-config.substitutions.append(("%interp", os.path.join(config.tfc_src_root, "scripts", "tfc_interp.py")))

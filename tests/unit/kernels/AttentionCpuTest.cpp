@@ -2,9 +2,10 @@
 //
 // tfc::cpu::attention() must compute what the unfused tutorial code computes:
 // scores = scale * Q K^T in f32, masked_fill(mask, mask_value) or + additive,
-// softmax over the keys, times V. The reference here does exactly that,
-// naively: it materializes every score (rounded to f32 like PyTorch's), and
-// does the softmax and the weighted sum in double. Inputs are uniform in
+// softmax over the keys, times V. The reference (the shared one of
+// tests/reference/Reference.h) does exactly that, naively: it materializes
+// every score (rounded to f32 like PyTorch's), and does the softmax and the
+// weighted sum in double. Inputs are uniform in
 // [-1, 1], so outputs are O(1) and the bound is an absolute 1e-5.
 //
 // Besides the numbers, the cases pin what a fused kernel most easily gets
@@ -23,6 +24,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "backends/cpu/attention_cpu.h"
+#include "tests/reference/Reference.h"
 
 #include <gtest/gtest.h>
 
@@ -261,53 +263,43 @@ AttnRun makeRun(const Case &c) {
   return r;
 }
 
-/// The unfused computation: [Sq, Sk] f32 scores per (b, h), then a double
-/// softmax and weighted sum. Returns [B, Sq, Dv].
+/// The unfused computation (the shared reference, tests/reference/Reference.h):
+/// [Sq, Sk] scores rounded to f32 per (b, h), then a double softmax and
+/// weighted sum. Returns [B, Sq, Dv].
 std::vector<double> reference(const AttnRun &r) {
   const Case &c = r.c;
-  std::vector<double> out(c.B * c.Sq * r.Dv);
-  std::vector<float> s(c.Sk);
-  std::vector<double> w(c.Sk);
-  for (int64_t b = 0; b < c.B; ++b)
-    for (int64_t h = 0; h < c.H; ++h)
-      for (int64_t i = 0; i < c.Sq; ++i) {
-        const float *qi = r.qRow(b, i) + h * c.dk;
-        for (int64_t j = 0; j < c.Sk; ++j) {
-          const float *kj = r.kRow(b, j) + h * c.dk;
-          double dot = 0;
-          for (int64_t d = 0; d < c.dk; ++d)
-            dot += static_cast<double>(qi[d]) * kj[d];
-          float sc = static_cast<float>(r.scale * dot);
-          bool masked = false;
-          if (usesTokens(c.mask) && r.token(b, j) == c.padId)
-            masked = true;
-          if ((c.mask == MaskKind::Causal || c.mask == MaskKind::PaddingCausal) &&
-              j > i + c.qPosOffset)
-            masked = true;
-          if (c.mask == MaskKind::Additive)
-            sc = sc + r.add[b * r.asb + h * r.ash + i * r.asq + j]; // f32 add, as torch
-          s[j] = masked ? c.maskValue : sc;
-        }
-        double m = -std::numeric_limits<double>::infinity();
-        for (float x : s)
-          m = std::max(m, static_cast<double>(x));
-        double *o = out.data() + (b * c.Sq + i) * r.Dv + h * r.dv;
-        if (m == -std::numeric_limits<double>::infinity()) {
-          // exp(-inf - -inf): PyTorch's softmax gives NaN.
-          std::fill(o, o + r.dv, std::numeric_limits<double>::quiet_NaN());
-          continue;
-        }
-        double sum = 0;
-        for (int64_t j = 0; j < c.Sk; ++j)
-          sum += w[j] = std::exp(static_cast<double>(s[j]) - m);
-        for (int64_t d = 0; d < r.dv; ++d) {
-          double acc = 0;
-          for (int64_t j = 0; j < c.Sk; ++j)
-            acc += w[j] * r.vRow(b, j)[h * r.dv + d];
-          o[d] = acc / sum;
-        }
-      }
-  return out;
+  // The buffers in double, with their layout (and NaN gaps) unchanged.
+  const std::vector<double> qd(r.qBuf.begin(), r.qBuf.end());
+  const std::vector<double> kd(r.kBuf.begin(), r.kBuf.end());
+  const std::vector<double> vd(r.vBuf.begin(), r.vBuf.end());
+  auto inQ = [&](const float *p) { return qd.data() + (p - r.qBuf.data()); };
+  ref::Attention a;
+  a.batch = c.B;
+  a.qLen = c.Sq;
+  a.kvLen = c.Sk;
+  a.heads = c.H;
+  a.headDim = c.dk;
+  a.vHeadDim = r.dv;
+  a.q = inQ(r.q);
+  a.k = c.packed ? inQ(r.k) : kd.data() + (r.k - r.kBuf.data());
+  a.v = c.packed ? inQ(r.v) : vd.data() + (r.v - r.vBuf.data());
+  a.qRowStride = r.qs;
+  a.kRowStride = r.ks;
+  a.vRowStride = r.vs;
+  a.qBatchStride = r.qbs;
+  a.kBatchStride = r.kbs;
+  a.vBatchStride = r.vbs;
+  a.scale = r.scale;
+  a.mask = static_cast<ref::Mask>(c.mask);
+  a.maskValue = c.maskValue;
+  a.keyToken = [&](int64_t b, int64_t j) { return r.token(b, j); };
+  a.padId = c.padId;
+  a.additive = [&](int64_t b, int64_t h, int64_t i, int64_t j) {
+    return static_cast<double>(r.add[b * r.asb + h * r.ash + i * r.asq + j]);
+  };
+  a.qPosOffset = c.qPosOffset;
+  a.f32Scores = true;
+  return ref::attention(a);
 }
 
 /// Checks the sentinels before, after and between the output rows.

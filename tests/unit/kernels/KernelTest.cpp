@@ -2,8 +2,11 @@
 //
 // Each test runs plan instructions (tfc_kernel_t) through a Backend
 // (KernelBackend.h) and compares the outputs with a double-precision
-// reference computed here from the inputs as stored (after rounding to the
-// dtype under test), so only the kernel's own error is measured. Tolerances
+// reference computed from the inputs as stored (after rounding to the dtype
+// under test), so only the kernel's own error is measured. The references of
+// the compound kernels (linear, matmul, softmax, layer norm, attention) are
+// the shared ones of tests/reference/Reference.h, which the lit suite's oracle
+// tfc-ref evaluates IR with too; the elementwise ones are written inline. Tolerances
 // are per dtype: |got - ref| <= atol * scale + rtol * |ref|, with the reference
 // rounded to the output dtype first (so -1e9 in f16 is -inf on both sides);
 // NaN and infinities must match exactly.
@@ -30,6 +33,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tests/reference/Reference.h"
 #include "tests/unit/kernels/KernelBackend.h"
 
 #include <gtest/gtest.h>
@@ -99,34 +103,8 @@ std::string shapeStr(const std::vector<int64_t> &s) {
   return os.str();
 }
 
-/// numpy broadcasting of two shapes.
-std::vector<int64_t> broadcastShape(const std::vector<int64_t> &a, const std::vector<int64_t> &b) {
-  const size_t r = std::max(a.size(), b.size());
-  std::vector<int64_t> o(r, 1);
-  for (size_t i = 0; i < r; ++i) {
-    const int64_t x = i < a.size() ? a[a.size() - 1 - i] : 1;
-    const int64_t y = i < b.size() ? b[b.size() - 1 - i] : 1;
-    o[r - 1 - i] = x == 1 ? y : x;
-  }
-  return o;
-}
-
-/// The flat index into a tensor of shape |in| that broadcasts to element e of |out|.
-int64_t broadcastIndex(const std::vector<int64_t> &out, const std::vector<int64_t> &in, int64_t e) {
-  int64_t idx = 0, stride = 1;
-  for (size_t i = 0; i < out.size(); ++i) {
-    const size_t od = out.size() - 1 - i;
-    const int64_t c = e % out[od];
-    e /= out[od];
-    if (i < in.size()) {
-      const int64_t n = in[in.size() - 1 - i];
-      if (n != 1)
-        idx += c * stride;
-      stride *= n;
-    }
-  }
-  return idx;
-}
+using ref::broadcastIndex;
+using ref::broadcastShape;
 
 class KernelTest : public ::testing::TestWithParam<Param> {
 protected:
@@ -360,12 +338,6 @@ TEST_P(KernelTest, Embedding) {
 
 // --- Linear layers and matmul ----------------------------------------------------------
 
-double geluRef(double x, bool tanhApprox) {
-  if (tanhApprox)
-    return 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
-  return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
-}
-
 struct LinearCase {
   std::vector<int64_t> xShape; // [..., K]
   int64_t n;
@@ -416,23 +388,15 @@ TEST_P(KernelTest, LinearAndFusedLinear) {
                   : run(TFC_KERNEL_FUSED_LINEAR, in, out, {c.bias, c.residual, c.act});
     ASSERT_EQ(err, "");
     const int64_t rows = x.numel() / k;
+    // An f32 x meets a reduced-precision weight in the weight's dtype.
+    std::vector<double> xv = x.values();
+    for (double &e : xv)
+      e = roundTo(w.dtype, e);
+    const std::vector<double> wv = w.values(), bv = b.values(), rv = res.values();
     std::vector<double> ref(rows * c.n);
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t j = 0; j < c.n; ++j) {
-        double acc = 0;
-        // An f32 x meets a reduced-precision weight in the weight's dtype.
-        for (int64_t i = 0; i < k; ++i)
-          acc += roundTo(w.dtype, x.get(r * k + i)) * w.get(j * k + i);
-        if (c.bias)
-          acc += b.get(j);
-        if (c.act == 1)
-          acc = acc > 0 ? acc : 0;
-        else if (c.act == 2 || c.act == 3)
-          acc = geluRef(acc, c.act == 3);
-        if (c.residual)
-          acc += res.get(r * c.n + j);
-        ref[r * c.n + j] = acc;
-      }
+    ref::linear(rows, k, c.n, xv.data(), wv.data(), c.bias ? bv.data() : nullptr,
+                static_cast<ref::Activation>(c.act < 0 ? 0 : c.act),
+                c.residual ? rv.data() : nullptr, ref.data());
     expectNear(out, ref, name.str());
   }
 }
@@ -458,31 +422,18 @@ TEST_P(KernelTest, Matmul) {
   for (const MatmulCase &c : cases) {
     const std::string name = shapeStr(c.a) + " x " + shapeStr(c.b) + (c.transB ? " T" : "");
     SCOPED_TRACE(name);
-    const int64_t m = c.a[c.a.size() - 2], k = c.a.back();
-    const int64_t n = c.transB ? c.b[c.b.size() - 2] : c.b.back();
+    const int64_t k = c.a.back();
     HostTensor a = random(c.f32Lhs ? uint32_t(TFC_DTYPE_F32) : dt(), c.a);
     HostTensor b = random(dt(), c.b, -1.0 / std::sqrt(double(k)), 1.0 / std::sqrt(double(k)));
-    std::vector<int64_t> ab(c.a.begin(), c.a.end() - 2), bb(c.b.begin(), c.b.end() - 2);
-    std::vector<int64_t> ob = broadcastShape(ab, bb), oShape = ob;
-    oShape.push_back(m);
-    oShape.push_back(n);
+    // An f32 lhs meets the rhs in the rhs's dtype.
+    std::vector<double> av = a.values();
+    for (double &e : av)
+      e = roundTo(b.dtype, e);
+    const std::vector<double> bv = b.values();
+    std::vector<int64_t> oShape;
+    const std::vector<double> ref = ref::matmul(c.a, av.data(), c.b, bv.data(), c.transB, oShape);
     HostTensor out(dt(), oShape);
     ASSERT_EQ(run(TFC_KERNEL_MATMUL, {&a, &b}, out, {c.transB}), "");
-    int64_t batches = 1;
-    for (int64_t d : ob)
-      batches *= d;
-    std::vector<double> ref(batches * m * n);
-    for (int64_t e = 0; e < batches; ++e) {
-      const int64_t ia = broadcastIndex(ob, ab, e), ib = broadcastIndex(ob, bb, e);
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t j = 0; j < n; ++j) {
-          double acc = 0;
-          for (int64_t x = 0; x < k; ++x)
-            acc += roundTo(b.dtype, a.get(ia * m * k + i * k + x)) *
-                   b.get(ib * k * n + (c.transB ? j * k + x : x * n + j));
-          ref[(e * m + i) * n + j] = acc;
-        }
-    }
     expectNear(out, ref, name);
   }
 }
@@ -800,8 +751,8 @@ TEST_P(KernelTest, Unary) {
   const UCase cases[] = {
       {"sqrt", TFC_KERNEL_SQRT, {}, &pos, [](double v) { return std::sqrt(v); }},
       {"relu", TFC_KERNEL_RELU, {}, &x, [](double v) { return v > 0 ? v : 0; }},
-      {"gelu erf", TFC_KERNEL_GELU, {0}, &x, [](double v) { return geluRef(v, false); }},
-      {"gelu tanh", TFC_KERNEL_GELU, {1}, &x, [](double v) { return geluRef(v, true); }},
+      {"gelu erf", TFC_KERNEL_GELU, {0}, &x, [](double v) { return ref::gelu(v, false); }},
+      {"gelu tanh", TFC_KERNEL_GELU, {1}, &x, [](double v) { return ref::gelu(v, true); }},
   };
   for (const UCase &c : cases) {
     SCOPED_TRACE(c.name);
@@ -843,21 +794,9 @@ TEST_P(KernelTest, Softmax) {
       }
       HostTensor out(dt(), c.shape);
       ASSERT_EQ(run(kernel, {&x}, out, {c.axis}), "");
+      const std::vector<double> xv = x.values();
       std::vector<double> ref(x.numel());
-      for (int64_t o = 0; o < outer; ++o)
-        for (int64_t i = 0; i < inner; ++i) {
-          auto at = [&](int64_t l) { return (o * len + l) * inner + i; };
-          double mx = -kInf;
-          for (int64_t l = 0; l < len; ++l)
-            mx = std::max(mx, x.get(at(l)));
-          double sum = 0;
-          for (int64_t l = 0; l < len; ++l)
-            sum += std::exp(x.get(at(l)) - mx);
-          for (int64_t l = 0; l < len; ++l)
-            ref[at(l)] = mx == -kInf ? kNaN
-                         : logp      ? x.get(at(l)) - mx - std::log(sum)
-                                     : std::exp(x.get(at(l)) - mx) / sum;
-        }
+      ref::softmax(xv.data(), outer, len, inner, logp, ref.data());
       expectNear(out, ref, logp ? "log_softmax" : "softmax");
     }
 }
@@ -886,20 +825,11 @@ TEST_P(KernelTest, LayerNorm) {
     HostTensor gamma = random(gt, {d}, 0.5, 1.5), beta = random(gt, {d});
     HostTensor out(dt(), c.shape);
     ASSERT_EQ(run(TFC_KERNEL_LAYER_NORM, {&x, &gamma, &beta}, out, {c.variant}, {c.eps}), "");
+    // eps as the plan stores it, in f32.
+    const std::vector<double> xv = x.values(), gv = gamma.values(), bv = beta.values();
     std::vector<double> ref(x.numel());
-    for (int64_t r = 0; r < rows; ++r) {
-      double mean = 0, ss = 0;
-      for (int64_t j = 0; j < d; ++j)
-        mean += x.get(r * d + j);
-      mean /= d;
-      for (int64_t j = 0; j < d; ++j)
-        ss += (x.get(r * d + j) - mean) * (x.get(r * d + j) - mean);
-      const double eps = static_cast<float>(c.eps);
-      const double inv = c.variant == 0 ? 1 / std::sqrt(ss / d + eps)
-                                        : 1 / ((d > 1 ? std::sqrt(ss / (d - 1)) : kNaN) + eps);
-      for (int64_t j = 0; j < d; ++j)
-        ref[r * d + j] = (x.get(r * d + j) - mean) * inv * gamma.get(j) + beta.get(j);
-    }
+    ref::layerNorm(static_cast<ref::NormVariant>(c.variant), rows, d, xv.data(), d, gv.data(),
+                   bv.data(), static_cast<float>(c.eps), ref.data());
     expectNear(out, ref, "layer_norm");
   }
 }
@@ -924,44 +854,31 @@ struct AttnCase {
   bool f32Out = false;
 };
 
-/// Reference attention in double: materialized scores, masked_fill
-/// semantics, softmax, weighted sum.
+/// The shared reference (tests/reference/Reference.h) on the inputs as stored:
+/// scores in double, masked_fill semantics, softmax, weighted sum.
 std::vector<double> attentionRef(const AttnCase &c, const HostTensor &q, const HostTensor &k,
-                                 const HostTensor &v, const HostTensor *tokens,
-                                 const HostTensor *add, double scale) {
-  const int64_t D = c.H * c.dk, Dv = c.H * c.dv;
-  std::vector<double> out(c.B * c.Sq * Dv);
-  std::vector<double> s(c.Sk);
+                                 const HostTensor &v, const HostTensor &tokens,
+                                 const HostTensor &add, double scale) {
+  const std::vector<double> qv = q.values(), kv = k.values(), vv = v.values();
   const std::vector<int64_t> full = {c.B, c.H, c.Sq, c.Sk};
-  for (int64_t b = 0; b < c.B; ++b)
-    for (int64_t h = 0; h < c.H; ++h)
-      for (int64_t i = 0; i < c.Sq; ++i) {
-        double mx = -kInf;
-        for (int64_t j = 0; j < c.Sk; ++j) {
-          double acc = 0;
-          for (int64_t d = 0; d < c.dk; ++d)
-            acc += q.get((b * c.Sq + i) * D + h * c.dk + d) * k.get((b * c.Sk + j) * D + h * c.dk + d);
-          acc *= scale;
-          if (c.mask == kAdditive)
-            acc += add->get(broadcastIndex(full, c.addShape, ((b * c.H + h) * c.Sq + i) * c.Sk + j));
-          if ((c.mask == kKeyPadding || c.mask == kPaddingCausal) && tokens->get(b * c.Sk + j) == 0)
-            acc = c.maskValue;
-          if ((c.mask == kCausal || c.mask == kPaddingCausal) && j > i)
-            acc = c.maskValue;
-          s[j] = acc;
-          mx = std::max(mx, acc);
-        }
-        double sum = 0;
-        for (int64_t j = 0; j < c.Sk; ++j)
-          sum += std::exp(s[j] - mx);
-        for (int64_t d = 0; d < c.dv; ++d) {
-          double o = 0;
-          for (int64_t j = 0; j < c.Sk; ++j)
-            o += std::exp(s[j] - mx) * v.get((b * c.Sk + j) * Dv + h * c.dv + d);
-          out[(b * c.Sq + i) * Dv + h * c.dv + d] = mx == -kInf ? kNaN : o / sum;
-        }
-      }
-  return out;
+  ref::Attention a;
+  a.batch = c.B;
+  a.qLen = c.Sq;
+  a.kvLen = c.Sk;
+  a.heads = c.H;
+  a.headDim = c.dk;
+  a.vHeadDim = c.dv;
+  a.q = qv.data();
+  a.k = kv.data();
+  a.v = vv.data();
+  a.scale = scale;
+  a.mask = static_cast<ref::Mask>(c.mask);
+  a.maskValue = c.maskValue;
+  a.keyToken = [&](int64_t b, int64_t j) { return static_cast<int64_t>(tokens.get(b * c.Sk + j)); };
+  a.additive = [&](int64_t b, int64_t h, int64_t i, int64_t j) {
+    return add.get(broadcastIndex(full, c.addShape, ((b * c.H + h) * c.Sq + i) * c.Sk + j));
+  };
+  return ref::attention(a);
 }
 
 class AttentionTest : public KernelTest {
@@ -1001,7 +918,7 @@ protected:
     if (c.mask == kAdditive)
       in.push_back(&add);
     ASSERT_EQ(run(TFC_KERNEL_ATTENTION, in, out, {c.mask, c.H, 0}, {scale, c.maskValue}), "");
-    expectNear(out, attentionRef(c, q, k, v, &tokens, &add, static_cast<float>(scale)), c.name);
+    expectNear(out, attentionRef(c, q, k, v, tokens, add, static_cast<float>(scale)), c.name);
   }
 };
 
@@ -1125,33 +1042,26 @@ TEST_P(KernelTest, CachedAttention) {
       }
     expectEqual(kc, kref, "key cache");
     expectEqual(vc, vref, "value cache");
-    // The output: query t at position pos + t attends over cache rows 0 .. pos + t.
-    std::vector<double> ref(c.B * c.T * Dv);
-    const double sc = static_cast<float>(scale);
-    for (int64_t b = 0; b < c.B; ++b)
-      for (int64_t h = 0; h < c.H; ++h)
-        for (int64_t t = 0; t < c.T; ++t) {
-          const int64_t n = c.pos + t + 1;
-          std::vector<double> s(n);
-          double mx = -kInf;
-          for (int64_t j = 0; j < n; ++j) {
-            double acc = 0;
-            for (int64_t d = 0; d < c.dk; ++d)
-              acc += q.get((b * c.T + t) * D + h * c.dk + d) * kref[(b * c.L + j) * D + h * c.dk + d];
-            s[j] = acc * sc;
-            mx = std::max(mx, s[j]);
-          }
-          double sum = 0;
-          for (int64_t j = 0; j < n; ++j)
-            sum += std::exp(s[j] - mx);
-          for (int64_t d = 0; d < c.dv; ++d) {
-            double o = 0;
-            for (int64_t j = 0; j < n; ++j)
-              o += std::exp(s[j] - mx) * vref[(b * c.L + j) * Dv + h * c.dv + d];
-            ref[(b * c.T + t) * Dv + h * c.dv + d] = o / sum;
-          }
-        }
-    expectNear(out, ref, "cached attention output");
+    // The output: query t at position pos + t attends over cache rows 0 .. pos + t,
+    // a causal attention with a query offset over the first pos + T cache rows.
+    const std::vector<double> qv = q.values();
+    ref::Attention a;
+    a.batch = c.B;
+    a.qLen = c.T;
+    a.kvLen = c.pos + c.T;
+    a.heads = c.H;
+    a.headDim = c.dk;
+    a.vHeadDim = c.dv;
+    a.q = qv.data();
+    a.k = kref.data();
+    a.v = vref.data();
+    a.kBatchStride = c.L * D;
+    a.vBatchStride = c.L * Dv;
+    a.scale = static_cast<float>(scale);
+    a.mask = ref::Mask::Causal;
+    a.maskValue = -kInf;
+    a.qPosOffset = c.pos;
+    expectNear(out, ref::attention(a), "cached attention output");
   }
 }
 

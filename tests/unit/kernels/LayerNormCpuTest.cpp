@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "backends/cpu/layer_norm_cpu.h"
+#include "tests/reference/Reference.h"
 
 #include <gtest/gtest.h>
 
@@ -82,30 +83,18 @@ void runKernel(NormRun &r, const float *x, int64_t xs, float *y, int64_t ys) {
             r.beta.empty() ? nullptr : r.beta.data(), r.c.eps, y, ys);
 }
 
-/// The formula, in double, on the f32 inputs.
+/// The formula, in double, on the f32 inputs (the shared reference,
+/// tests/reference/Reference.h).
 std::vector<double> normReference(const NormRun &r) {
   const NormCase &c = r.c;
+  // The gaps between the rows are NaN; the reference reads only the rows.
+  const std::vector<double> x(r.x.begin(), r.x.end());
+  const std::vector<double> gamma(r.gamma.begin(), r.gamma.end());
+  const std::vector<double> beta(r.beta.begin(), r.beta.end());
   std::vector<double> out(c.rows * c.dim);
-  for (int64_t i = 0; i < c.rows; ++i) {
-    const float *x = r.x.data() + i * r.xs;
-    double mean = 0;
-    for (int64_t j = 0; j < c.dim; ++j)
-      mean += x[j];
-    mean /= c.dim;
-    double ss = 0;
-    for (int64_t j = 0; j < c.dim; ++j)
-      ss += (x[j] - mean) * (x[j] - mean);
-    double denom;
-    if (c.variant == NormVariant::LayerNorm)
-      denom = std::sqrt(ss / c.dim + c.eps);
-    else
-      denom = (c.dim > 1 ? std::sqrt(ss / (c.dim - 1)) : std::nan("")) + c.eps;
-    for (int64_t j = 0; j < c.dim; ++j) {
-      const double g = r.gamma.empty() ? 1.0 : r.gamma[j];
-      const double b = r.beta.empty() ? 0.0 : r.beta[j];
-      out[i * c.dim + j] = g * (x[j] - mean) / denom + b;
-    }
-  }
+  ref::layerNorm(static_cast<ref::NormVariant>(c.variant), c.rows, c.dim, x.data(), r.xs,
+                 gamma.empty() ? nullptr : gamma.data(), beta.empty() ? nullptr : beta.data(),
+                 c.eps, out.data());
   return out;
 }
 

@@ -18,6 +18,7 @@
 #include "backends/cpu/convert_cpu.h"
 #include "backends/cpu/kernels_cpu.h"
 #include "backends/cpu/linear_dnnl.h"
+#include "tests/reference/Reference.h"
 #include "tfc/abi.h"
 #include "tfc/bf16.h"
 
@@ -146,27 +147,18 @@ TEST(QuantizeRows, ZeroConstantAndNonFiniteRows) {
   EXPECT_TRUE(std::isnan(s[3])); // inf too
 }
 
-/// y = act(x W^T + b) + res in double, on the weights as stored (dequantized).
+/// y = act(x W^T + b) + res in double, on the weights as stored (dequantized):
+/// the shared reference, tests/reference/Reference.h.
 std::vector<double> referenceLinear(const std::vector<float> &x, const std::vector<float> &w,
                                     const float *b, const float *res, int64_t rows, int64_t k,
                                     int64_t n, int act) {
+  const std::vector<double> xd(x.begin(), x.end()), wd(w.begin(), w.end());
+  const std::vector<double> bd = b ? std::vector<double>(b, b + n) : std::vector<double>();
+  const std::vector<double> rd = res ? std::vector<double>(res, res + rows * n)
+                                     : std::vector<double>();
   std::vector<double> y(rows * n);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t j = 0; j < n; ++j) {
-      double acc = b ? b[j] : 0.0;
-      for (int64_t i = 0; i < k; ++i)
-        acc += (double)x[r * k + i] * w[j * k + i];
-      if (act == 1)
-        acc = std::max(acc, 0.0);
-      else if (act == 2)
-        acc = 0.5 * acc * (1.0 + std::erf(acc / std::sqrt(2.0)));
-      else if (act == 3)
-        acc = 0.5 * acc *
-              (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (acc + 0.044715 * acc * acc * acc)));
-      if (res)
-        acc += res[r * n + j];
-      y[r * n + j] = acc;
-    }
+  ref::linear(rows, k, n, xd.data(), wd.data(), b ? bd.data() : nullptr,
+              static_cast<ref::Activation>(act), res ? rd.data() : nullptr, y.data());
   return y;
 }
 
