@@ -13,6 +13,7 @@
 
 #if TFC_HAVE_CUDA
 #include "backends/cuda/kernels_cuda.h"
+#include "backends/kernel_rules.h"
 #endif
 
 namespace tfrun::rt {
@@ -106,6 +107,10 @@ public:
   }
   Status run(const Instr &in, const std::vector<const tfc::Tensor *> &args,
              tfc::Tensor &out) override {
+    std::string bad =
+        tfc::checkKernelCall(tfc::KernelBackend::Cuda, in.kernel, args, out, in.ints, in.floats);
+    if (!bad.empty())
+      return Status::invalidModel(std::move(bad));
     return fail(tfc::cuda::runKernel(*ctx, in.kernel, args, out, in.ints, in.floats),
                 Code::InvalidArgument);
   }

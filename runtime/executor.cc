@@ -134,24 +134,46 @@ Status bindTensors(Session &s, size_t fn, const std::vector<BoundInput> &ins,
                                        m.symbolNames[-(d + 1)]);
       t.shape.push_back(x);
     }
+    // The bytes a kernel may touch, in checked arithmetic: they must lie in the
+    // value's storage whatever the file says (the loader checked the declared
+    // maxima; this holds for the actual dims too).
+    uint64_t bytes = tfc_dtype_size(t.dtype);
+    for (int64_t x : v.storage == Storage::Input ? ins[v.offset].shape : t.shape)
+      if (__builtin_mul_overflow(bytes, (uint64_t)x, &bytes))
+        return Status::invalidModel("'" + f.name + "': value " + std::to_string(i) +
+                                    " is too large");
     switch (v.storage) {
     case Storage::Input:
       t.data = inputData[v.offset];
       t.shape = ins[v.offset].shape;
       break;
     case Storage::Weight:
+      if (v.offset > m.weightsSize || bytes > m.weightsSize - v.offset)
+        return Status::invalidModel("'" + f.name + "': weight " + std::to_string(i) +
+                                    " lies outside the weights section");
       t.data = fs.weightPtrs[i];
       t.packed = fs.weightPacks[i];
       break;
     case Storage::Arena:
+      if (v.offset > f.arenaSize || bytes > f.arenaSize - v.offset)
+        return Status::invalidModel("'" + f.name + "': value " + std::to_string(i) +
+                                    " lies outside the arena at these dims");
       t.data = static_cast<char *>(fs.arena) + v.offset;
       break;
     case Storage::State:
+      if (v.offset > m.stateSize || bytes > m.stateSize - v.offset)
+        return Status::invalidModel("'" + f.name + "': value " + std::to_string(i) +
+                                    " lies outside the session state at these dims");
       t.data = static_cast<char *>(s.state) + v.offset;
       break;
-    case Storage::View:
-      t.data = fs.tensors[v.offset].data;
+    case Storage::View: {
+      const tfc::Tensor &src = fs.tensors[v.offset];
+      if (bytes > (uint64_t)src.numel() * tfc_dtype_size(src.dtype))
+        return Status::invalidModel("'" + f.name + "': view " + std::to_string(i) +
+                                    " is larger than the value it aliases");
+      t.data = src.data;
       break;
+    }
     }
   }
   return Status::ok();

@@ -122,6 +122,35 @@ Model::~Model() {
     munmap(mapping, mappingSize);
 }
 
+/// Where an instruction writes: a kernel writes its output only, into an
+/// arena slot (never a weight, an input or a view), and no input of it may
+/// share those bytes: kernels do not work in place, so an overlapping plan
+/// (which the compiler never makes) would make them read what they already
+/// overwrote, or hand memcpy overlapping ranges. Views (reshape, unsqueeze)
+/// write nothing. Returns "" or what is wrong.
+static std::string checkWrites(const Function &f, const Instr &in,
+                               const std::vector<uint64_t> &maxBytes) {
+  if (in.kernel == TFC_KERNEL_RESHAPE || in.kernel == TFC_KERNEL_UNSQUEEZE)
+    return f.values[in.output].storage == Storage::View ? ""
+                                                         : "is a view but its result is not";
+  const ValueDesc &o = f.values[in.output];
+  if (o.storage != Storage::Arena)
+    return "writes a value that is not an arena slot";
+  auto root = [&](uint32_t v) {
+    for (size_t hops = 0; f.values[v].storage == Storage::View && hops < f.values.size(); ++hops)
+      v = (uint32_t)f.values[v].offset;
+    return v;
+  };
+  const uint64_t lo = o.offset, hi = o.offset + maxBytes[in.output];
+  for (size_t p = 0; p < in.inputs.size(); ++p) {
+    const uint32_t r = root(in.inputs[p]);
+    const ValueDesc &v = f.values[r];
+    if (v.storage == Storage::Arena && v.offset < hi && lo < v.offset + maxBytes[r])
+      return "writes over its input " + std::to_string(p);
+  }
+  return "";
+}
+
 static Status parse(const uint8_t *data, size_t size, std::unique_ptr<Model> &m);
 
 Status loadModel(const uint8_t *data, size_t size, std::unique_ptr<Model> &out) {
@@ -244,27 +273,35 @@ static Status parse(const uint8_t *data, size_t size, std::unique_ptr<Model> &m)
   for (Function &f : m->functions) {
     const std::string where = "function '" + f.name + "': ";
     size_t nvals = f.values.size();
+    std::vector<uint64_t> maxBytes(nvals, 0); ///< each value's bytes at the declared maxima
     for (size_t i = 0; i < nvals; ++i) {
       const ValueDesc &v = f.values[i];
       if (dtypeSize(v.dtype) == 0)
         return invalid(where + "value " + std::to_string(i) + " has unknown dtype " +
                        std::to_string(v.dtype));
-      uint64_t elems = 1, maxElems = 1;
-      bool symbolic = false;
+      // Sizes in checked arithmetic: a file can declare dims whose product
+      // overflows.
+      uint64_t elems = 1, maxElems = 1, bytes = 0;
+      bool symbolic = false, overflow = false;
       for (int64_t d : v.dims) {
         if (d < 0) {
           if ((uint64_t)(-(d + 1)) >= m->symbolNames.size())
             return invalid(where + "value " + std::to_string(i) + " uses an unknown symbolic dim");
           symbolic = true;
-          maxElems *= (uint64_t)std::max<int64_t>(m->symbolMax[-(d + 1)], 0);
+          overflow |= __builtin_mul_overflow(
+              maxElems, (uint64_t)std::max<int64_t>(m->symbolMax[-(d + 1)], 0), &maxElems);
         } else if (d > (int64_t)1 << 40) {
           return invalid(where + "value " + std::to_string(i) + " has an absurd dim");
         } else {
-          elems *= (uint64_t)d;
-          maxElems *= (uint64_t)d;
+          overflow |= __builtin_mul_overflow(elems, (uint64_t)d, &elems);
+          overflow |= __builtin_mul_overflow(maxElems, (uint64_t)d, &maxElems);
         }
       }
-      uint64_t maxBytes = maxElems * dtypeSize(v.dtype);
+      overflow |= __builtin_mul_overflow(maxElems, (uint64_t)dtypeSize(v.dtype), &bytes);
+      if (overflow)
+        return invalid(where + "value " + std::to_string(i) +
+                       " is too large: its size overflows 64 bits at the declared maxima");
+      maxBytes[i] = bytes;
       switch (v.storage) {
       case Storage::Input:
         if (v.offset >= f.inputs.size())
@@ -272,16 +309,16 @@ static Status parse(const uint8_t *data, size_t size, std::unique_ptr<Model> &m)
         break;
       case Storage::Weight:
         if (symbolic || v.offset % TFC_WEIGHT_ALIGN || v.offset > wSize ||
-            elems * dtypeSize(v.dtype) > wSize - v.offset)
+            bytes > wSize - v.offset)
           return invalid(where + "weight value " + std::to_string(i) +
                          " lies outside the weights section");
         break;
       case Storage::Arena:
-        if (v.offset > f.arenaSize || maxBytes > f.arenaSize - v.offset)
+        if (v.offset > f.arenaSize || bytes > f.arenaSize - v.offset)
           return invalid(where + "value " + std::to_string(i) + " lies outside the arena");
         break;
       case Storage::State:
-        if (v.offset > m->stateSize || maxBytes > m->stateSize - v.offset ||
+        if (v.offset > m->stateSize || bytes > m->stateSize - v.offset ||
             v.dtype != TFC_DTYPE_F32 || v.dims.size() != 3 || v.dims[1] <= 0 || v.dims[2] <= 0)
           return invalid(where + "state value " + std::to_string(i) +
                          " lies outside the session state");
@@ -329,6 +366,10 @@ static Status parse(const uint8_t *data, size_t size, std::unique_ptr<Model> &m)
         return invalid(where + "cached attention instruction " + std::to_string(i) +
                        " is malformed");
       std::string bad = checkDtypes(f, in);
+      if (!bad.empty())
+        return invalid(where + "instruction " + std::to_string(i) + " (" +
+                       tfc_kernel_name(in.kernel) + ") " + bad);
+      bad = checkWrites(f, in, maxBytes);
       if (!bad.empty())
         return invalid(where + "instruction " + std::to_string(i) + " (" +
                        tfc_kernel_name(in.kernel) + ") " + bad);

@@ -12,6 +12,7 @@
 #include "backends/cpu/convert_cpu.h"
 #include "backends/cpu/layer_norm_cpu.h"
 #include "backends/cpu/linear_dnnl.h"
+#include "backends/kernel_rules.h"
 #include "tfc/abi.h"
 #include "tfc/bf16.h"
 
@@ -206,12 +207,6 @@ namespace {
 /// The kernels' dispatch: an error message, or "" on success.
 std::string dispatch(uint32_t kernel, const std::vector<const Tensor *> &in, Tensor &out,
                      const std::vector<int64_t> &ints, const std::vector<double> &floats) {
-  // The fewest operands each kernel reads: its row of tfc/kernels.def (the
-  // loader checks plans against it too; this covers direct callers).
-  uint32_t minIn = 0, minInts = 0, minFloats = 0;
-  if (tfc_kernel_min_arity(kernel, &minIn, &minInts, &minFloats) &&
-      (in.size() < minIn || ints.size() < minInts || floats.size() < minFloats))
-    return std::string(tfc_kernel_name(kernel)) + ": too few inputs or attributes";
   switch (kernel) {
   case TFC_KERNEL_TOKEN_EMBEDDING: {
     // table[ids] * scale (+ type_table[type_ids]) + positions[pos(ids)]
@@ -625,6 +620,11 @@ std::string dispatch(uint32_t kernel, const std::vector<const Tensor *> &in, Ten
 
 Status runKernel(uint32_t kernel, const std::vector<const Tensor *> &in, Tensor &out,
                  const std::vector<int64_t> &ints, const std::vector<double> &floats) {
+  // The kernel's contract first (backends/kernel_rules.h): whatever the plan
+  // says, no kernel below reads or writes outside its operands.
+  std::string bad = checkKernelCall(KernelBackend::Cpu, kernel, in, out, ints, floats);
+  if (!bad.empty())
+    return Status::invalidModel(std::move(bad));
   return Status::fromMessage(dispatch(kernel, in, out, ints, floats));
 }
 

@@ -37,7 +37,7 @@ cuda=("${objs[@]}")
 objs=()
 compile "$ROOT/format/model_bin.cc" rt_model_bin.o -DTFC_VERSION_STRING='"emu"'
 for f in runtime/model.cc runtime/capi.cc runtime/session.cc runtime/executor.cc \
-         runtime/step_model.cc runtime/device_cpu.cc runtime/generate.cc backends/cpu/kernels_cpu.cc \
+         runtime/step_model.cc runtime/device_cpu.cc runtime/generate.cc backends/cpu/kernels_cpu.cc backends/kernel_rules.cc \
          backends/cpu/linear_dnnl.cc backends/cpu/attention_cpu.cc backends/cpu/attention_row.cc backends/cpu/layer_norm_cpu.cc \
          backends/cpu/convert_cpu.cc backends/cpu/cpu_isa.cc backends/cpu/gemm_s8_avx2.cc backends/cpu/weight_memory.cc \
          backends/cpu/convert_avx2.cc; do
