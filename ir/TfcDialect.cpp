@@ -27,4 +27,5 @@ void TfcDialect::initialize() {
 #define GET_ATTRDEF_LIST
 #include "ir/TfcAttrs.cpp.inc"
       >();
+  checkKernelNames();
 }

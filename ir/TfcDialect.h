@@ -13,6 +13,8 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "ir/TfcInterfaces.h"
+
 #include "ir/TfcDialect.h.inc"
 #include "ir/TfcEnums.h.inc"
 

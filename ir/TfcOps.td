@@ -19,6 +19,7 @@ include "mlir/IR/EnumAttr.td"
 include "mlir/IR/AttrTypeBase.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
+include "ir/TfcInterfaces.td"
 
 //===----------------------------------------------------------------------------===//
 // Dialect
@@ -39,6 +40,19 @@ def Tfc_Dialect : Dialect {
 class Tfc_Op<string mnemonic, list<Trait> traits = []>
     : Op<Tfc_Dialect, mnemonic, !listconcat(traits,
         [Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>])>;
+
+// An op that runs as the plan kernel TFC_KERNEL_<kernel> (a row of
+// include/tfc/kernels.def) and whose kernel reads no attributes.
+class Tfc_KernelOp<string mnemonic, string kernel, list<Trait> traits = []>
+    : Tfc_Op<mnemonic, !listconcat(traits,
+        [Tfc_KernelId<kernel>, Tfc_KernelOpInterface])>;
+
+// The same for a kernel that reads attributes: the op implements
+// appendKernelAttributes (ir/TfcKernels.cpp).
+class Tfc_KernelAttrOp<string mnemonic, string kernel, list<Trait> traits = []>
+    : Tfc_Op<mnemonic, !listconcat(traits,
+        [Tfc_KernelId<kernel>,
+         DeclareOpInterfaceMethods<Tfc_KernelOpInterface, ["appendKernelAttributes"]>])>;
 
 //===----------------------------------------------------------------------------===//
 // Enums. Append-only: their integer values may be serialized.
@@ -159,7 +173,7 @@ def Tfc_SinusoidTableOp : Tfc_Op<"sinusoid_table"> {
   let hasVerifier = 1;
 }
 
-def Tfc_PositionsOp : Tfc_Op<"positions"> {
+def Tfc_PositionsOp : Tfc_KernelAttrOp<"positions", "POSITIONS"> {
   let summary = "0, 1, 2, ... along one axis of a token tensor";
   let description = [{
     For `ids` of shape [d0, ..., dn], returns an i64 tensor of the same rank whose
@@ -175,7 +189,7 @@ def Tfc_PositionsOp : Tfc_Op<"positions"> {
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
 }
 
-def Tfc_NopeakMaskOp : Tfc_Op<"nopeak_mask"> {
+def Tfc_NopeakMaskOp : Tfc_KernelOp<"nopeak_mask", "NOPEAK_MASK"> {
   let summary = "the no-peek (causal) mask of a sequence: allowed[i][j] = j <= i";
   let description = [{
     For `ids` of shape [B, S], returns `tensor<1xSxSxi1>`, true where query i may
@@ -194,7 +208,7 @@ def Tfc_NopeakMaskOp : Tfc_Op<"nopeak_mask"> {
 // Primitive tensor ops
 //===----------------------------------------------------------------------------===//
 
-def Tfc_EmbeddingOp : Tfc_Op<"embedding"> {
+def Tfc_EmbeddingOp : Tfc_KernelOp<"embedding", "EMBEDDING"> {
   let summary = "gather rows of a table by integer ids";
   let description = [{
     `table` is [V, D]; the result has shape ids.shape + [D].
@@ -208,7 +222,7 @@ def Tfc_EmbeddingOp : Tfc_Op<"embedding"> {
   let assemblyFormat = "$table `,` $ids attr-dict `:` functional-type(operands, results)";
 }
 
-def Tfc_LinearOp : Tfc_Op<"linear"> {
+def Tfc_LinearOp : Tfc_KernelAttrOp<"linear", "LINEAR"> {
   let summary = "y = x W^T + b, as torch.nn.Linear";
   let description = [{
     `weight` is [N, K] (out, in), `bias` (optional) is [N]; `x` is [..., K].
@@ -225,7 +239,7 @@ def Tfc_LinearOp : Tfc_Op<"linear"> {
   }];
 }
 
-def Tfc_MatmulOp : Tfc_Op<"matmul"> {
+def Tfc_MatmulOp : Tfc_KernelAttrOp<"matmul", "MATMUL"> {
   let summary = "batched matrix product with broadcast batch dims";
   let description = [{
     [..., M, K] x [..., K, N] -> [..., M, N]; with `transpose_b` the right operand is
@@ -241,20 +255,20 @@ def Tfc_MatmulOp : Tfc_Op<"matmul"> {
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
 }
 
-class Tfc_BinaryOp<string mnemonic, string what>
-    : Tfc_Op<mnemonic> {
+class Tfc_BinaryOp<string mnemonic, string what, string kernel>
+    : Tfc_KernelOp<mnemonic, kernel> {
   let summary = "elementwise " # what # " with numpy broadcasting";
   let arguments = (ins Tfc_AnyTensor:$lhs, Tfc_AnyTensor:$rhs);
   let results = (outs Tfc_AnyTensor:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
 }
-def Tfc_AddOp : Tfc_BinaryOp<"add", "addition">;
-def Tfc_SubOp : Tfc_BinaryOp<"sub", "subtraction">;
-def Tfc_MulOp : Tfc_BinaryOp<"mul", "multiplication">;
-def Tfc_DivOp : Tfc_BinaryOp<"div", "division">;
-def Tfc_AndOp : Tfc_BinaryOp<"and", "logical and (i1)">;
+def Tfc_AddOp : Tfc_BinaryOp<"add", "addition", "ADD">;
+def Tfc_SubOp : Tfc_BinaryOp<"sub", "subtraction", "SUB">;
+def Tfc_MulOp : Tfc_BinaryOp<"mul", "multiplication", "MUL">;
+def Tfc_DivOp : Tfc_BinaryOp<"div", "division", "DIV">;
+def Tfc_AndOp : Tfc_BinaryOp<"and", "logical and (i1)", "AND">;
 
-def Tfc_CompareOp : Tfc_Op<"compare"> {
+def Tfc_CompareOp : Tfc_KernelAttrOp<"compare", "COMPARE"> {
   let summary = "elementwise comparison producing i1, with broadcasting";
   let description = [{
     ```mlir
@@ -269,14 +283,14 @@ def Tfc_CompareOp : Tfc_Op<"compare"> {
   }];
 }
 
-def Tfc_NotOp : Tfc_Op<"not"> {
+def Tfc_NotOp : Tfc_KernelOp<"not", "NOT"> {
   let summary = "logical not of an i1 tensor";
   let arguments = (ins Tfc_BoolTensor:$input);
   let results = (outs Tfc_BoolTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
 }
 
-def Tfc_CastOp : Tfc_Op<"cast"> {
+def Tfc_CastOp : Tfc_KernelOp<"cast", "CAST"> {
   let summary = "elementwise conversion to another element type";
   let description = [{
     The result element type is given by the written result type; true becomes 1.
@@ -290,7 +304,7 @@ def Tfc_CastOp : Tfc_Op<"cast"> {
   let assemblyFormat = "$input attr-dict `:` type($input) `->` $element_type";
 }
 
-def Tfc_MaskedFillOp : Tfc_Op<"masked_fill"> {
+def Tfc_MaskedFillOp : Tfc_KernelAttrOp<"masked_fill", "MASKED_FILL"> {
   let summary = "x where mask is false, `value` where it is true (torch masked_fill)";
   let description = [{
     `mask` broadcasts against `x`. `value` may be -inf.
@@ -304,7 +318,7 @@ def Tfc_MaskedFillOp : Tfc_Op<"masked_fill"> {
   let assemblyFormat = "$input `,` $mask attr-dict `:` functional-type(operands, results)";
 }
 
-def Tfc_SelectOp : Tfc_Op<"select"> {
+def Tfc_SelectOp : Tfc_KernelOp<"select", "SELECT"> {
   let summary = "cond ? a : b, elementwise with broadcasting";
   let arguments = (ins Tfc_BoolTensor:$cond, Tfc_AnyTensor:$on_true,
                        Tfc_AnyTensor:$on_false);
@@ -314,7 +328,7 @@ def Tfc_SelectOp : Tfc_Op<"select"> {
   }];
 }
 
-def Tfc_ReshapeOp : Tfc_Op<"reshape"> {
+def Tfc_ReshapeOp : Tfc_KernelOp<"reshape", "RESHAPE"> {
   let summary = "reshape; 0 copies the input dim at that index, -1 is inferred";
   let description = [{
     ```mlir
@@ -326,21 +340,21 @@ def Tfc_ReshapeOp : Tfc_Op<"reshape"> {
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
 }
 
-def Tfc_TransposeOp : Tfc_Op<"transpose"> {
+def Tfc_TransposeOp : Tfc_KernelAttrOp<"transpose", "TRANSPOSE"> {
   let summary = "permute dims: result dim i is input dim perm[i]";
   let arguments = (ins Tfc_AnyTensor:$input, DenseI64ArrayAttr:$perm);
   let results = (outs Tfc_AnyTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
 }
 
-def Tfc_UnsqueezeOp : Tfc_Op<"unsqueeze"> {
+def Tfc_UnsqueezeOp : Tfc_KernelOp<"unsqueeze", "UNSQUEEZE"> {
   let summary = "insert a dim of size 1 at `axis` (torch.unsqueeze)";
   let arguments = (ins Tfc_AnyTensor:$input, I64Attr:$axis);
   let results = (outs Tfc_AnyTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
 }
 
-def Tfc_SliceOp : Tfc_Op<"slice"> {
+def Tfc_SliceOp : Tfc_KernelAttrOp<"slice", "SLICE"> {
   let summary = "static slice [start, start + size) along one axis";
   let arguments = (ins Tfc_AnyTensor:$input, I64Attr:$axis, I64Attr:$start, I64Attr:$size);
   let results = (outs Tfc_AnyTensor:$result);
@@ -363,27 +377,29 @@ def Tfc_ConcatOp : Tfc_Op<"concat"> {
   let hasFolder = 1;
 }
 
-class Tfc_ReduceOp<string mnemonic, string what> : Tfc_Op<mnemonic> {
+class Tfc_ReduceOp<string mnemonic, string what, string kernel>
+    : Tfc_KernelAttrOp<mnemonic, kernel> {
   let summary = what # " over one axis";
   let arguments = (ins Tfc_FloatTensor:$input, I64Attr:$axis,
                        DefaultValuedAttr<BoolAttr, "true">:$keepdim);
   let results = (outs Tfc_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
 }
-def Tfc_ReduceMeanOp : Tfc_ReduceOp<"reduce_mean", "mean">;
-def Tfc_ReduceSumOp : Tfc_ReduceOp<"reduce_sum", "sum">;
+def Tfc_ReduceMeanOp : Tfc_ReduceOp<"reduce_mean", "mean", "REDUCE_MEAN">;
+def Tfc_ReduceSumOp : Tfc_ReduceOp<"reduce_sum", "sum", "REDUCE_SUM">;
 
-class Tfc_UnaryOp<string mnemonic, string what, list<Trait> traits = []>
-    : Tfc_Op<mnemonic, traits> {
+class Tfc_UnaryOp<string mnemonic, string what, string kernel,
+                  list<Trait> traits = []>
+    : Tfc_KernelOp<mnemonic, kernel, traits> {
   let summary = "elementwise " # what;
   let arguments = (ins Tfc_FloatTensor:$input);
   let results = (outs Tfc_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }
-def Tfc_SqrtOp : Tfc_UnaryOp<"sqrt", "square root">;
-def Tfc_ReluOp : Tfc_UnaryOp<"relu", "max(x, 0)">;
+def Tfc_SqrtOp : Tfc_UnaryOp<"sqrt", "square root", "SQRT">;
+def Tfc_ReluOp : Tfc_UnaryOp<"relu", "max(x, 0)", "RELU">;
 
-def Tfc_GeluOp : Tfc_Op<"gelu"> {
+def Tfc_GeluOp : Tfc_KernelAttrOp<"gelu", "GELU"> {
   let summary = "elementwise GELU, exact (erf) or tanh-approximated";
   let arguments = (ins Tfc_FloatTensor:$input,
                        DefaultValuedAttr<Tfc_GeluApproxAttr, "GeluApprox::none">:$approximate);
@@ -391,7 +407,7 @@ def Tfc_GeluOp : Tfc_Op<"gelu"> {
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 
-def Tfc_SoftmaxOp : Tfc_Op<"softmax"> {
+def Tfc_SoftmaxOp : Tfc_KernelAttrOp<"softmax", "SOFTMAX"> {
   let summary = "softmax over one axis";
   let arguments = (ins Tfc_FloatTensor:$input, I64Attr:$axis);
   let results = (outs Tfc_FloatTensor:$result);
@@ -399,7 +415,7 @@ def Tfc_SoftmaxOp : Tfc_Op<"softmax"> {
   let hasVerifier = 1;
 }
 
-def Tfc_LogSoftmaxOp : Tfc_Op<"log_softmax"> {
+def Tfc_LogSoftmaxOp : Tfc_KernelAttrOp<"log_softmax", "LOG_SOFTMAX"> {
   let summary = "log-softmax over one axis";
   let arguments = (ins Tfc_FloatTensor:$input, I64Attr:$axis);
   let results = (outs Tfc_FloatTensor:$result);
@@ -411,7 +427,7 @@ def Tfc_LogSoftmaxOp : Tfc_Op<"log_softmax"> {
 // Fused ops (produced by the passes; also accepted from the frontend's `ops:`)
 //===----------------------------------------------------------------------------===//
 
-def Tfc_LayerNormOp : Tfc_Op<"layer_norm"> {
+def Tfc_LayerNormOp : Tfc_KernelAttrOp<"layer_norm", "LAYER_NORM"> {
   let summary = "normalization over the last axis, in one of two variants";
   let description = [{
     `layer_norm`: gamma * (x - mean) / sqrt(var + eps) + beta, biased variance.
@@ -431,7 +447,7 @@ def Tfc_LayerNormOp : Tfc_Op<"layer_norm"> {
   let hasVerifier = 1;
 }
 
-def Tfc_FusedLinearOp : Tfc_Op<"fused_linear", [AttrSizedOperandSegments]> {
+def Tfc_FusedLinearOp : Tfc_KernelAttrOp<"fused_linear", "FUSED_LINEAR", [AttrSizedOperandSegments]> {
   let summary = "y = act(x W^T + b) + residual, one GEMM with its epilogue";
   let description = [{
     The projection fusion's result: a linear layer with its bias, activation and a
@@ -451,7 +467,7 @@ def Tfc_FusedLinearOp : Tfc_Op<"fused_linear", [AttrSizedOperandSegments]> {
   }];
 }
 
-def Tfc_TokenEmbeddingOp : Tfc_Op<"token_embedding", [AttrSizedOperandSegments]> {
+def Tfc_TokenEmbeddingOp : Tfc_KernelAttrOp<"token_embedding", "TOKEN_EMBEDDING", [AttrSizedOperandSegments]> {
   let summary = "table[ids] * scale + positions[pos(ids)] (+ types[type_ids])";
   let description = [{
     The embedding fusion's result: the token lookup, its scale and the positional
@@ -477,7 +493,7 @@ def Tfc_TokenEmbeddingOp : Tfc_Op<"token_embedding", [AttrSizedOperandSegments]>
   }];
 }
 
-def Tfc_AttentionOp : Tfc_Op<"attention"> {
+def Tfc_AttentionOp : Tfc_KernelAttrOp<"attention", "ATTENTION"> {
   let summary = "multi-head scaled dot-product attention with a typed mask";
   let description = [{
     `query` is [B, Sq, D], `key` and `value` are [B, Sk, D]; D splits into
@@ -511,7 +527,9 @@ def Tfc_AttentionOp : Tfc_Op<"attention"> {
 }
 
 def Tfc_CachedAttentionOp : Op<Tfc_Dialect, "cached_attention",
-    [DeclareOpInterfaceMethods<InferTypeOpInterface>, MemoryEffects<[MemRead, MemWrite]>]> {
+    [DeclareOpInterfaceMethods<InferTypeOpInterface>, MemoryEffects<[MemRead, MemWrite]>,
+     Tfc_KernelId<"CACHED_ATTENTION">,
+     DeclareOpInterfaceMethods<Tfc_KernelOpInterface, ["appendKernelAttributes"]>]> {
   let summary = "causal self-attention of new tokens over a KV cache (decode_step)";
   let description = [{
     The incremental form of a causal `tfc.attention`, made by

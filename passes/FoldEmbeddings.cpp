@@ -9,7 +9,7 @@
 #include "passes/PassUtils.h"
 #include "passes/Passes.h"
 
-#include "mlir/IR/Builders.h"
+#include "mlir/IR/PatternMatch.h"
 
 namespace mlir::tfc {
 #define GEN_PASS_DEF_FOLDEMBEDDINGS
@@ -27,7 +27,6 @@ struct Parts {
   Value posTable;
   int64_t posAxis = 1;
   EmbeddingOp types;
-  SmallVector<Operation *> dead;
 };
 
 /// Matches a token lookup, optionally scaled: embedding(W, ids) [* c].
@@ -44,8 +43,6 @@ bool matchToken(Value v, Parts &p) {
       return false;
     p.tok = emb;
     p.scale = *c;
-    p.dead.push_back(m);
-    p.dead.push_back(emb);
     return true;
   }
   auto emb = v.getDefiningOp<EmbeddingOp>();
@@ -54,7 +51,6 @@ bool matchToken(Value v, Parts &p) {
       emb.getIds().getDefiningOp<PositionsOp>())
     return false;
   p.tok = emb;
-  p.dead.push_back(emb);
   return true;
 }
 
@@ -68,84 +64,72 @@ bool matchPositions(Value v, Parts &p) {
     return false;
   p.posTable = emb.getTable();
   p.posAxis = (int64_t)pos.getAxis();
-  p.dead.push_back(emb);
   return true;
 }
+
+/// Rooted at the outermost add of tok (+ types) + positions, in any order.
+struct FoldEmbeddingsPattern : public OpRewritePattern<AddOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(AddOp add, PatternRewriter &rewriter) const override {
+    // Flatten a chain of adds: tok (+ types) + positions, in any order.
+    SmallVector<Value, 3> terms;
+    for (Value o : {add.getLhs(), add.getRhs()}) {
+      auto inner = o.getDefiningOp<AddOp>();
+      if (inner && inner->hasOneUse() && inner.getType() == add.getType()) {
+        terms.push_back(inner.getLhs());
+        terms.push_back(inner.getRhs());
+      } else {
+        terms.push_back(o);
+      }
+    }
+    // Any term may be the token lookup (the others refer to its ids): try each.
+    Parts p;
+    bool matched = false;
+    for (size_t t = 0; t < terms.size() && !matched; ++t) {
+      p = Parts();
+      if (!matchToken(terms[t], p))
+        continue;
+      SmallVector<Value> rest;
+      for (size_t j = 0; j < terms.size(); ++j)
+        if (j != t && !(!p.posTable && matchPositions(terms[j], p)))
+          rest.push_back(terms[j]);
+      if (rest.size() > 1)
+        continue;
+      if (rest.size() == 1) {
+        // What is left may be one token-type lookup.
+        auto te = rest[0].getDefiningOp<EmbeddingOp>();
+        if (!te || !te->hasOneUse() || te.getIds().getDefiningOp<PositionsOp>() ||
+            te.getIds().getType() != p.tok.getIds().getType())
+          continue;
+        p.types = te;
+      }
+      matched = true;
+    }
+    if (!matched)
+      return rewriter.notifyMatchFailure(add, "not a sum of embedding lookups of one ids");
+    if (!p.posTable && !p.types)
+      return rewriter.notifyMatchFailure(add, "no positional or token-type table to fold");
+    // The adds and lookups are dead once the outer add is replaced; the greedy
+    // driver erases them.
+    rewriter.replaceOpWithNewOp<TokenEmbeddingOp>(
+        add, add.getType(), p.tok.getIds(), p.tok.getTable(), p.posTable,
+        p.types ? p.types.getIds() : Value(), p.types ? p.types.getTable() : Value(),
+        /*position_offset=*/Value(), rewriter.getF64FloatAttr(p.scale),
+        rewriter.getI64IntegerAttr(p.posAxis));
+    return success();
+  }
+};
 
 struct FoldEmbeddingsPass
     : public mlir::tfc::impl::FoldEmbeddingsBase<FoldEmbeddingsPass> {
   void runOnOperation() override {
-    SmallVector<AddOp> adds;
-    getOperation().walk([&](AddOp a) { adds.push_back(a); });
-    llvm::SmallPtrSet<Operation *, 16> erased;
-    // Outermost adds first, so a chain tok + types + positions folds as a whole.
-    for (AddOp add : llvm::reverse(adds)) {
-      if (erased.contains(add))
-        continue;
-      // Flatten a chain of adds: tok (+ types) + positions, in any order.
-      SmallVector<Value, 3> terms;
-      SmallVector<AddOp, 2> chain{add};
-      for (Value o : {add.getLhs(), add.getRhs()}) {
-        auto inner = o.getDefiningOp<AddOp>();
-        if (inner && inner->hasOneUse() && inner.getType() == add.getType()) {
-          terms.push_back(inner.getLhs());
-          terms.push_back(inner.getRhs());
-          chain.push_back(inner);
-        } else {
-          terms.push_back(o);
-        }
-      }
-      // Any term may be the token lookup (the others refer to its ids): try each.
-      Parts p;
-      bool matched = false;
-      for (size_t t = 0; t < terms.size() && !matched; ++t) {
-        p = Parts();
-        if (!matchToken(terms[t], p))
-          continue;
-        SmallVector<Value> rest;
-        for (size_t j = 0; j < terms.size(); ++j)
-          if (j != t && !(!p.posTable && matchPositions(terms[j], p)))
-            rest.push_back(terms[j]);
-        if (rest.size() > 1)
-          continue;
-        if (rest.size() == 1) {
-          // What is left may be one token-type lookup.
-          auto te = rest[0].getDefiningOp<EmbeddingOp>();
-          if (!te || !te->hasOneUse() || te.getIds().getDefiningOp<PositionsOp>() ||
-              te.getIds().getType() != p.tok.getIds().getType())
-            continue;
-          p.types = te;
-          p.dead.push_back(te);
-        }
-        matched = true;
-      }
-      if (!matched)
-        continue;
-      if (!p.posTable && !p.types)
-        continue;
-      OpBuilder b(add);
-      OperationState st(add.getLoc(), TokenEmbeddingOp::getOperationName());
-      st.addOperands({p.tok.getIds(), p.tok.getTable()});
-      if (p.posTable)
-        st.addOperands(p.posTable);
-      if (p.types)
-        st.addOperands({p.types.getIds(), p.types.getTable()});
-      st.addTypes(add.getType());
-      st.addAttribute("scale", b.getF64FloatAttr(p.scale));
-      st.addAttribute("position_axis", b.getI64IntegerAttr(p.posAxis));
-      st.addAttribute("operand_segment_sizes",
-                      b.getDenseI32ArrayAttr({1, 1, p.posTable ? 1 : 0,
-                                              p.types ? 1 : 0, p.types ? 1 : 0, 0}));
-      Operation *te = b.create(st);
-      add.getResult().replaceAllUsesWith(te->getResult(0));
-      for (AddOp a : chain) {
-        erased.insert(a);
-        a->erase();
-      }
-      for (Operation *op : p.dead)
-        if (op->use_empty())
-          op->erase();
-    }
+    RewritePatternSet patterns(&getContext());
+    patterns.add<FoldEmbeddingsPattern>(&getContext());
+    // Bottom-up: the outermost add first, so tok + types + positions folds as
+    // a whole. Not converging is not an error (as in canonicalize).
+    (void)applyPatternsAndFoldGreedily(getOperation(), std::move(patterns),
+                                       fusionRewriteConfig(/*topDown=*/false));
   }
 };
 

@@ -2,8 +2,10 @@
 //
 // The matcher walks backwards and forwards from a softmax and either returns a
 // complete description of the attention around it (AttentionMatch) or the step
-// that failed. The pass rewrites every match; the fusion report uses the failure
-// text to tell the user why a softmax was left alone. The match is on the
+// that failed. A rewrite pattern rooted at each softmax replaces every match,
+// under the greedy driver (which erases what the fused op leaves dead); its
+// notifyMatchFailure reason is the text the fusion report shows for a softmax
+// that was left alone. The match is on the
 // dataflow, not on how the model was written, so the tutorials' variants (divide
 // by sqrt(d_k) or sqrt(d_model), masked_fill with -1e9 or -inf, additive masks,
 // no projections at all) all fuse.
@@ -12,8 +14,9 @@
 #include "passes/PassUtils.h"
 #include "passes/Passes.h"
 
-#include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 #include <cmath>
 
@@ -38,7 +41,7 @@ struct AttentionMatch {
   int64_t padId = 0;
   double maskValue = -1e9;
   ReshapeOp merge;       // the head merge: the op the fused op replaces
-  SmallVector<Operation *> chain; // ops that die with the rewrite, last first
+  SmallVector<Operation *> chain; // the matched ops, last first
 };
 
 bool isPerm(TransposeOp t, ArrayRef<int64_t> perm) {
@@ -292,61 +295,46 @@ FailureOr<AttentionMatch> matchAttention(SoftmaxOp sm, std::string &why) {
   return m;
 }
 
-/// Builds the fused op in place of the head merge and erases the dead chain.
-void rewrite(AttentionMatch &m) {
-  OpBuilder b(m.merge);
-  Location loc = m.chain.back()->getLoc(); // the Q.K^T matmul: the attention's YAML node
-  Value mask = m.maskOperand;
-  if (m.kind == MaskKind::additive && m.maskedBool) {
-    // A boolean mask of unknown origin: masked positions get mask_value added.
-    auto f32 = RankedTensorType::get({}, b.getF32Type());
-    Value fill = b.create<ConstantOp>(
-        loc, DenseElementsAttr::get(f32, (float)m.maskValue));
-    Value zero = b.create<ConstantOp>(loc, DenseElementsAttr::get(f32, 0.0f));
-    SmallVector<Type> types;
-    (void)SelectOp::inferReturnTypes(b.getContext(), loc,
-                                     ValueRange{m.maskedBool, fill, zero}, nullptr,
-                                     {}, types);
-    mask = b.create<SelectOp>(loc, types[0], m.maskedBool, fill, zero);
+/// Rooted at a softmax: matches the attention around it and replaces the head
+/// merge with one tfc.attention. The failure reason is the one the fusion
+/// report prints (explainAttentionMismatch runs the same matcher).
+struct FuseAttentionPattern : public OpRewritePattern<SoftmaxOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(SoftmaxOp sm, PatternRewriter &rewriter) const override {
+    std::string why;
+    auto m = matchAttention(sm, why);
+    if (failed(m))
+      return rewriter.notifyMatchFailure(sm, why);
+    rewriter.setInsertionPoint(m->merge);
+    Location loc = m->chain.back()->getLoc(); // the Q.K^T matmul: the attention's YAML node
+    Value mask = m->maskOperand;
+    if (m->kind == MaskKind::additive && m->maskedBool) {
+      // A boolean mask of unknown origin: masked positions get mask_value added.
+      auto f32 = RankedTensorType::get({}, rewriter.getF32Type());
+      Value fill = rewriter.create<ConstantOp>(
+          loc, DenseElementsAttr::get(f32, (float)m->maskValue));
+      Value zero = rewriter.create<ConstantOp>(loc, DenseElementsAttr::get(f32, 0.0f));
+      mask = rewriter.create<SelectOp>(loc, m->maskedBool, fill, zero);
+    }
+    // The chain (and the head splits and mask plumbing only it used) is dead
+    // once the merge is replaced; the greedy driver erases it.
+    rewriter.replaceOpWithNewOp<AttentionOp>(
+        m->merge, m->merge.getType(), MaskKindAttr::get(getContext(), m->kind), m->q, m->k,
+        m->v, mask, rewriter.getI64IntegerAttr(m->heads), rewriter.getF64FloatAttr(m->scale),
+        rewriter.getF64FloatAttr(m->maskValue), rewriter.getI64IntegerAttr(m->padId));
+    return success();
   }
-  SmallVector<Value, 4> operands{m.q, m.k, m.v};
-  if (mask)
-    operands.push_back(mask);
-  OperationState st(loc, AttentionOp::getOperationName());
-  st.addOperands(operands);
-  st.addTypes(m.merge.getType());
-  st.addAttribute("mask_kind", MaskKindAttr::get(b.getContext(), m.kind));
-  st.addAttribute("num_heads", b.getI64IntegerAttr(m.heads));
-  st.addAttribute("scale", b.getF64FloatAttr(m.scale));
-  st.addAttribute("mask_value", b.getF64FloatAttr(m.maskValue));
-  st.addAttribute("pad_id", b.getI64IntegerAttr(m.padId));
-  Operation *att = b.create(st);
-  m.merge.getResult().replaceAllUsesWith(att->getResult(0));
-  // Erase the chain, then whatever only it used (head splits, mask plumbing),
-  // so later passes see true use counts without waiting for a DCE.
-  SmallVector<Operation *> work(m.chain.begin(), m.chain.end());
-  while (!work.empty()) {
-    Operation *op = work.pop_back_val();
-    if (!op->use_empty() || !isa<TfcDialect>(op->getDialect()))
-      continue;
-    for (Value operand : op->getOperands())
-      if (Operation *def = operand.getDefiningOp())
-        if (llvm::find(work, def) == work.end())
-          work.insert(work.begin(), def);
-    op->erase();
-  }
-}
+};
 
 struct FuseAttentionPass : public mlir::tfc::impl::FuseAttentionBase<FuseAttentionPass> {
   void runOnOperation() override {
-    SmallVector<SoftmaxOp> softmaxes;
-    getOperation().walk([&](SoftmaxOp op) { softmaxes.push_back(op); });
-    for (SoftmaxOp sm : softmaxes) {
-      std::string why;
-      auto m = matchAttention(sm, why);
-      if (succeeded(m))
-        rewrite(*m);
-    }
+    RewritePatternSet patterns(&getContext());
+    patterns.add<FuseAttentionPattern>(&getContext());
+    // Not converging within the driver's iterations leaves correct IR; as in
+    // canonicalize, that is not an error.
+    (void)applyPatternsAndFoldGreedily(getOperation(), std::move(patterns),
+                                       fusionRewriteConfig(/*topDown=*/true));
   }
 };
 

@@ -14,7 +14,7 @@
 #include "passes/PassUtils.h"
 #include "passes/Passes.h"
 
-#include "mlir/IR/Builders.h"
+#include "mlir/IR/PatternMatch.h"
 
 namespace mlir::tfc {
 #define GEN_PASS_DEF_FUSELAYERNORM
@@ -177,46 +177,36 @@ bool chainIsPrivate(const NormMatch &m) {
   return true;
 }
 
+/// Rooted at the final add of either norm. The chain is private (checked), so
+/// it is dead once the add is replaced; the greedy driver erases it.
+struct FuseLayerNormPattern : public OpRewritePattern<AddOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(AddOp root, PatternRewriter &rewriter) const override {
+    auto m = matchStdNorm(root);
+    if (!m)
+      m = matchLayerNorm(root);
+    if (!m)
+      return rewriter.notifyMatchFailure(root, "not the last add of a norm");
+    if (!chainIsPrivate(*m))
+      return rewriter.notifyMatchFailure(root, "a norm intermediate has other users");
+    if (m->x.getType() != root.getType())
+      return rewriter.notifyMatchFailure(root, "the norm changes its input's type");
+    rewriter.replaceOpWithNewOp<LayerNormOp>(
+        root, root.getType(), NormVariantAttr::get(getContext(), m->variant), m->x, m->gamma,
+        m->beta, rewriter.getF64FloatAttr(m->eps));
+    return success();
+  }
+};
+
 struct FuseLayerNormPass : public mlir::tfc::impl::FuseLayerNormBase<FuseLayerNormPass> {
   void runOnOperation() override {
-    // A rewrite erases other adds (the eps add is one), so find one match per
-    // walk and start over; a model has tens of norms, so this stays cheap.
-    for (;;) {
-      std::optional<NormMatch> found;
-      AddOp foundRoot;
-      getOperation().walk([&](AddOp root) {
-        auto m = matchStdNorm(root);
-        if (!m)
-          m = matchLayerNorm(root);
-        if (!m || !chainIsPrivate(*m) || m->x.getType() != root.getType())
-          return WalkResult::advance();
-        found = std::move(m);
-        foundRoot = root;
-        return WalkResult::interrupt();
-      });
-      if (!found)
-        return;
-      rewrite(foundRoot, *found);
-    }
-  }
-
-  void rewrite(AddOp root, NormMatch &m) {
-    OpBuilder b(root);
-    auto ln = b.create<LayerNormOp>(
-        root.getLoc(), root.getType(), NormVariantAttr::get(b.getContext(), m.variant),
-        m.x, m.gamma, m.beta, b.getF64FloatAttr(m.eps));
-    root.getResult().replaceAllUsesWith(ln.getResult());
-    // The chain is not in use-before-def order: sweep until nothing more dies.
-    bool erased = true;
-    while (erased) {
-      erased = false;
-      for (Operation *&op : m.chain)
-        if (op && op->use_empty()) {
-          op->erase();
-          op = nullptr;
-          erased = true;
-        }
-    }
+    RewritePatternSet patterns(&getContext());
+    patterns.add<FuseLayerNormPattern>(&getContext());
+    // Not converging within the driver's iterations leaves correct IR; as in
+    // canonicalize, that is not an error.
+    (void)applyPatternsAndFoldGreedily(getOperation(), std::move(patterns),
+                                       fusionRewriteConfig(/*topDown=*/true));
   }
 };
 

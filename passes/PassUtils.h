@@ -10,6 +10,7 @@
 #include "ir/TfcDialect.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 #include <optional>
 
@@ -44,6 +45,17 @@ Value buildInferred(OpBuilder &b, Location loc, ValueRange operands,
   st.addAttributes(attrs);
   st.addTypes(types);
   return b.create(st)->getResult(0);
+}
+
+/// How a fusion pass applies its patterns (applyPatternsAndFoldGreedily): ops
+/// visited top-down (in program order) or bottom-up (outermost first), and no
+/// region simplification, which is canonicalize's job. The driver erases the
+/// ops a rewrite leaves dead.
+inline GreedyRewriteConfig fusionRewriteConfig(bool topDown) {
+  GreedyRewriteConfig config;
+  config.useTopDownTraversal = topDown;
+  config.enableRegionSimplification = false;
+  return config;
 }
 
 } // namespace mlir::tfc

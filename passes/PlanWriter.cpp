@@ -7,9 +7,11 @@
 //     a distinct large prime and every op's result type re-inferred; a dim equal to
 //     a prime is that symbol, a small one a constant. The same with the declared
 //     maximums gives the sizes the arena is planned for.
-//  2. Constant evaluation: tfc.weight, tfc.constant, tfc.sinusoid_table and
-//     transpose/slice/concat of those are computed here, so the weights section
-//     holds exactly what the kernels read (packed QKV, transposed Conv1D weights).
+//  2. Constant evaluation (PlanConstants.cpp): tfc.weight, tfc.constant,
+//     tfc.sinusoid_table and transpose/slice/concat of those are computed at
+//     compile time, so the weights section holds exactly what the kernels read
+//     (packed QKV, transposed Conv1D weights). Every other op runs as the kernel
+//     its KernelOpInterface names (ir/TfcInterfaces.td).
 //  3. Precision (--precision bf16 / int8): linear weights and embedding tables
 //     are stored converted (bf16, or int8 with per-row scales as an extra input),
 //     and each activation the kernels can exchange in bf16 is made bf16; see
@@ -21,122 +23,21 @@
 //  5. Serialization, with an FNV-1a checksum over everything after the header.
 //
 //===----------------------------------------------------------------------------===//
-#include "passes/PlanWriter.h"
+#include "passes/PlanWriterImpl.h"
 
-#include "format/model_bin.h"
-
-#include "frontend/Weights.h"
-#include "tfc/abi.h"
-#include "tfc/bf16.h"
 #include "ir/TfcDialect.h"
 #include "passes/SymbolicShapes.h"
 
-#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
-#include "mlir/IR/IRMapping.h"
 
 #include <algorithm>
-#include <cmath>
-#include <map>
-#include <optional>
-#include <cstring>
 
 using namespace mlir;
 namespace td = mlir::tfc;
 
 namespace tfc {
+namespace plan {
 namespace {
-
-struct HostTensor {
-  std::vector<int64_t> shape;
-  std::vector<float> data; // f32; integer constants are stored as their f32 value
-  bool isInt = false;
-  std::vector<int64_t> ints;
-};
-
-int64_t numElements(ArrayRef<int64_t> shape) {
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  return n;
-}
-
-/// The sinusoidal tables, computed exactly as the tutorials' PyTorch code does.
-std::vector<float> sinusoidTable(td::PEVariant variant, int64_t rows, int64_t dim) {
-  std::vector<float> pe(rows * dim);
-  if (variant == td::PEVariant::standard) {
-    // torch: exp(arange(0, d, 2).float() * (-log(10000) / d)), then
-    // sin/cos(position * div_term), all in f32.
-    float k = (float)(-std::log(10000.0) / (double)dim);
-    for (int64_t p = 0; p < rows; ++p)
-      for (int64_t i = 0; i < dim; i += 2) {
-        float div = std::exp((float)i * k);
-        float arg = (float)p * div;
-        pe[p * dim + i] = std::sin(arg);
-        pe[p * dim + i + 1] = std::cos(arg);
-      }
-  } else {
-    // Tutorials 001/003: Python's math.sin/cos in double, stored as f32.
-    for (int64_t p = 0; p < rows; ++p)
-      for (int64_t i = 0; i < dim; i += 2) {
-        pe[p * dim + i] = (float)std::sin((double)p / std::pow(10000.0, 2.0 * i / dim));
-        double e = variant == td::PEVariant::exp2i_cos_next ? 2.0 * (i + 1) / dim
-                                                            : 2.0 * i / dim;
-        pe[p * dim + i + 1] = (float)std::cos((double)p / std::pow(10000.0, e));
-      }
-  }
-  return pe;
-}
-
-using Out = format::Writer;
-
-using format::Instr;
-
-class Writer {
-public:
-  Writer(ModuleOp module, const WeightStore &ws, const PlanOptions &opts)
-      : module(module), ws(ws), opts(opts) {}
-  FailureOr<std::string> run(PlanStats *stats);
-
-private:
-  ModuleOp module;
-  const WeightStore &ws;
-  PlanOptions opts;
-
-  struct ValueInfo {
-    uint32_t dtype = TFC_DTYPE_F32;
-    std::vector<int64_t> dims;    // >= 0 constant, < 0 symbol -(d+1)
-    std::vector<int64_t> maxDims; // at the declared maximums
-    uint32_t storage = 2;         // 0 input, 1 weight, 2 arena, 3 view
-    uint64_t offset = 0;
-  };
-  std::vector<std::string> symbolNames;
-  std::vector<int64_t> symbolMax;
-  // Per function (cleared between functions).
-  llvm::DenseMap<Value, HostTensor> constants;
-  llvm::DenseMap<Value, uint32_t> ids;
-  std::vector<ValueInfo> values;
-  // Shared by all functions.
-  std::string weightsBlob;
-  std::map<std::pair<uint64_t, uint64_t>, std::vector<uint64_t>> weightIndex;
-  uint64_t stateSize = 0;
-  std::vector<std::string> stateNames;
-
-  LogicalResult planFunction(func::FuncOp f, Out &m, PlanStats *stats);
-
-  LogicalResult inferSymbolicShapes(func::FuncOp f,
-                                    llvm::DenseMap<Value, std::vector<int64_t>> &sym,
-                                    llvm::DenseMap<Value, std::vector<int64_t>> &max);
-  LogicalResult evaluateConstant(Operation *op);
-  uint32_t addWeight(Value v, const HostTensor &t);
-  uint32_t addWeightBytes(const std::vector<int64_t> &shape, uint32_t dtype,
-                          const char *bytes, uint64_t n);
-  /// The weight value operand |i| of |op| reads: f32 (or i64), or the reduced
-  /// form --precision asks for. |scales| gets the id of an i8 weight's scales.
-  uint32_t weightOperand(Operation *op, unsigned i, Value v, std::optional<uint32_t> &scales);
-  llvm::DenseMap<std::pair<Value, unsigned>, std::pair<uint32_t, uint32_t>> reducedWeights;
-  void assignActivations(const std::vector<Instr> &plan, const std::vector<uint32_t> &outputs);
-};
 
 uint32_t dtypeOf(Type t) {
   Type e = t.cast<RankedTensorType>().getElementType();
@@ -148,6 +49,8 @@ uint32_t dtypeOf(Type t) {
     return TFC_DTYPE_I32;
   return TFC_DTYPE_F32;
 }
+
+} // namespace
 
 LogicalResult Writer::inferSymbolicShapes(
     func::FuncOp f, llvm::DenseMap<Value, std::vector<int64_t>> &sym,
@@ -192,154 +95,6 @@ LogicalResult Writer::inferSymbolicShapes(
       return failure();
   }
   return success();
-}
-
-LogicalResult Writer::evaluateConstant(Operation *op) {
-  auto resT = op->getResult(0).getType().cast<RankedTensorType>();
-  HostTensor out;
-  out.shape.assign(resT.getShape().begin(), resT.getShape().end());
-  if (auto w = dyn_cast<td::WeightOp>(op)) {
-    out.data = ws.materialize(w.getName().str());
-    if ((int64_t)out.data.size() != numElements(out.shape))
-      return op->emitError("weight '") << w.getName() << "' has no data";
-  } else if (auto c = dyn_cast<td::ConstantOp>(op)) {
-    auto attr = c.getValue().cast<DenseElementsAttr>();
-    if (attr.getElementType().isa<IntegerType>()) {
-      out.isInt = true;
-      for (APInt v : attr.getValues<APInt>())
-        out.ints.push_back(v.getSExtValue());
-    } else {
-      for (APFloat v : attr.getValues<APFloat>())
-        out.data.push_back((float)v.convertToDouble());
-    }
-  } else if (auto s = dyn_cast<td::SinusoidTableOp>(op)) {
-    out.data = sinusoidTable(s.getVariant(), (int64_t)s.getRows(), (int64_t)s.getDim());
-  } else if (auto t = dyn_cast<td::TransposeOp>(op)) {
-    const HostTensor &in = constants[t.getInput()];
-    ArrayRef<int64_t> perm = t.getPerm();
-    if (in.shape.size() != 2 || perm != ArrayRef<int64_t>{1, 0})
-      return op->emitError("only 2-D constant transposes are evaluated at compile time");
-    int64_t r = in.shape[0], c = in.shape[1];
-    out.data.resize(r * c);
-    for (int64_t i = 0; i < r; ++i)
-      for (int64_t j = 0; j < c; ++j)
-        out.data[j * r + i] = in.data[i * c + j];
-  } else if (auto s = dyn_cast<td::SliceOp>(op)) {
-    const HostTensor &in = constants[s.getInput()];
-    int64_t rank = in.shape.size();
-    int64_t axis = td::normalizeAxis((int64_t)s.getAxis(), rank);
-    int64_t outer = numElements(ArrayRef<int64_t>(in.shape).take_front(axis));
-    int64_t inner = numElements(ArrayRef<int64_t>(in.shape).drop_front(axis + 1));
-    int64_t start = (int64_t)s.getStart(), size = (int64_t)s.getSize();
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t a = start; a < start + size; ++a)
-        for (int64_t i = 0; i < inner; ++i)
-          out.data.push_back(in.data[(o * in.shape[axis] + a) * inner + i]);
-  } else if (auto c = dyn_cast<td::ConcatOp>(op)) {
-    int64_t rank = out.shape.size();
-    int64_t axis = td::normalizeAxis((int64_t)c.getAxis(), rank);
-    int64_t outer = numElements(ArrayRef<int64_t>(out.shape).take_front(axis));
-    for (int64_t o = 0; o < outer; ++o)
-      for (Value in : c.getInputs()) {
-        const HostTensor &t = constants[in];
-        int64_t chunk = numElements(ArrayRef<int64_t>(t.shape).drop_front(axis));
-        out.data.insert(out.data.end(), t.data.begin() + o * chunk,
-                        t.data.begin() + (o + 1) * chunk);
-      }
-  } else {
-    return failure();
-  }
-  constants[op->getResult(0)] = std::move(out);
-  return success();
-}
-
-uint32_t Writer::addWeightBytes(const std::vector<int64_t> &shape, uint32_t dtype,
-                                const char *bytes, uint64_t n) {
-  ValueInfo info;
-  info.storage = TFC_STORAGE_WEIGHT;
-  info.dims = shape;
-  info.maxDims = shape;
-  info.dtype = dtype;
-  // The derived entry points read the same weights as @forward: store each once.
-  auto key = std::make_pair(tfc_fnv1a64(bytes, n), n);
-  bool found = false;
-  for (uint64_t off : weightIndex[key])
-    if (std::memcmp(weightsBlob.data() + off, bytes, n) == 0) {
-      info.offset = off;
-      found = true;
-      break;
-    }
-  if (!found) {
-    while (weightsBlob.size() % TFC_WEIGHT_ALIGN)
-      weightsBlob.push_back('\0');
-    info.offset = weightsBlob.size();
-    weightsBlob.append(bytes, n);
-    weightIndex[key].push_back(info.offset);
-  }
-  values.push_back(info);
-  return values.size() - 1;
-}
-
-uint32_t Writer::addWeight(Value v, const HostTensor &t) {
-  const char *bytes = t.isInt ? reinterpret_cast<const char *>(t.ints.data())
-                              : reinterpret_cast<const char *>(t.data.data());
-  uint64_t n = t.isInt ? t.ints.size() * 8 : t.data.size() * 4;
-  ids[v] = addWeightBytes(t.shape, t.isInt ? TFC_DTYPE_I64 : TFC_DTYPE_F32, bytes, n);
-  return ids[v];
-}
-
-uint32_t Writer::weightOperand(Operation *op, unsigned i, Value v,
-                               std::optional<uint32_t> &scales) {
-  // Only a linear layer's weight and a token embedding's table are stored in
-  // reduced precision; everything else (biases, norms, positional tables) stays
-  // f32: it is small, and the kernels add it to f32 sums.
-  bool reducible = opts.precision != Precision::F32 && i == 1 &&
-                   isa<td::LinearOp, td::FusedLinearOp, td::TokenEmbeddingOp>(op) &&
-                   !constants[v].isInt && constants[v].shape.size() == 2;
-  if (!reducible) {
-    if (!ids.count(v))
-      addWeight(v, constants[v]);
-    return ids[v];
-  }
-  unsigned mode = (unsigned)opts.precision;
-  auto it = reducedWeights.find({v, mode});
-  if (it != reducedWeights.end()) {
-    if (opts.precision == Precision::Int8)
-      scales = it->second.second;
-    return it->second.first;
-  }
-  const HostTensor &t = constants[v];
-  const int64_t rows = t.shape[0], cols = t.shape[1];
-  uint32_t id, sid = 0;
-  if (opts.precision == Precision::BF16) {
-    std::vector<uint16_t> h(t.data.size());
-    for (size_t e = 0; e < h.size(); ++e)
-      h[e] = tfc_f32_to_bf16(t.data[e]);
-    id = addWeightBytes(t.shape, TFC_DTYPE_BF16, reinterpret_cast<const char *>(h.data()),
-                        h.size() * 2);
-  } else {
-    // Symmetric per row (= per output channel of a linear weight [N, K], and per
-    // token of an embedding table [V, D]: the same numbers for a tied weight).
-    std::vector<int8_t> q(t.data.size());
-    std::vector<float> sc(rows);
-    for (int64_t r = 0; r < rows; ++r) {
-      const float *w = t.data.data() + r * cols;
-      float amax = 0;
-      for (int64_t c = 0; c < cols; ++c)
-        amax = std::max(amax, std::fabs(w[c]));
-      sc[r] = amax / 127.0f;
-      float inv = amax > 0 ? 127.0f / amax : 0.0f;
-      for (int64_t c = 0; c < cols; ++c)
-        q[r * cols + c] = (int8_t)std::clamp(std::nearbyint(w[c] * inv), -127.0f, 127.0f);
-    }
-    id = addWeightBytes(t.shape, TFC_DTYPE_I8, reinterpret_cast<const char *>(q.data()),
-                        q.size());
-    sid = addWeightBytes({rows}, TFC_DTYPE_F32, reinterpret_cast<const char *>(sc.data()),
-                         sc.size() * 4);
-    scales = sid;
-  }
-  reducedWeights[{v, mode}] = {id, sid};
-  return id;
 }
 
 /// Picks the activations that travel in bf16 (--precision bf16 / int8). A value
@@ -404,103 +159,6 @@ void Writer::assignActivations(const std::vector<Instr> &plan,
       values[v].dtype = TFC_DTYPE_BF16;
 }
 
-/// Kernel id and attributes of a non-constant op; failure if unsupported.
-LogicalResult describe(Operation *op, uint32_t &kernel, std::vector<int64_t> &ints,
-                       std::vector<double> &floats) {
-  auto axisOf = [&](int64_t axis) {
-    int64_t rank = op->getOperand(0).getType().cast<RankedTensorType>().getRank();
-    return td::normalizeAxis(axis, rank);
-  };
-  if (auto o = dyn_cast<td::TokenEmbeddingOp>(op)) {
-    kernel = TFC_KERNEL_TOKEN_EMBEDDING;
-    ints = {(int64_t)o.getPositionAxis(), o.getPositions() ? 1 : 0, o.getTypeIds() ? 1 : 0,
-            o.getPositionOffset() ? 1 : 0};
-    floats = {o.getScale().convertToDouble()};
-  } else if (isa<td::EmbeddingOp>(op)) {
-    kernel = TFC_KERNEL_EMBEDDING;
-  } else if (auto o = dyn_cast<td::LinearOp>(op)) {
-    kernel = TFC_KERNEL_LINEAR;
-    ints = {o.getBias() ? 1 : 0};
-  } else if (auto o = dyn_cast<td::FusedLinearOp>(op)) {
-    kernel = TFC_KERNEL_FUSED_LINEAR;
-    ints = {o.getBias() ? 1 : 0, o.getResidual() ? 1 : 0, (int64_t)o.getActivation()};
-  } else if (auto o = dyn_cast<td::MatmulOp>(op)) {
-    kernel = TFC_KERNEL_MATMUL;
-    ints = {o.getTransposeB() ? 1 : 0};
-  } else if (isa<td::AddOp>(op)) {
-    kernel = TFC_KERNEL_ADD;
-  } else if (isa<td::SubOp>(op)) {
-    kernel = TFC_KERNEL_SUB;
-  } else if (isa<td::MulOp>(op)) {
-    kernel = TFC_KERNEL_MUL;
-  } else if (isa<td::DivOp>(op)) {
-    kernel = TFC_KERNEL_DIV;
-  } else if (isa<td::AndOp>(op)) {
-    kernel = TFC_KERNEL_AND;
-  } else if (isa<td::NotOp>(op)) {
-    kernel = TFC_KERNEL_NOT;
-  } else if (auto o = dyn_cast<td::CompareOp>(op)) {
-    kernel = TFC_KERNEL_COMPARE;
-    ints = {(int64_t)o.getPredicate()};
-  } else if (isa<td::CastOp>(op)) {
-    kernel = TFC_KERNEL_CAST;
-  } else if (auto o = dyn_cast<td::MaskedFillOp>(op)) {
-    kernel = TFC_KERNEL_MASKED_FILL;
-    floats = {o.getValue().convertToDouble()};
-  } else if (isa<td::SelectOp>(op)) {
-    kernel = TFC_KERNEL_SELECT;
-  } else if (isa<td::ReshapeOp>(op)) {
-    kernel = TFC_KERNEL_RESHAPE;
-  } else if (auto o = dyn_cast<td::TransposeOp>(op)) {
-    kernel = TFC_KERNEL_TRANSPOSE;
-    ints.assign(o.getPerm().begin(), o.getPerm().end());
-  } else if (isa<td::UnsqueezeOp>(op)) {
-    kernel = TFC_KERNEL_UNSQUEEZE;
-  } else if (auto o = dyn_cast<td::SliceOp>(op)) {
-    kernel = TFC_KERNEL_SLICE;
-    ints = {axisOf((int64_t)o.getAxis()), (int64_t)o.getStart(), (int64_t)o.getSize()};
-  } else if (auto o = dyn_cast<td::ReduceMeanOp>(op)) {
-    kernel = TFC_KERNEL_REDUCE_MEAN;
-    ints = {axisOf((int64_t)o.getAxis()), o.getKeepdim() ? 1 : 0};
-  } else if (auto o = dyn_cast<td::ReduceSumOp>(op)) {
-    kernel = TFC_KERNEL_REDUCE_SUM;
-    ints = {axisOf((int64_t)o.getAxis()), o.getKeepdim() ? 1 : 0};
-  } else if (isa<td::SqrtOp>(op)) {
-    kernel = TFC_KERNEL_SQRT;
-  } else if (isa<td::ReluOp>(op)) {
-    kernel = TFC_KERNEL_RELU;
-  } else if (auto o = dyn_cast<td::GeluOp>(op)) {
-    kernel = TFC_KERNEL_GELU;
-    ints = {(int64_t)o.getApproximate()};
-  } else if (auto o = dyn_cast<td::SoftmaxOp>(op)) {
-    kernel = TFC_KERNEL_SOFTMAX;
-    ints = {axisOf((int64_t)o.getAxis())};
-  } else if (auto o = dyn_cast<td::LogSoftmaxOp>(op)) {
-    kernel = TFC_KERNEL_LOG_SOFTMAX;
-    ints = {axisOf((int64_t)o.getAxis())};
-  } else if (auto o = dyn_cast<td::LayerNormOp>(op)) {
-    kernel = TFC_KERNEL_LAYER_NORM;
-    ints = {(int64_t)o.getVariant()};
-    floats = {o.getEps().convertToDouble()};
-  } else if (auto o = dyn_cast<td::AttentionOp>(op)) {
-    kernel = TFC_KERNEL_ATTENTION;
-    ints = {(int64_t)o.getMaskKind(), (int64_t)o.getNumHeads(), (int64_t)o.getPadId()};
-    floats = {o.getScale().convertToDouble(), o.getMaskValue().convertToDouble()};
-  } else if (auto o = dyn_cast<td::CachedAttentionOp>(op)) {
-    kernel = TFC_KERNEL_CACHED_ATTENTION;
-    ints = {(int64_t)o.getNumHeads()};
-    floats = {o.getScale().convertToDouble()};
-  } else if (auto o = dyn_cast<td::PositionsOp>(op)) {
-    kernel = TFC_KERNEL_POSITIONS;
-    ints = {axisOf((int64_t)o.getAxis())};
-  } else if (isa<td::NopeakMaskOp>(op)) {
-    kernel = TFC_KERNEL_NOPEAK_MASK;
-  } else {
-    return failure();
-  }
-  return success();
-}
-
 LogicalResult Writer::planFunction(func::FuncOp f, Out &m, PlanStats *stats) {
   constants.clear();
   ids.clear();
@@ -552,9 +210,12 @@ LogicalResult Writer::planFunction(func::FuncOp f, Out &m, PlanStats *stats) {
     Value r = op.getResult(0);
     if (constants.count(r))
       continue;
-    Instr in;
-    if (failed(describe(&op, in.kernel, in.ints, in.floats)))
+    auto kernelOp = dyn_cast<td::KernelOpInterface>(op);
+    if (!kernelOp)
       return op.emitError("no runtime kernel for '") << op.getName() << "'";
+    Instr in;
+    in.kernel = kernelOp.getKernelId();
+    kernelOp.appendKernelAttributes(in.ints, in.floats);
     // Constants something non-constant reads become weights (in the precision
     // --precision asks for); an i8 weight's scales are the last input.
     std::optional<uint32_t> scales;
@@ -752,11 +413,11 @@ FailureOr<std::string> Writer::run(PlanStats *stats) {
   return file;
 }
 
-} // namespace
+} // namespace plan
 
 FailureOr<std::string> writeModelBin(ModuleOp module, const WeightStore &weights,
                                      PlanStats *stats, const PlanOptions &options) {
-  return Writer(module, weights, options).run(stats);
+  return plan::Writer(module, weights, options).run(stats);
 }
 
 } // namespace tfc

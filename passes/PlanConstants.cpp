@@ -1,0 +1,209 @@
+//===- PlanConstants.cpp - compile-time constants and the weights section --===//
+//
+// Step 2 of the plan writer (PlanWriter.cpp): tfc.weight, tfc.constant,
+// tfc.sinusoid_table and transpose/slice/concat of those are computed here, so
+// the weights section holds exactly what the kernels read (packed QKV,
+// transposed Conv1D weights). Identical weight data is stored once, and
+// --precision bf16 / int8 stores linear weights and embedding tables reduced.
+//
+//===----------------------------------------------------------------------------===//
+#include "passes/PlanWriterImpl.h"
+
+#include "frontend/Weights.h"
+#include "ir/TfcDialect.h"
+#include "tfc/bf16.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+using namespace mlir;
+namespace td = mlir::tfc;
+
+namespace tfc::plan {
+
+int64_t numElements(ArrayRef<int64_t> shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+namespace {
+/// The sinusoidal tables, computed exactly as the tutorials' PyTorch code does.
+std::vector<float> sinusoidTable(td::PEVariant variant, int64_t rows, int64_t dim) {
+  std::vector<float> pe(rows * dim);
+  if (variant == td::PEVariant::standard) {
+    // torch: exp(arange(0, d, 2).float() * (-log(10000) / d)), then
+    // sin/cos(position * div_term), all in f32.
+    float k = (float)(-std::log(10000.0) / (double)dim);
+    for (int64_t p = 0; p < rows; ++p)
+      for (int64_t i = 0; i < dim; i += 2) {
+        float div = std::exp((float)i * k);
+        float arg = (float)p * div;
+        pe[p * dim + i] = std::sin(arg);
+        pe[p * dim + i + 1] = std::cos(arg);
+      }
+  } else {
+    // Tutorials 001/003: Python's math.sin/cos in double, stored as f32.
+    for (int64_t p = 0; p < rows; ++p)
+      for (int64_t i = 0; i < dim; i += 2) {
+        pe[p * dim + i] = (float)std::sin((double)p / std::pow(10000.0, 2.0 * i / dim));
+        double e = variant == td::PEVariant::exp2i_cos_next ? 2.0 * (i + 1) / dim
+                                                            : 2.0 * i / dim;
+        pe[p * dim + i + 1] = (float)std::cos((double)p / std::pow(10000.0, e));
+      }
+  }
+  return pe;
+}
+} // namespace
+
+LogicalResult Writer::evaluateConstant(Operation *op) {
+  auto resT = op->getResult(0).getType().cast<RankedTensorType>();
+  HostTensor out;
+  out.shape.assign(resT.getShape().begin(), resT.getShape().end());
+  if (auto w = dyn_cast<td::WeightOp>(op)) {
+    out.data = ws.materialize(w.getName().str());
+    if ((int64_t)out.data.size() != numElements(out.shape))
+      return op->emitError("weight '") << w.getName() << "' has no data";
+  } else if (auto c = dyn_cast<td::ConstantOp>(op)) {
+    auto attr = c.getValue().cast<DenseElementsAttr>();
+    if (attr.getElementType().isa<IntegerType>()) {
+      out.isInt = true;
+      for (APInt v : attr.getValues<APInt>())
+        out.ints.push_back(v.getSExtValue());
+    } else {
+      for (APFloat v : attr.getValues<APFloat>())
+        out.data.push_back((float)v.convertToDouble());
+    }
+  } else if (auto s = dyn_cast<td::SinusoidTableOp>(op)) {
+    out.data = sinusoidTable(s.getVariant(), (int64_t)s.getRows(), (int64_t)s.getDim());
+  } else if (auto t = dyn_cast<td::TransposeOp>(op)) {
+    const HostTensor &in = constants[t.getInput()];
+    ArrayRef<int64_t> perm = t.getPerm();
+    if (in.shape.size() != 2 || perm != ArrayRef<int64_t>{1, 0})
+      return op->emitError("only 2-D constant transposes are evaluated at compile time");
+    int64_t r = in.shape[0], c = in.shape[1];
+    out.data.resize(r * c);
+    for (int64_t i = 0; i < r; ++i)
+      for (int64_t j = 0; j < c; ++j)
+        out.data[j * r + i] = in.data[i * c + j];
+  } else if (auto s = dyn_cast<td::SliceOp>(op)) {
+    const HostTensor &in = constants[s.getInput()];
+    int64_t rank = in.shape.size();
+    int64_t axis = td::normalizeAxis((int64_t)s.getAxis(), rank);
+    int64_t outer = numElements(ArrayRef<int64_t>(in.shape).take_front(axis));
+    int64_t inner = numElements(ArrayRef<int64_t>(in.shape).drop_front(axis + 1));
+    int64_t start = (int64_t)s.getStart(), size = (int64_t)s.getSize();
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t a = start; a < start + size; ++a)
+        for (int64_t i = 0; i < inner; ++i)
+          out.data.push_back(in.data[(o * in.shape[axis] + a) * inner + i]);
+  } else if (auto c = dyn_cast<td::ConcatOp>(op)) {
+    int64_t rank = out.shape.size();
+    int64_t axis = td::normalizeAxis((int64_t)c.getAxis(), rank);
+    int64_t outer = numElements(ArrayRef<int64_t>(out.shape).take_front(axis));
+    for (int64_t o = 0; o < outer; ++o)
+      for (Value in : c.getInputs()) {
+        const HostTensor &t = constants[in];
+        int64_t chunk = numElements(ArrayRef<int64_t>(t.shape).drop_front(axis));
+        out.data.insert(out.data.end(), t.data.begin() + o * chunk,
+                        t.data.begin() + (o + 1) * chunk);
+      }
+  } else {
+    return failure();
+  }
+  constants[op->getResult(0)] = std::move(out);
+  return success();
+}
+
+uint32_t Writer::addWeightBytes(const std::vector<int64_t> &shape, uint32_t dtype,
+                                const char *bytes, uint64_t n) {
+  ValueInfo info;
+  info.storage = TFC_STORAGE_WEIGHT;
+  info.dims = shape;
+  info.maxDims = shape;
+  info.dtype = dtype;
+  // The derived entry points read the same weights as @forward: store each once.
+  auto key = std::make_pair(tfc_fnv1a64(bytes, n), n);
+  bool found = false;
+  for (uint64_t off : weightIndex[key])
+    if (std::memcmp(weightsBlob.data() + off, bytes, n) == 0) {
+      info.offset = off;
+      found = true;
+      break;
+    }
+  if (!found) {
+    while (weightsBlob.size() % TFC_WEIGHT_ALIGN)
+      weightsBlob.push_back('\0');
+    info.offset = weightsBlob.size();
+    weightsBlob.append(bytes, n);
+    weightIndex[key].push_back(info.offset);
+  }
+  values.push_back(info);
+  return values.size() - 1;
+}
+
+uint32_t Writer::addWeight(Value v, const HostTensor &t) {
+  const char *bytes = t.isInt ? reinterpret_cast<const char *>(t.ints.data())
+                              : reinterpret_cast<const char *>(t.data.data());
+  uint64_t n = t.isInt ? t.ints.size() * 8 : t.data.size() * 4;
+  ids[v] = addWeightBytes(t.shape, t.isInt ? TFC_DTYPE_I64 : TFC_DTYPE_F32, bytes, n);
+  return ids[v];
+}
+
+uint32_t Writer::weightOperand(Operation *op, unsigned i, Value v,
+                               std::optional<uint32_t> &scales) {
+  // Only a linear layer's weight and a token embedding's table are stored in
+  // reduced precision; everything else (biases, norms, positional tables) stays
+  // f32: it is small, and the kernels add it to f32 sums.
+  bool reducible = opts.precision != Precision::F32 && i == 1 &&
+                   isa<td::LinearOp, td::FusedLinearOp, td::TokenEmbeddingOp>(op) &&
+                   !constants[v].isInt && constants[v].shape.size() == 2;
+  if (!reducible) {
+    if (!ids.count(v))
+      addWeight(v, constants[v]);
+    return ids[v];
+  }
+  unsigned mode = (unsigned)opts.precision;
+  auto it = reducedWeights.find({v, mode});
+  if (it != reducedWeights.end()) {
+    if (opts.precision == Precision::Int8)
+      scales = it->second.second;
+    return it->second.first;
+  }
+  const HostTensor &t = constants[v];
+  const int64_t rows = t.shape[0], cols = t.shape[1];
+  uint32_t id, sid = 0;
+  if (opts.precision == Precision::BF16) {
+    std::vector<uint16_t> h(t.data.size());
+    for (size_t e = 0; e < h.size(); ++e)
+      h[e] = tfc_f32_to_bf16(t.data[e]);
+    id = addWeightBytes(t.shape, TFC_DTYPE_BF16, reinterpret_cast<const char *>(h.data()),
+                        h.size() * 2);
+  } else {
+    // Symmetric per row (= per output channel of a linear weight [N, K], and per
+    // token of an embedding table [V, D]: the same numbers for a tied weight).
+    std::vector<int8_t> q(t.data.size());
+    std::vector<float> sc(rows);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float *w = t.data.data() + r * cols;
+      float amax = 0;
+      for (int64_t c = 0; c < cols; ++c)
+        amax = std::max(amax, std::fabs(w[c]));
+      sc[r] = amax / 127.0f;
+      float inv = amax > 0 ? 127.0f / amax : 0.0f;
+      for (int64_t c = 0; c < cols; ++c)
+        q[r * cols + c] = (int8_t)std::clamp(std::nearbyint(w[c] * inv), -127.0f, 127.0f);
+    }
+    id = addWeightBytes(t.shape, TFC_DTYPE_I8, reinterpret_cast<const char *>(q.data()),
+                        q.size());
+    sid = addWeightBytes({rows}, TFC_DTYPE_F32, reinterpret_cast<const char *>(sc.data()),
+                         sc.size() * 4);
+    scales = sid;
+  }
+  reducedWeights[{v, mode}] = {id, sid};
+  return id;
+}
+
+} // namespace tfc::plan
