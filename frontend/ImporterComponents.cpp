@@ -433,31 +433,6 @@ FailureOr<Value> Importer::emitAttention(const Node &n, Value x,
 // Feed-forward
 //===----------------------------------------------------------------------===//
 
-namespace {
-/// One `activation:` of feed_forward: its name and how it is built.
-struct Activation {
-  const char *name;
-  FailureOr<Value> (*build)(Importer &imp, Location l, Value h);
-};
-
-template <typename OpT>
-FailureOr<Value> unaryActivation(Importer &imp, Location l, Value h) {
-  return imp.make<OpT>(l, {h});
-}
-template <td::GeluApprox Approx>
-FailureOr<Value> geluActivation(Importer &imp, Location l, Value h) {
-  return imp.gelu(l, h, Approx);
-}
-
-/// The activations feed_forward accepts, in the order its error lists them; the
-/// first is the default. A new elementwise activation is one line here.
-const Activation kActivations[] = {
-    {"relu", unaryActivation<td::ReluOp>},
-    {"gelu", geluActivation<td::GeluApprox::none>},      // exact (erf)
-    {"gelu_tanh", geluActivation<td::GeluApprox::tanh>}, // tanh approximation
-};
-} // namespace
-
 FailureOr<Value> Importer::emitFeedForward(const Node &n, Value x) {
   if (failed(expectMap(n, "feed_forward")) ||
       failed(checkKeys(n, "feed_forward", {"fc1", "fc2", "activation", "d_ff"})))
@@ -476,15 +451,14 @@ FailureOr<Value> Importer::emitFeedForward(const Node &n, Value x) {
       return failure();
     dff = *v;
   }
-  const Activation *act = &kActivations[0];
+  // The activations are a table next to the ops: table (ImporterOps.cpp).
+  const std::vector<std::string> names = activationNames();
+  std::string actName = names.front();
   if (const Node *a = n.get("activation")) {
-    std::vector<std::string> names;
-    for (const Activation &k : kActivations)
-      names.push_back(k.name);
     auto v = getChoice(*a, "activation", names);
     if (failed(v))
       return failure();
-    act = &kActivations[std::find(names.begin(), names.end(), *v) - names.begin()];
+    actName = *v;
   }
   auto fc1n = require(n, "fc1", "feed_forward");
   auto fc2n = require(n, "fc2", "feed_forward");
@@ -497,7 +471,7 @@ FailureOr<Value> Importer::emitFeedForward(const Node &n, Value x) {
   auto h = applyLinear(*fc1, x, dModel, dff);
   if (failed(h))
     return failure();
-  auto a = act->build(*this, loc(n), *h);
+  auto a = buildActivation(actName, loc(n), *h);
   if (failed(a))
     return failure();
   return applyLinear(*fc2, *a, dff, dModel);

@@ -194,6 +194,10 @@ public:
   FailureOr<Value> emitNorm(const Node &n, Value x, StringRef what);
   FailureOr<Value> emitAttention(const Node &n, Value x, const StackEnv &env);
   FailureOr<Value> emitFeedForward(const Node &n, Value x);
+  /// feed_forward's activations (ImporterOps.cpp, beside the ops: table), the
+  /// default first; and one of them applied to |h|.
+  static std::vector<std::string> activationNames();
+  FailureOr<Value> buildActivation(llvm::StringRef name, Location l, Value h);
 
   //===--------------------------------------------------------------------===//
   // Stacks (ImporterStacks.cpp) and `ops:` blocks (ImporterOps.cpp)

@@ -328,6 +328,29 @@ const OpKind kOpKinds[] = {
     {"embedding", 1, {"weight", "shape"}, buildEmbedding},
 };
 
+/// One `activation:` of feed_forward: its name and how it is built.
+struct Activation {
+  const char *name;
+  FailureOr<Value> (*build)(Importer &imp, Location l, Value h);
+};
+
+template <typename OpT>
+FailureOr<Value> unaryActivation(Importer &imp, Location l, Value h) {
+  return imp.make<OpT>(l, {h});
+}
+template <td::GeluApprox Approx>
+FailureOr<Value> geluActivation(Importer &imp, Location l, Value h) {
+  return imp.gelu(l, h, Approx);
+}
+
+/// The activations feed_forward accepts, in the order its error lists them; the
+/// first is the default. A new elementwise activation is one line here.
+const Activation kActivations[] = {
+    {"relu", unaryActivation<td::ReluOp>},
+    {"gelu", geluActivation<td::GeluApprox::none>},      // exact (erf)
+    {"gelu_tanh", geluActivation<td::GeluApprox::tanh>}, // tanh approximation
+};
+
 const OpKind *findOpKind(StringRef name) {
   for (const OpKind &k : kOpKinds)
     if (name == k.name)
@@ -502,6 +525,20 @@ FailureOr<Value> OpsBlock::build(const std::string &name, const Node &op) {
 }
 
 } // namespace
+
+std::vector<std::string> Importer::activationNames() {
+  std::vector<std::string> names;
+  for (const Activation &a : kActivations)
+    names.push_back(a.name);
+  return names;
+}
+
+FailureOr<Value> Importer::buildActivation(llvm::StringRef name, Location l, Value h) {
+  for (const Activation &a : kActivations)
+    if (name == a.name)
+      return a.build(*this, l, h);
+  return emitError(l) << "unknown activation '" << name << "'";
+}
 
 FailureOr<Value> Importer::emitOps(const Node &block, Value x, const StackEnv &env) {
   return OpsBlock(*this, block).run(x, env);
