@@ -557,15 +557,17 @@ TFC_INFER(ReduceSumOp) {
   return inferReduce(loc, a.getInput(), (int64_t)a.getAxis(), keepdimOf(attrs), types);
 }
 
+/// The result type of an op whose result has its input's type.
+static LogicalResult inferSameType(std::optional<Location> loc, ValueRange operands,
+                                   SmallVectorImpl<Type> &types) {
+  if (failed(checkRanked(loc, operands)))
+    return failure();
+  types.push_back(operands[0].getType());
+  return success();
+}
+// The unary ops (Tfc_UnaryOp in TfcOps.td) call it from their generated class.
 #define TFC_SAME_TYPE(OpT)                                                     \
-  TFC_INFER(OpT) {                                                             \
-    if (failed(checkRanked(loc, operands)))                                    \
-      return failure();                                                        \
-    types.push_back(operands[0].getType());                                    \
-    return success();                                                          \
-  }
-TFC_SAME_TYPE(SqrtOp)
-TFC_SAME_TYPE(ReluOp)
+  TFC_INFER(OpT) { return inferSameType(loc, operands, types); }
 TFC_SAME_TYPE(GeluOp)
 TFC_SAME_TYPE(SoftmaxOp)
 TFC_SAME_TYPE(LogSoftmaxOp)

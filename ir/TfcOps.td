@@ -395,6 +395,16 @@ class Tfc_UnaryOp<string mnemonic, string what, string kernel,
   let arguments = (ins Tfc_FloatTensor:$input);
   let results = (outs Tfc_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";
+  // The result has the input's type: the shape rule of every unary op, here so
+  // that a new one is its def line alone (ir/TfcOps.cpp's inferSameType).
+  let extraClassDefinition = [{
+    ::mlir::LogicalResult $cppClass::inferReturnTypes(
+        ::mlir::MLIRContext *, std::optional<::mlir::Location> loc,
+        ::mlir::ValueRange operands, ::mlir::DictionaryAttr, ::mlir::RegionRange,
+        ::llvm::SmallVectorImpl<::mlir::Type> &types) {
+      return inferSameType(loc, operands, types);
+    }
+  }];
 }
 def Tfc_SqrtOp : Tfc_UnaryOp<"sqrt", "square root", "SQRT">;
 def Tfc_ReluOp : Tfc_UnaryOp<"relu", "max(x, 0)", "RELU">;
