@@ -365,28 +365,19 @@ LogicalResult Deriver::run() {
       Value kc = db->getArgument(cachePos[nextCache++]);
       Value vc = db->getArgument(cachePos[nextCache++]);
       auto c = ob.create<CachedAttentionOp>(
-          a.getLoc(), a.getType(),
-          ValueRange{map.lookup(a.getQuery()), map.lookup(a.getKey()),
-                     map.lookup(a.getValue()), kc, vc, pos},
-          ArrayRef<NamedAttribute>{named("num_heads", a.getNumHeadsAttr()),
-                                   named("scale", a.getScaleAttr())});
+          a.getLoc(), a.getType(), map.lookup(a.getQuery()), map.lookup(a.getKey()),
+          map.lookup(a.getValue()), kc, vc, pos, a.getNumHeadsAttr(), a.getScaleAttr());
       map.map(a.getResult(), c.getResult());
       continue;
     }
     if (auto t = dyn_cast<TokenEmbeddingOp>(op); t && t.getPositions()) {
-      OperationState st(t.getLoc(), TokenEmbeddingOp::getOperationName());
-      st.addOperands({map.lookup(t.getIds()), map.lookup(t.getTable()),
-                      map.lookup(t.getPositions())});
-      if (t.getTypeIds())
-        st.addOperands({map.lookup(t.getTypeIds()), map.lookup(t.getTypeTable())});
-      st.addOperands(pos);
-      st.addTypes(t.getType());
-      st.addAttribute("scale", t.getScaleAttr());
-      st.addAttribute("position_axis", t.getPositionAxisAttr());
-      st.addAttribute("operand_segment_sizes",
-                      b.getDenseI32ArrayAttr({1, 1, 1, t.getTypeIds() ? 1 : 0,
-                                              t.getTypeIds() ? 1 : 0, 1}));
-      map.map(t.getResult(), ob.create(st)->getResult(0));
+      auto te = ob.create<TokenEmbeddingOp>(
+          t.getLoc(), t.getType(), map.lookup(t.getIds()), map.lookup(t.getTable()),
+          map.lookup(t.getPositions()),
+          t.getTypeIds() ? map.lookup(t.getTypeIds()) : Value(),
+          t.getTypeTable() ? map.lookup(t.getTypeTable()) : Value(), pos,
+          t.getScaleAttr(), t.getPositionAxisAttr());
+      map.map(t.getResult(), te.getResult());
       continue;
     }
     ob.clone(op, map);

@@ -4,13 +4,15 @@
 // runs well: Q, K and V of one attention in one GEMM over a packed weight, and
 // bias + activation + residual add in the GEMM's epilogue (oneDNN post-ops, or a
 // cuBLASLt epilogue). Each step only rewrites values with a single user, so no
-// intermediate anyone else reads disappears.
+// intermediate anyone else reads disappears. Each step is an OpRewritePattern
+// built from the ops' generated builders (DRR does not fit them: see the
+// patterns), applied by the greedy driver.
 //
 //===----------------------------------------------------------------------------===//
 #include "passes/PassUtils.h"
 #include "passes/Passes.h"
 
-#include "mlir/IR/Builders.h"
+#include "mlir/IR/PatternMatch.h"
 
 namespace mlir::tfc {
 #define GEN_PASS_DEF_FUSEPROJECTIONS
@@ -23,29 +25,17 @@ using namespace mlir::tfc;
 namespace {
 
 /// GPT-2 Conv1D: add(matmul(x, W), b) with W [in, out] -> linear(x, W^T, b).
-void normalizeConv1D(func::FuncOp f) {
-  SmallVector<MatmulOp> mms;
-  f.walk([&](MatmulOp m) { mms.push_back(m); });
-  for (MatmulOp mm : mms) {
+struct NormalizeConv1D : public OpRewritePattern<MatmulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(MatmulOp mm, PatternRewriter &rewriter) const override {
     auto w = mm.getRhs().getType().cast<RankedTensorType>();
     auto x = mm.getLhs().getType().cast<RankedTensorType>();
     if (w.getRank() != 2 || x.getRank() < 2 || mm.getTransposeB() || !w.hasStaticShape())
-      continue;
-    OpBuilder b(mm);
-    auto perm = b.getNamedAttr("perm", b.getDenseI64ArrayAttr({1, 0}));
-    Value wt;
-    if (auto sl = mm.getRhs().getDefiningOp<SliceOp>();
-        sl && normalizeAxis((int64_t)sl.getAxis(), 2) == 1) {
-      // A slice of a packed [in, 3*out] weight: transpose the whole tensor and
-      // slice rows, so the packing below can fold the slices back together.
-      Value full = buildInferred<TransposeOp>(b, mm.getLoc(), {sl.getInput()}, {perm});
-      wt = buildInferred<SliceOp>(b, mm.getLoc(), {full},
-                          {b.getNamedAttr("axis", b.getI64IntegerAttr(0)),
-                           b.getNamedAttr("start", sl.getStartAttr()),
-                           b.getNamedAttr("size", sl.getSizeAttr())});
-    } else {
-      wt = buildInferred<TransposeOp>(b, mm.getLoc(), {mm.getRhs()}, {perm});
-    }
+      return rewriter.notifyMatchFailure(mm, "not x times a static [in, out] weight");
+    if (x.getElementType() != w.getElementType())
+      return rewriter.notifyMatchFailure(mm, "input and weight element types differ");
+    // The bias: a [out] vector added to the product, its only user.
     Value bias;
     Operation *replaced = mm;
     if (mm->hasOneUse())
@@ -56,27 +46,36 @@ void normalizeConv1D(func::FuncOp f) {
             add.getType() == mm.getType()) {
           bias = other;
           replaced = add;
-          b.setInsertionPoint(add);
         }
       }
-    SmallVector<Value, 3> ops{mm.getLhs(), wt};
-    if (bias)
-      ops.push_back(bias);
-    Value lin = buildInferred<LinearOp>(b, mm.getLoc(), ops);
-    if (!lin)
-      continue;
-    replaced->getResult(0).replaceAllUsesWith(lin);
+    rewriter.setInsertionPoint(mm);
+    Location loc = mm.getLoc();
+    DenseI64ArrayAttr perm = rewriter.getDenseI64ArrayAttr({1, 0});
+    Value wt;
+    if (auto sl = mm.getRhs().getDefiningOp<SliceOp>();
+        sl && normalizeAxis((int64_t)sl.getAxis(), 2) == 1) {
+      // A slice of a packed [in, 3*out] weight: transpose the whole tensor and
+      // slice rows, so the packing below can fold the slices back together.
+      Value full = rewriter.create<TransposeOp>(loc, sl.getInput(), perm);
+      wt = rewriter.create<SliceOp>(loc, full, rewriter.getI64IntegerAttr(0),
+                                    sl.getStartAttr(), sl.getSizeAttr());
+    } else {
+      wt = rewriter.create<TransposeOp>(loc, mm.getRhs(), perm);
+    }
     if (replaced != mm.getOperation())
-      replaced->erase();
-    mm->erase();
+      rewriter.setInsertionPoint(replaced);
+    rewriter.replaceOpWithNewOp<LinearOp>(replaced, mm.getLhs(), wt, bias);
+    if (replaced != mm.getOperation())
+      rewriter.eraseOp(mm);
+    return success();
   }
-}
+};
 
 /// Packs the linears feeding one attention that read the same input.
-void packAttentionProjections(func::FuncOp f) {
-  SmallVector<AttentionOp> atts;
-  f.walk([&](AttentionOp a) { atts.push_back(a); });
-  for (AttentionOp att : atts) {
+struct PackAttentionProjections : public OpRewritePattern<AttentionOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(AttentionOp att, PatternRewriter &rewriter) const override {
     SmallVector<unsigned> idx; // which of q(0), k(1), v(2) to pack
     auto lin = [&](unsigned i) { return att->getOperand(i).getDefiningOp<LinearOp>(); };
     auto packable = [&](unsigned i, unsigned j) {
@@ -89,59 +88,56 @@ void packAttentionProjections(func::FuncOp f) {
     else if (packable(1, 2))
       idx = {1, 2};
     else
-      continue;
-    SmallVector<LinearOp> ls;
+      return rewriter.notifyMatchFailure(att, "no two projections share their input");
+    SmallVector<LinearOp, 3> ls;
     for (unsigned i : idx)
       ls.push_back(lin(i));
-    OpBuilder b(ls.front());
     // Insert after the last of the linears' operands: all are defined before
     // the first linear that uses them, and the weights are cheap sources.
-    Operation *latest = ls.front();
+    Operation *latest = lin(idx.front());
     for (LinearOp l : ls)
       if (latest->isBeforeInBlock(l))
         latest = l;
-    b.setInsertionPoint(latest);
+    rewriter.setInsertionPoint(latest);
     Location loc = ls.front().getLoc();
-    auto axis0 = b.getNamedAttr("axis", b.getI64IntegerAttr(0));
+    IntegerAttr axis0 = rewriter.getI64IntegerAttr(0);
     SmallVector<Value> ws, bs;
     for (LinearOp l : ls) {
       ws.push_back(l.getWeight());
       if (l.getBias())
         bs.push_back(l.getBias());
     }
-    Value w = buildInferred<ConcatOp>(b, loc, ws, {axis0});
-    SmallVector<Value, 3> ops{ls.front().getInput(), w};
-    if (!bs.empty())
-      ops.push_back(buildInferred<ConcatOp>(b, loc, bs, {axis0}));
-    Value packed = buildInferred<LinearOp>(b, loc, ops);
+    Value w = rewriter.create<ConcatOp>(loc, ws, axis0);
+    Value b = bs.empty() ? Value() : rewriter.create<ConcatOp>(loc, bs, axis0);
+    Value packed = rewriter.create<LinearOp>(loc, ls.front().getInput(), w, b);
     int64_t start = 0;
     int64_t last = packed.getType().cast<RankedTensorType>().getRank() - 1;
-    // Build every slice before erasing anything: the builder's insertion point
-    // is one of the linears being replaced.
+    // Build every slice before replacing anything: the insertion point is one
+    // of the linears being replaced.
     SmallVector<Value, 3> slices;
     for (LinearOp l : ls) {
       int64_t n = l.getType().cast<RankedTensorType>().getShape().back();
-      slices.push_back(buildInferred<SliceOp>(b, loc, {packed},
-                                      {b.getNamedAttr("axis", b.getI64IntegerAttr(last)),
-                                       b.getNamedAttr("start", b.getI64IntegerAttr(start)),
-                                       b.getNamedAttr("size", b.getI64IntegerAttr(n))}));
+      slices.push_back(rewriter.create<SliceOp>(loc, packed, rewriter.getI64IntegerAttr(last),
+                                                rewriter.getI64IntegerAttr(start),
+                                                rewriter.getI64IntegerAttr(n)));
       start += n;
     }
-    for (auto [l, sl] : llvm::zip(ls, slices)) {
-      l.getResult().replaceAllUsesWith(sl);
-      l->erase();
-    }
-    // The packed linear must precede the attention; it does, since it sits
-    // where the last projection was.
+    // The packed linear precedes the attention: it sits where the last
+    // projection was.
+    for (auto [l, sl] : llvm::zip(ls, slices))
+      rewriter.replaceOp(l, sl);
+    return success();
   }
-}
+};
 
-/// linear -> relu/gelu becomes fused_linear{activation}; a linear (or fused
-/// linear without residual) used once by an add gets the add as its residual.
-void fuseEpilogues(func::FuncOp f) {
-  SmallVector<LinearOp> lins;
-  f.walk([&](LinearOp l) { lins.push_back(l); });
-  for (LinearOp l : lins) {
+/// linear -> relu/gelu becomes fused_linear{activation}; a linear (with its
+/// activation) used once by an add gets the add as its residual. Rooted at the
+/// linear, so with the driver's top-down order the first linear of
+/// add(linear, linear) takes the add, as it always has.
+struct FuseEpilogue : public OpRewritePattern<LinearOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(LinearOp l, PatternRewriter &rewriter) const override {
     Activation act = Activation::none;
     Operation *last = l;
     if (l->hasOneUse()) {
@@ -170,37 +166,39 @@ void fuseEpilogues(func::FuncOp f) {
         }
       }
     if (act == Activation::none && !residual)
-      continue;
+      return rewriter.notifyMatchFailure(l, "no activation or residual add to fold");
     Operation *root = add ? add : last;
-    OpBuilder b(root);
-    SmallVector<Value, 4> ops{l.getInput(), l.getWeight()};
-    if (l.getBias())
-      ops.push_back(l.getBias());
-    if (residual)
-      ops.push_back(residual);
-    OperationState st(l.getLoc(), FusedLinearOp::getOperationName());
-    st.addOperands(ops);
-    st.addTypes(root->getResult(0).getType());
-    st.addAttribute("activation", ActivationAttr::get(b.getContext(), act));
-    st.addAttribute("operand_segment_sizes",
-                    b.getDenseI32ArrayAttr({1, 1, l.getBias() ? 1 : 0, residual ? 1 : 0}));
-    Operation *fused = b.create(st);
-    root->getResult(0).replaceAllUsesWith(fused->getResult(0));
-    if (add)
-      add->erase();
-    if (last != l.getOperation())
-      last->erase();
-    l->erase();
+    rewriter.setInsertionPoint(root);
+    auto fused = rewriter.create<FusedLinearOp>(
+        l.getLoc(), root->getResult(0).getType(), l.getInput(), l.getWeight(), l.getBias(),
+        residual, ActivationAttr::get(getContext(), act));
+    rewriter.replaceOp(root, fused.getResult());
+    if (last != root && last != l.getOperation())
+      rewriter.eraseOp(last); // the activation, when the add was the root
+    rewriter.eraseOp(l);
+    return success();
   }
+};
+
+/// Applies one pattern over |f| in program order.
+template <typename PatternT>
+void applyInOrder(func::FuncOp f) {
+  RewritePatternSet patterns(f.getContext());
+  patterns.add<PatternT>(f.getContext());
+  // Not converging is not an error (as in canonicalize).
+  (void)applyPatternsAndFoldGreedily(f, std::move(patterns),
+                                     fusionRewriteConfig(/*topDown=*/true));
 }
 
 struct FuseProjectionsPass
     : public mlir::tfc::impl::FuseProjectionsBase<FuseProjectionsPass> {
   void runOnOperation() override {
+    // In three steps: packing needs every Conv1D as a linear, and the
+    // epilogues must not take a projection before it is packed.
     func::FuncOp f = getOperation();
-    normalizeConv1D(f);
-    packAttentionProjections(f);
-    fuseEpilogues(f);
+    applyInOrder<NormalizeConv1D>(f);
+    applyInOrder<PackAttentionProjections>(f);
+    applyInOrder<FuseEpilogue>(f);
   }
 };
 

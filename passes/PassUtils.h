@@ -1,7 +1,7 @@
 //===- PassUtils.h - helpers shared by the tfc passes ----------------------===//
 //
-// Small matchers and builders every fusion pass needs; kept here so each pass
-// file holds only its own pattern.
+// Small matchers and the rewrite-driver settings every fusion pass needs; kept
+// here so each pass file holds only its own patterns.
 //
 //===----------------------------------------------------------------------------===//
 #ifndef TFC_PASSES_PASSUTILS_H
@@ -29,22 +29,6 @@ inline std::optional<double> getScalarConstant(Value v) {
   if (attr.getElementType().isa<IntegerType>())
     return (double)attr.getSplatValue<APInt>().getSExtValue();
   return std::nullopt;
-}
-
-/// Builds OpT with its result type inferred; returns null if inference fails
-/// (the passes only build ops whose operands they have already checked).
-template <typename OpT>
-Value buildInferred(OpBuilder &b, Location loc, ValueRange operands,
-                    ArrayRef<NamedAttribute> attrs = {}) {
-  SmallVector<Type> types;
-  DictionaryAttr dict = DictionaryAttr::get(b.getContext(), attrs);
-  if (failed(OpT::inferReturnTypes(b.getContext(), loc, operands, dict, {}, types)))
-    return {};
-  OperationState st(loc, OpT::getOperationName());
-  st.addOperands(operands);
-  st.addAttributes(attrs);
-  st.addTypes(types);
-  return b.create(st)->getResult(0);
 }
 
 /// How a fusion pass applies its patterns (applyPatternsAndFoldGreedily): ops
