@@ -326,6 +326,7 @@ const OpKind kOpKinds[] = {
     {"nopeak_mask", 1, {}, plain<td::NopeakMaskOp>},
     {"dropout", 1, {}, [](OpCall &c) -> FailureOr<Value> { return c.ins[0]; }},
     {"embedding", 1, {"weight", "shape"}, buildEmbedding},
+    {"silu", 1, {}, plain<td::SiluOp>},
 };
 
 /// One `activation:` of feed_forward: its name and how it is built.
@@ -349,6 +350,7 @@ const Activation kActivations[] = {
     {"relu", unaryActivation<td::ReluOp>},
     {"gelu", geluActivation<td::GeluApprox::none>},      // exact (erf)
     {"gelu_tanh", geluActivation<td::GeluApprox::tanh>}, // tanh approximation
+    {"silu", unaryActivation<td::SiluOp>},
 };
 
 const OpKind *findOpKind(StringRef name) {

@@ -56,6 +56,8 @@ double gelu(double x, bool tanhApprox) {
   return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
 }
 
+double silu(double x) { return x / (1.0 + std::exp(-x)); }
+
 double activate(Activation act, double x) {
   switch (act) {
   case Activation::None:

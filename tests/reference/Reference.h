@@ -53,6 +53,8 @@ int64_t broadcastIndex(const std::vector<int64_t> &out, const std::vector<int64_
 /// GELU: 0.5 x (1 + erf(x / sqrt 2)), or with |tanhApprox| the tanh form
 /// 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))).
 double gelu(double x, bool tanhApprox);
+/// SiLU (swish), x * sigmoid(x), as torch.nn.functional.silu.
+double silu(double x);
 
 /// |act| applied to |x|.
 double activate(Activation act, double x);

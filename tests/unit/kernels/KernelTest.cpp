@@ -753,6 +753,7 @@ TEST_P(KernelTest, Unary) {
       {"relu", TFC_KERNEL_RELU, {}, &x, [](double v) { return v > 0 ? v : 0; }},
       {"gelu erf", TFC_KERNEL_GELU, {0}, &x, [](double v) { return ref::gelu(v, false); }},
       {"gelu tanh", TFC_KERNEL_GELU, {1}, &x, [](double v) { return ref::gelu(v, true); }},
+      {"silu", TFC_KERNEL_SILU, {}, &x, [](double v) { return ref::silu(v); }},
   };
   for (const UCase &c : cases) {
     SCOPED_TRACE(c.name);
