@@ -10,13 +10,16 @@
 //===----------------------------------------------------------------------------===//
 #include "frontend/Importer.h"
 #include "frontend/ImporterInternal.h"
+#include "frontend/HfDir.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Verifier.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
 #include <set>
+#include <tuple>
 
 using namespace mlir;
 namespace td = ::mlir::tfc;
@@ -146,6 +149,20 @@ FailureOr<OwningOpRef<ModuleOp>> Importer::run() {
               nm = in->scalar;
         inputList.push_back({nm, dim});
       }
+  // `attention_mask: NAME`: an input of 1s and 0s (transformers' attention_mask)
+  // that the stack's padding masks read instead of comparing tokens with pad_id.
+  std::string encMask, decMask;
+  for (auto [stack, dim, name] :
+       {std::tuple<const Node *, std::string, std::string *>{enc, inputList.front().second, &encMask},
+        {dec, inputList.back().second, &decMask}})
+    if (stack && stack->isMap())
+      if (const Node *am = stack->get("attention_mask")) {
+        auto s = getString(*am, "attention_mask");
+        if (failed(s))
+          return failure();
+        *name = *s;
+        inputList.push_back({*s, dim});
+      }
   {
     std::set<std::string> seen;
     for (const auto &in : inputList)
@@ -172,7 +189,8 @@ FailureOr<OwningOpRef<ModuleOp>> Importer::run() {
   b.setInsertionPointToStart(entry);
 
   Value out;
-  StackEnv encEnv{"encoder", enc ? inputs[encIn] : Value(), {}, {}};
+  StackEnv encEnv{"encoder", enc ? inputs[encIn] : Value(), {}, {},
+                  encMask.empty() ? Value() : inputs[encMask], {}};
   if (enc) {
     auto y = emitStack(*enc, "encoder", encEnv);
     if (failed(y))
@@ -181,7 +199,8 @@ FailureOr<OwningOpRef<ModuleOp>> Importer::run() {
   }
   if (dec) {
     StackEnv decEnv{"decoder", inputs[decIn], enc ? out : Value(),
-                    enc ? inputs[encIn] : Value()};
+                    enc ? inputs[encIn] : Value(),
+                    decMask.empty() ? Value() : inputs[decMask], encEnv.mask};
     auto y = emitStack(*dec, "decoder", decEnv);
     if (failed(y))
       return failure();
@@ -240,16 +259,36 @@ FailureOr<OwningOpRef<ModuleOp>> Importer::run() {
 
 } // namespace detail
 
-FailureOr<ImportedModel> importModel(MLIRContext &ctx, const ImportOptions &opts) {
-  auto buf = llvm::MemoryBuffer::getFile(opts.yamlPath, /*IsText=*/true);
+FailureOr<ImportedModel> importModel(MLIRContext &ctx, const ImportOptions &optsIn) {
+  ImportOptions opts = optsIn;
+  std::string text, generated;
   Location fl = FileLineColLoc::get(&ctx, opts.yamlPath, 1, 1);
-  if (!buf) {
-    emitError(fl) << "cannot read model description: " << buf.getError().message();
-    return failure();
+  if (llvm::sys::fs::is_directory(opts.yamlPath)) {
+    // A Hugging Face model directory: its description is generated from the
+    // bundled family and config.json; its lines are those `tfc import` writes.
+    hf::DirModel dm;
+    hf::DirError de;
+    if (!hf::describeDirectory(opts.yamlPath, dm, de)) {
+      if (de.line > 0)
+        emitError(FileLineColLoc::get(&ctx, de.file, de.line, de.col)) << de.message;
+      else
+        emitError(UnknownLoc::get(&ctx)) << de.file << ": " << de.message;
+      return failure();
+    }
+    generated = text = dm.yamlText;
+    opts.yamlPath = dm.configPath + " (tfc import)";
+    fl = FileLineColLoc::get(&ctx, opts.yamlPath, 1, 1);
+  } else {
+    auto buf = llvm::MemoryBuffer::getFile(opts.yamlPath, /*IsText=*/true);
+    if (!buf) {
+      emitError(fl) << "cannot read model description: " << buf.getError().message();
+      return failure();
+    }
+    text = (*buf)->getBuffer().str();
   }
   yaml::Node root;
   yaml::Error perr;
-  if (!yaml::parse((*buf)->getBuffer().str(), root, perr)) {
+  if (!yaml::parse(text, root, perr)) {
     emitError(FileLineColLoc::get(&ctx, opts.yamlPath, std::max(perr.line, 1),
                                   std::max(perr.col, 1)))
         << perr.message;
@@ -267,6 +306,7 @@ FailureOr<ImportedModel> importModel(MLIRContext &ctx, const ImportOptions &opts
     return failure();
   model.module = std::move(*m);
   model.params = imp.evaluatedParams();
+  model.generatedYaml = std::move(generated);
   return model;
 }
 

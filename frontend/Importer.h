@@ -30,6 +30,8 @@ namespace tfc {
 
 /// What the user asked for on the command line.
 struct ImportOptions {
+  /// The model description, or a Hugging Face model directory (one with a
+  /// config.json; frontend/HfDir.h).
   std::string yamlPath;
   /// `--set NAME=VALUE`, in command-line order.
   std::vector<std::pair<std::string, std::string>> overrides;
@@ -45,6 +47,9 @@ struct ImportedModel {
   std::unique_ptr<WeightStore> weights;
   /// Evaluated parameters (after --set).
   std::map<std::string, double> params;
+  /// For a model directory: the description tfc generated and compiled
+  /// (`tfc import` writes it). Empty for a YAML input.
+  std::string generatedYaml;
 };
 
 /// Imports |opts.yamlPath|. On failure an error has been emitted through |ctx|'s

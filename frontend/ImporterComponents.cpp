@@ -280,7 +280,9 @@ FailureOr<Value> Importer::emitAttention(const Node &n, Value x,
   if (additive && maskKind != "padding")
     return error(n, "mask_mode 'additive' is supported for 'padding' masks only");
   bool wantsPad = maskKind == "padding" || maskKind == "padding+causal";
-  if (wantsPad && !paramNodes.count("pad_id"))
+  // With an attention_mask input the padding comes from it, not from pad_id.
+  Value keyMask = cross ? env.memoryMask : env.mask;
+  if (wantsPad && !keyMask && !paramNodes.count("pad_id"))
     return error(n, "a padding mask needs a 'pad_id' parameter");
   if (cross && (maskKind == "causal" || maskKind == "padding+causal"))
     return error(n, "a causal mask makes no sense for cross-attention");
@@ -364,11 +366,16 @@ FailureOr<Value> Importer::emitAttention(const Node &n, Value x,
     Value keyTokens = cross ? env.memoryTokens : env.tokens;
     Value keep; // [B or 1, 1 or Sq, Sk]
     if (wantsPad) {
-      auto pad = paramInt("pad_id", n, 0);
-      if (failed(pad))
-        return failure();
+      // keep = key_tokens != pad_id, or attention_mask != 0 (transformers' 1/0 mask).
+      int64_t pad = 0;
+      if (!keyMask) {
+        auto p = paramInt("pad_id", n, 0);
+        if (failed(p))
+          return failure();
+        pad = *p;
+      }
       auto ne = make<td::CompareOp>(
-          l, {keyTokens, constI(l, *pad)},
+          l, {keyMask ? keyMask : keyTokens, constI(l, pad)},
           {attr("predicate", td::CmpPredicateAttr::get(&ctx, td::CmpPredicate::ne))});
       if (failed(ne))
         return failure();

@@ -62,6 +62,8 @@ struct StackEnv {
   Value tokens;        // token ids [B, S] of this stack
   Value memory;        // encoder output, for cross-attention (decoder only)
   Value memoryTokens;  // encoder token ids, for the cross-attention padding mask
+  Value mask;          // the stack's attention_mask input [B, S] (0 = padding), if any
+  Value memoryMask;    // the encoder's attention_mask, for cross-attention, if any
 };
 
 class Importer {

@@ -223,8 +223,8 @@ FailureOr<Value> Importer::emitEmbedding(const Node &stack, Value tokens) {
 FailureOr<Value> Importer::emitStack(const Node &n, StringRef which, StackEnv &env) {
   if (failed(expectMap(n, which)) ||
       failed(checkKeys(n, which,
-                       {"input", "embedding", "positional", "token_types",
-                        "embedding_norm", "layers", "final_norm"})))
+                       {"input", "attention_mask", "embedding", "positional",
+                        "token_types", "embedding_norm", "layers", "final_norm"})))
     return failure();
   auto x = emitEmbedding(n, env.tokens);
   if (failed(x))

@@ -145,6 +145,22 @@ bool writeSafetensors(const std::string &path,
                       const std::map<std::string, std::string> &metadata,
                       std::string *error);
 
+/// A sharded checkpoint's `model.safetensors.index.json` (Hugging Face): its
+/// "weight_map" from tensor name to shard file name.
+struct SafetensorsIndex {
+  /// Shard file names as written in the index (relative to its directory), each
+  /// once, in the order of first appearance.
+  std::vector<std::string> shards;
+  /// Tensor name -> shard file name.
+  std::map<std::string, std::string> weightMap;
+};
+
+/// Reads and checks |path| as a safetensors index (a JSON object whose
+/// "weight_map" maps names to plain file names, no '/' or ".."). Returns false
+/// and sets *error on failure; the message does not mention |path|.
+bool readSafetensorsIndex(const std::string &path, SafetensorsIndex &out,
+                          std::string *error);
+
 } // namespace tfc
 
 #endif // TFC_FRONTEND_SAFETENSORS_H

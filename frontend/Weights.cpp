@@ -8,18 +8,58 @@
 namespace tfc {
 
 bool WeightStore::openCheckpoint(const std::string &p, std::string &error) {
-  if (!declared.empty() || file) {
+  if (!declared.empty() || !files.empty()) {
     // Weights declared without a checkpoint were never checked against it.
     error = "the checkpoint must be opened before any weight is declared";
     return false;
   }
-  file = SafetensorsFile::open(p, &error);
-  if (!file)
-    return false;
+  static const std::string kIndex = ".index.json";
+  if (p.size() > kIndex.size() &&
+      p.compare(p.size() - kIndex.size(), kIndex.size(), kIndex) == 0) {
+    SafetensorsIndex idx;
+    if (!readSafetensorsIndex(p, idx, &error))
+      return false;
+    size_t slash = p.find_last_of('/');
+    std::string dir = slash == std::string::npos ? "" : p.substr(0, slash + 1);
+    std::map<std::string, const SafetensorsFile *> shards;
+    for (const std::string &s : idx.shards) {
+      std::string err;
+      auto f = SafetensorsFile::open(dir + s, &err);
+      if (!f) {
+        error = "shard '" + dir + s + "': " + err;
+        files.clear();
+        return false;
+      }
+      shards[s] = f.get();
+      files.push_back(std::move(f));
+    }
+    for (const auto &[name, shard] : idx.weightMap) {
+      const StTensor *t = shards[shard]->find(name);
+      if (!t) {
+        error = "the index puts '" + name + "' in shard '" + shard + "', which has no such tensor";
+        files.clear();
+        tensors.clear();
+        return false;
+      }
+      tensors[name] = t;
+    }
+  } else {
+    auto f = SafetensorsFile::open(p, &error);
+    if (!f)
+      return false;
+    for (const auto &t : f->tensors())
+      tensors[t.name] = &t;
+    files.push_back(std::move(f));
+  }
   path = p;
-  for (const auto &t : file->tensors())
-    used[t.name] = false;
+  for (const auto &t : tensors)
+    used[t.first] = false;
   return true;
+}
+
+const StTensor *WeightStore::find(const std::string &name) const {
+  auto it = tensors.find(name);
+  return it == tensors.end() ? nullptr : it->second;
 }
 
 void WeightStore::addRename(const std::string &from, const std::string &to) {
@@ -59,8 +99,8 @@ bool WeightStore::declare(const std::string &name,
     return true;
   }
   std::string ckpt = rename(name);
-  if (file) {
-    const StTensor *t = file->find(ckpt);
+  if (hasCheckpoint()) {
+    const StTensor *t = find(ckpt);
     std::string shown = ckpt == name ? "'" + name + "'"
                                      : "'" + ckpt + "' (renamed from '" + name + "')";
     if (!t) {
@@ -87,7 +127,7 @@ bool WeightStore::declare(const std::string &name,
 }
 
 bool WeightStore::accept(const std::string &name) {
-  if (!file)
+  if (!hasCheckpoint())
     return false;
   std::string ckpt = rename(name);
   auto it = used.find(ckpt);
@@ -174,8 +214,8 @@ std::vector<float> WeightStore::materialize(const std::string &name) const {
   std::vector<float> out(n);
   if (n == 0)
     return out;
-  if (file) {
-    const StTensor *t = file->find(w.checkpointName);
+  if (hasCheckpoint()) {
+    const StTensor *t = find(w.checkpointName);
     if (!t)
       return {};
     const uint8_t *p = t->data;

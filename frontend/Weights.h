@@ -38,9 +38,11 @@ struct WeightInfo {
 
 class WeightStore {
 public:
-  /// Opens |path| as the checkpoint. Returns false and sets |error| on failure.
+  /// Opens |path| as the checkpoint: one safetensors file, or a sharded
+  /// checkpoint's `*.safetensors.index.json` (its shards are read from the index's
+  /// directory). Returns false and sets |error| on failure.
   bool openCheckpoint(const std::string &path, std::string &error);
-  bool hasCheckpoint() const { return file != nullptr; }
+  bool hasCheckpoint() const { return !files.empty(); }
   const std::string &checkpointPath() const { return path; }
 
   /// Seed for the initialisation used when there is no checkpoint.
@@ -75,9 +77,12 @@ public:
 
 private:
   std::string rename(const std::string &name) const;
+  /// The checkpoint tensor |name| (in whichever shard holds it), or nullptr.
+  const StTensor *find(const std::string &name) const;
 
   std::string path;
-  std::unique_ptr<SafetensorsFile> file;
+  std::vector<std::unique_ptr<SafetensorsFile>> files; // one, or the shards
+  std::map<std::string, const StTensor *> tensors;    // into |files|
   uint64_t seed = 0;
   std::vector<std::pair<std::string, std::string>> renames;
   std::vector<WeightInfo> declared;

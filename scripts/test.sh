@@ -4,6 +4,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+# The venv of the Hugging Face tests (transformers, PyPI torch; tests/hf). Without
+# it (TFC_NO_HF_VENV=1, or PyPI out of reach) ctest reports hf-bert as skipped.
+if [[ -z "${TFC_NO_HF_VENV:-}" ]]; then
+  tests/hf/setup_venv.sh || echo "tests/hf/setup_venv.sh failed: the hf-bert test will be skipped"
+fi
 scripts/build.sh
 BUILD_DIR=${BUILD_DIR:-build}
 

@@ -538,5 +538,46 @@ TEST(WeightsShapeToStringTest, Formats) {
   EXPECT_EQ(formatShape({2, 0, 3}), "[2, 0, 3]");
 }
 
+//===----------------------------------------------------------------------===//
+// Sharded checkpoints (model.safetensors.index.json)
+//===----------------------------------------------------------------------===//
+
+TEST_F(WeightStoreTest, ShardedCheckpointReadsEachTensorFromItsShard) {
+  writeCheckpoint({f32("a.w", {2}, {1, 2}), f32("unlisted", {1}, {0})}, "s1.safetensors");
+  writeCheckpoint({f32("b.w", {3}, {3, 4, 5})}, "s2.safetensors");
+  std::ofstream(path("model.safetensors.index.json"))
+      << R"({"metadata": {"total_size": 20}, "weight_map": {"a.w": "s1.safetensors", "b.w": "s2.safetensors"}})";
+  WeightStore store;
+  std::string error;
+  ASSERT_TRUE(store.openCheckpoint(path("model.safetensors.index.json"), error)) << error;
+  ASSERT_TRUE(store.declare("b.w", {3}, WeightRole::Bias, error)) << error;
+  EXPECT_EQ(store.materialize("b.w"), (std::vector<float>{3, 4, 5}));
+  // Only what the index lists is the checkpoint.
+  EXPECT_EQ(store.unusedCheckpointTensors(), (std::vector<std::string>{"a.w"}));
+  EXPECT_FALSE(store.declare("unlisted", {1}, WeightRole::Bias, error));
+}
+
+TEST_F(WeightStoreTest, ShardedCheckpointErrors) {
+  writeCheckpoint({f32("a.w", {2}, {1, 2})}, "s1.safetensors");
+  auto openWith = [&](const std::string &json) {
+    std::ofstream(path("i.index.json")) << json;
+    WeightStore store;
+    std::string error;
+    EXPECT_FALSE(store.openCheckpoint(path("i.index.json"), error));
+    EXPECT_FALSE(store.hasCheckpoint());
+    return error;
+  };
+  EXPECT_EQ(openWith(R"({"weight_map": {"b.w": "s1.safetensors"}})"),
+            "the index puts 'b.w' in shard 's1.safetensors', which has no such tensor");
+  EXPECT_EQ(openWith(R"({"weight_map": {"a.w": "../s1.safetensors"}})"),
+            "\"weight_map\" entry 'a.w' names '../s1.safetensors', not a file beside the index");
+  EXPECT_EQ(openWith(R"({"weights": {}})"),
+            "not a safetensors index: expected a JSON object with a \"weight_map\" object");
+  EXPECT_EQ(openWith(R"({"weight_map": {}})"), "\"weight_map\" is empty");
+  EXPECT_NE(openWith(R"({"weight_map": {"a.w": "missing.safetensors"}})").find(
+                "shard '" + path("missing.safetensors") + "': "),
+            std::string::npos);
+}
+
 } // namespace
 } // namespace tfc

@@ -6,6 +6,7 @@
 // `file:line:col: error: message`, pointing at the user's YAML.
 //
 //===----------------------------------------------------------------------------===//
+#include "frontend/HfDir.h"
 #include "frontend/Importer.h"
 #include "ir/TfcDialect.h"
 #include "passes/Passes.h"
@@ -34,7 +35,7 @@ namespace {
 cl::OptionCategory tfcCategory("tfc compile options");
 
 
-cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.yaml>"),
+cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.yaml | model directory>"),
                                cl::Required, cl::cat(tfcCategory));
 cl::opt<std::string> outputFile("o", cl::desc("Write the output to <file> (default: stdout)"),
                                 cl::value_desc("file"), cl::init("-"),
@@ -253,6 +254,9 @@ LogicalResult checkFusion(ModuleOp module) {
   return result;
 }
 
+/// `tfc import DIR`: only write the description (set by main).
+bool importOnly = false;
+
 int runCompile() {
   DialectRegistry registry;
   registry.insert<mlir::tfc::TfcDialect, func::FuncDialect>();
@@ -280,6 +284,19 @@ int runCompile() {
   if (failed(model))
     return 1;
   ModuleOp module = model->module.get();
+  if (importOnly) {
+    // The description it compiled (so it is known good), with --set written in.
+    std::string yaml = model->generatedYaml;
+    if (yaml.empty()) {
+      llvm::errs() << "error: 'tfc import' reads a Hugging Face model directory (one with "
+                      "a config.json); '" << inputFile << "' is a model description "
+                      "already: compile it with 'tfc compile'\n";
+      return 1;
+    }
+    for (auto &[name, value] : opts.overrides)
+      ::tfc::hf::setParamText(yaml, name, value);
+    return failed(writeAtomically(outputFile, yaml)) ? 1 : 0;
+  }
 
   Emit what = emit;
   if (!emit.getNumOccurrences() && StringRef(outputFile).endswith(".bin"))
@@ -355,24 +372,29 @@ int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(tfcCategory);
   const char *overview =
       "tfc: a compiler for Transformer inference\n\n"
-      "USAGE: tfc compile <model.yaml> [options]\n\n"
+      "USAGE: tfc compile <model.yaml | DIR> [options]\n"
+      "       tfc import DIR [-o model.yaml] [--set NAME=VALUE ...]\n\n"
       "  tfc compile model.yaml --emit=mlir-import    print the IR from the frontend\n"
+      "  tfc compile DIR -o model.bin                 a Hugging Face model directory\n"
+      "                                               (config.json + model.safetensors)\n"
+      "  tfc import DIR -o model.yaml                 the description tfc compiles for DIR\n"
       "  tfc compile model.yaml --set d_model=64 ...  override parameters\n"
       "  tfc compile model.yaml --report              what fused into what\n\n"
       "MLIR's debugging flags also apply (see --help-hidden), e.g.\n"
       "--mlir-print-ir-after-all, --mlir-print-ir-before-all, --mlir-disable-threading.\n";
-  // `compile` is the only command: a plain word in front of the options, so the
-  // same flags serve `tfc --help` and `tfc compile --help`.
+  // `compile` and `import` are plain words in front of the options, so the same
+  // flags serve `tfc --help`, `tfc compile --help` and `tfc import --help`.
   std::vector<const char *> args{argv[0]};
-  bool sawCompile = argc > 1 && StringRef(argv[1]) == "compile";
+  importOnly = argc > 1 && StringRef(argv[1]) == "import";
+  bool sawCompile = argc > 1 && (StringRef(argv[1]) == "compile" || importOnly);
   for (int i = sawCompile ? 2 : 1; i < argc; ++i)
     args.push_back(argv[i]);
   bool wantsHelp = llvm::any_of(args, [](const char *a) {
     return StringRef(a).startswith("--help") || StringRef(a) == "-h";
   });
   if (!sawCompile && !wantsHelp) {
-    llvm::errs() << "tfc: expected a command: 'tfc compile <model.yaml> [options]' "
-                    "(see 'tfc --help')\n";
+    llvm::errs() << "tfc: expected a command: 'tfc compile <model.yaml | DIR> [options]' "
+                    "or 'tfc import DIR' (see 'tfc --help')\n";
     return 1;
   }
   inputFile.setNumOccurrencesFlag(wantsHelp ? cl::Optional : cl::Required);

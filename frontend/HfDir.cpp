@@ -1,0 +1,353 @@
+//===- HfDir.cpp - a Hugging Face model directory as a tfc description ----===//
+//
+// See HfDir.h. A family is data: its description (models/hf/<name>.yaml,
+// embedded at build time into HfFamilies.inc) says which config field each
+// value comes from (`d_model: 768  # config: hidden_size`; the value written is
+// the family's default, kept when config.json lacks the field), and the table
+// below says which model_types it serves, the prefixes task checkpoints put in
+// front of its weights, and the config values it can compute. Anything else that
+// changes the numbers is an error that names the field.
+//
+//===----------------------------------------------------------------------------===//
+#include "frontend/HfDir.h"
+#include "frontend/Safetensors.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace tfc {
+namespace hf {
+namespace {
+
+using json = nlohmann::json;
+
+struct Embedded {
+  const char *name;
+  const char *text;
+};
+const Embedded kEmbedded[] = {
+#include "HfFamilies.inc"
+};
+
+/// A config field whose only supported values are |allowed| (JSON text); a config
+/// without the field is fine (the family's default is among them).
+struct Allowed {
+  const char *field;
+  std::vector<const char *> allowed;
+};
+
+struct Family {
+  const char *name;                    // models/hf/<name>.yaml
+  std::vector<const char *> modelTypes; // config.json model_type values served
+  const char *probe;                   // a tensor every checkpoint has (unprefixed)
+  std::vector<const char *> prefixes;  // task checkpoints' prefixes
+  std::vector<Allowed> allowed;
+};
+
+const std::vector<Family> &families() {
+  static const std::vector<Family> f = {
+      {"bert",
+       {"bert"},
+       "embeddings.word_embeddings.weight",
+       {"bert."},
+       {{"position_embedding_type", {"\"absolute\""}},
+        {"is_decoder", {"false"}},
+        {"add_cross_attention", {"false"}}}},
+  };
+  return f;
+}
+
+/// config.json's hidden_act -> the feed_forward activation computing it.
+const std::map<std::string, std::string> kActivations = {
+    {"gelu", "gelu"},
+    {"gelu_new", "gelu_tanh"},
+    {"gelu_pytorch_tanh", "gelu_tanh"},
+    {"relu", "relu"},
+};
+
+bool isFile(const std::string &p) {
+  struct stat st;
+  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+bool readText(const std::string &p, std::string &out) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in)
+    return false;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  out = ss.str();
+  return true;
+}
+
+/// The 1-based line and column of the first `"key":` in |text| (0, 0 if absent):
+/// nlohmann keeps no positions, and a config field is a top-level key.
+std::pair<int, int> keyPos(const std::string &text, const std::string &key) {
+  std::string q = "\"" + key + "\"";
+  for (size_t at = text.find(q); at != std::string::npos; at = text.find(q, at + 1)) {
+    size_t k = at + q.size();
+    while (k < text.size() && (text[k] == ' ' || text[k] == '\t' || text[k] == '\n' ||
+                               text[k] == '\r'))
+      ++k;
+    if (k < text.size() && text[k] == ':') {
+      int line = 1 + (int)std::count(text.begin(), text.begin() + at, '\n');
+      size_t bol = text.rfind('\n', at);
+      int col = (int)(at - (bol == std::string::npos ? 0 : bol + 1)) + 1;
+      return {line, col};
+    }
+  }
+  return {0, 0};
+}
+
+std::string quoteYaml(const std::string &s) {
+  std::string q = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\')
+      q += '\\';
+    q += c;
+  }
+  return q + "\"";
+}
+
+std::string joinNames(const std::vector<std::string> &v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i)
+    s += (i ? ", " : "") + v[i];
+  return s;
+}
+
+/// Fills the `# config: FIELD` lines of |text| from |cfg|. Returns false and sets
+/// |err| (located in config.json) for a value tfc cannot use.
+bool fillFromConfig(std::string &text, const json &cfg, const std::string &cfgText,
+                    const std::string &cfgPath, DirError &err) {
+  static const std::string kTag = "# config: ";
+  std::string out;
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    size_t tag = line.find(kTag);
+    size_t colon = line.find(": ");
+    if (tag != std::string::npos && colon != std::string::npos && colon < tag) {
+      std::string field = line.substr(tag + kTag.size());
+      while (!field.empty() && (field.back() == ' ' || field.back() == '\r'))
+        field.pop_back();
+      std::string key = line.substr(0, colon);
+      std::string keyName = key.substr(key.find_first_not_of(' '));
+      auto it = cfg.find(field);
+      if (it != cfg.end() && !it->is_null()) {
+        auto [l, c] = keyPos(cfgText, field);
+        auto bad = [&](const std::string &msg) {
+          err = {cfgPath, l, c, msg};
+          return false;
+        };
+        std::string value;
+        if (keyName == "activation") {
+          if (!it->is_string())
+            return bad(field + " must be a string");
+          auto a = kActivations.find(it->get<std::string>());
+          if (a == kActivations.end()) {
+            std::vector<std::string> known;
+            for (auto &kv : kActivations)
+              known.push_back(kv.first);
+            return bad(field + " '" + it->get<std::string>() +
+                       "' is not supported (supported: " + joinNames(known) + ")");
+          }
+          value = a->second;
+        } else {
+          if (!it->is_number())
+            return bad(field + " must be a number, not " + it->dump());
+          value = it->dump();
+        }
+        // Keep the key and the comment, replace the value in between.
+        std::string pad(std::max<int>(1, (int)tag - (int)(colon + 2) - (int)value.size()), ' ');
+        line = key + ": " + value + pad + line.substr(tag);
+      }
+    }
+    out += line + "\n";
+  }
+  text = out;
+  return true;
+}
+
+} // namespace
+
+std::vector<std::string> bundledFamilies() {
+  std::vector<std::string> v;
+  for (const auto &e : kEmbedded)
+    v.push_back(e.name);
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+const char *bundledFamilyText(const std::string &name) {
+  for (const auto &e : kEmbedded)
+    if (name == e.name)
+      return e.text;
+  return nullptr;
+}
+
+bool setParamText(std::string &yaml, const std::string &name, const std::string &value) {
+  size_t params = yaml.find("\nparams:\n");
+  if (params == std::string::npos)
+    return false;
+  size_t at = params + 9;
+  while (at < yaml.size() && yaml.compare(at, 2, "  ") == 0) {
+    size_t eol = yaml.find('\n', at);
+    if (eol == std::string::npos)
+      eol = yaml.size();
+    if (yaml.compare(at, name.size() + 4, "  " + name + ": ") == 0) {
+      yaml.replace(at, eol - at, "  " + name + ": " + value + "  # --set");
+      return true;
+    }
+    at = eol + 1;
+  }
+  return false;
+}
+
+bool describeDirectory(const std::string &dirIn, DirModel &out, DirError &err) {
+  std::string dir = dirIn;
+  while (dir.size() > 1 && dir.back() == '/')
+    dir.pop_back();
+  std::string cfgPath = dir + "/config.json";
+  auto fail = [&](const std::string &file, const std::string &msg, int line = 0, int col = 0) {
+    err = {file, line, col, msg};
+    return false;
+  };
+  std::string cfgText;
+  if (!isFile(cfgPath) || !readText(cfgPath, cfgText))
+    return fail(dir, "'" + dir + "' is a directory without a config.json: tfc compiles a "
+                     "model description (.yaml) or a Hugging Face model directory");
+  json cfg;
+  try {
+    cfg = json::parse(cfgText);
+  } catch (const std::exception &e) {
+    std::string m = e.what();
+    size_t close = m.find("] ");
+    if (!m.empty() && m[0] == '[' && close != std::string::npos)
+      m = m.substr(close + 2);
+    return fail(cfgPath, "invalid JSON: " + m);
+  }
+  if (!cfg.is_object())
+    return fail(cfgPath, "config.json must be a JSON object");
+
+  // The family.
+  auto mt = cfg.find("model_type");
+  std::string familyList = joinNames(bundledFamilies());
+  if (mt == cfg.end() || !mt->is_string())
+    return fail(cfgPath, "config.json has no \"model_type\" string; tfc has descriptions "
+                         "for the model types: " + familyList);
+  std::string modelType = mt->get<std::string>();
+  const Family *fam = nullptr;
+  for (const auto &f : families())
+    for (const char *t : f.modelTypes)
+      if (modelType == t)
+        fam = &f;
+  if (!fam) {
+    auto [l, c] = keyPos(cfgText, "model_type");
+    return fail(cfgPath, "model_type '" + modelType + "' has no bundled description; tfc has "
+                         "descriptions for the model types: " + familyList, l, c);
+  }
+
+  // Config values that change the numbers and that the family cannot compute.
+  for (const Allowed &a : fam->allowed) {
+    auto it = cfg.find(a.field);
+    if (it == cfg.end() || it->is_null())
+      continue;
+    std::string v = it->dump();
+    if (std::find(a.allowed.begin(), a.allowed.end(), v) != a.allowed.end())
+      continue;
+    std::string ok;
+    for (size_t i = 0; i < a.allowed.size(); ++i)
+      ok += std::string(i ? " or " : "") + a.allowed[i];
+    auto [l, c] = keyPos(cfgText, a.field);
+    return fail(cfgPath, std::string(a.field) + ": " + v + " is not supported by tfc's " +
+                             fam->name + " description (it computes " + a.field + ": " + ok +
+                             "); it changes the outputs, so it is not ignored", l, c);
+  }
+
+  std::string text = bundledFamilyText(fam->name);
+  if (!fillFromConfig(text, cfg, cfgText, cfgPath, err))
+    return false;
+
+  // The weights: safetensors only.
+  std::string weights;
+  std::vector<std::string> names;
+  std::string single = dir + "/model.safetensors", index = dir + "/model.safetensors.index.json";
+  std::string e;
+  if (isFile(single)) {
+    weights = single;
+    auto f = SafetensorsFile::open(single, &e);
+    if (!f)
+      return fail(single, "cannot read weights: " + e);
+    for (const auto &t : f->tensors())
+      names.push_back(t.name);
+  } else if (isFile(index)) {
+    weights = index;
+    SafetensorsIndex idx;
+    if (!readSafetensorsIndex(index, idx, &e))
+      return fail(index, "cannot read the checkpoint index: " + e);
+    for (const auto &kv : idx.weightMap)
+      names.push_back(kv.first);
+  } else {
+    for (const char *pickle : {"pytorch_model.bin", "pytorch_model.bin.index.json"})
+      if (isFile(dir + "/" + pickle))
+        return fail(dir + "/" + pickle,
+                    "the weights are a PyTorch pickle (" + std::string(pickle) +
+                        ") and tfc does not unpickle, since loading a pickle runs code; "
+                        "convert them to safetensors once, e.g. python -c \"from "
+                        "transformers import AutoModel; AutoModel.from_pretrained('" + dir +
+                        "').save_pretrained('" + dir + "', safe_serialization=True)\"");
+    return fail(dir, "no weights in '" + dir + "': expected model.safetensors or "
+                     "model.safetensors.index.json");
+  }
+
+  // A task checkpoint keeps the body under a prefix (bert.embeddings...).
+  auto has = [&](const std::string &n) {
+    return std::find(names.begin(), names.end(), n) != names.end();
+  };
+  std::string prefix;
+  if (!has(fam->probe)) {
+    bool found = false;
+    for (const char *p : fam->prefixes)
+      if (has(std::string(p) + fam->probe)) {
+        prefix = p;
+        found = true;
+        break;
+      }
+    if (!found) {
+      std::string tried = "'" + std::string(fam->probe) + "'";
+      for (const char *p : fam->prefixes)
+        tried += " or '" + std::string(p) + fam->probe + "'";
+      return fail(weights, "not a " + std::string(fam->name) + " checkpoint: it has no " +
+                               tried);
+    }
+  }
+
+  // Absolute, so the YAML `tfc import` writes compiles from anywhere.
+  std::string abs = weights;
+  if (abs.empty() || abs[0] != '/') {
+    char buf[4096];
+    if (::getcwd(buf, sizeof buf))
+      abs = std::string(buf) + "/" + weights;
+  }
+  std::ostringstream os;
+  os << "# " << modelType << " checkpoint " << dir << ", described by tfc's bundled "
+     << "models/hf/" << fam->name << ".yaml\n"
+     << "# with the values of " << cfgPath << " (`tfc import`).\n"
+     << text << "\nweights: " << quoteYaml(abs) << "\n";
+  if (!prefix.empty())
+    os << "rename:\n  \"\": " << quoteYaml(prefix) << "   # a task checkpoint's body\n";
+  out.yamlText = os.str();
+  out.family = fam->name;
+  out.configPath = cfgPath;
+  return true;
+}
+
+} // namespace hf
+} // namespace tfc

@@ -1,0 +1,129 @@
+"""tfc compile DIR on Hugging Face BERT checkpoints, against transformers.
+
+Builds small random-weight checkpoints with transformers (save_pretrained, which
+writes model.safetensors), compiles each directory with tfc, runs it with tfrun on a
+padded batch (input_ids, token_type_ids, attention_mask as transformers takes them)
+and compares the last hidden state with transformers' (eager attention, f32):
+  - BertModel;
+  - a BertForSequenceClassification checkpoint (weights under `bert.`), compiled for
+    its encoder output;
+  - a sharded checkpoint (model.safetensors.index.json), with hidden_act gelu_new;
+  - a MiniLM-L6-shaped BertModel (d_model 384, 12 heads, 6 layers).
+Usage: bert_test.py TFC TFRUN WORKDIR   (run by ctest through tests/hf/run.sh)
+"""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import torch
+from transformers import BertConfig, BertForSequenceClassification, BertModel
+
+TOL = 1e-4
+tfc, tfrun, work = sys.argv[1:4]
+os.makedirs(work, exist_ok=True)
+failures = []
+
+
+def run(*cmd):
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"FAILED: {' '.join(cmd)}\n{r.stdout}{r.stderr}")
+    return r
+
+
+def padded_batch(vocab, type_vocab, lengths, seq):
+    """Ids in [1, vocab) with trailing padding (id 0, mask 0), mixed token types."""
+    g = np.random.default_rng(len(lengths) * 100 + seq)
+    ids = g.integers(1, vocab, size=(len(lengths), seq), dtype=np.int64)
+    mask = np.zeros_like(ids)
+    types = np.zeros_like(ids)
+    for b, n in enumerate(lengths):
+        mask[b, :n] = 1
+        ids[b, n:] = 0
+        types[b, n // 2:n] = min(1, type_vocab - 1)
+    return ids, types, mask
+
+
+def check(name, ckpt_dir, reference, config, lengths=(7, 4, 1), seq=7, extra=()):
+    ids, types, mask = padded_batch(config.vocab_size, config.type_vocab_size, lengths, seq)
+    files = {}
+    for k, v in (("input_ids", ids), ("token_type_ids", types), ("attention_mask", mask)):
+        files[k] = os.path.join(work, f"{name}-{k}.npy")
+        np.save(files[k], v)
+    binp = os.path.join(work, f"{name}.bin")
+    run(tfc, "compile", ckpt_dir, "-o", binp, *extra)
+    out = os.path.join(work, f"{name}-out")
+    os.makedirs(out, exist_ok=True)
+    run(tfrun, binp, "--threads", "1", "--output-dir", out,
+        *[a for k, f in files.items() for a in ("--input", f"{k}={f}")])
+    got = np.load(os.path.join(out, "last_hidden_state.npy"))
+    with torch.no_grad():
+        want = reference(input_ids=torch.from_numpy(ids),
+                         token_type_ids=torch.from_numpy(types),
+                         attention_mask=torch.from_numpy(mask)).last_hidden_state.numpy()
+    err = float(np.abs(got - want).max()) if got.shape == want.shape else float("inf")
+    ok = err <= TOL
+    print(f"{name}: shape {list(got.shape)}, max |tfc - transformers| = {err:.3g} "
+          f"({'ok' if ok else 'FAIL'}, tolerance {TOL:g})")
+    if not ok:
+        failures.append(name)
+
+
+def make(config, cls=BertModel, seed=0):
+    torch.manual_seed(seed)
+    m = cls(config).eval()
+    # Non-trivial norms and biases (random init leaves them at 1 and 0).
+    with torch.no_grad():
+        for n, p in m.named_parameters():
+            if p.dim() == 1:
+                p.add_(torch.randn_like(p) * 0.1)
+    return m
+
+
+small = dict(hidden_size=32, num_attention_heads=4, intermediate_size=64, num_hidden_layers=2,
+             vocab_size=100, max_position_embeddings=64, attn_implementation="eager")
+
+# 1. BertModel.
+cfg = BertConfig(**small)
+m = make(cfg)
+d = os.path.join(work, "bert")
+m.save_pretrained(d)
+check("bert", d, m, cfg)
+
+# 2. A task checkpoint: the encoder under `bert.`, a classifier beside it.
+cfg = BertConfig(**small, num_labels=3)
+m = make(cfg, BertForSequenceClassification, seed=1)
+d = os.path.join(work, "bert-seqcls")
+m.save_pretrained(d)
+assert any(k.startswith("bert.") for k in m.state_dict()), "expected a bert. prefix"
+check("bert-seqcls", d, m.bert, cfg)
+
+# 3. Sharded, gelu_new (tanh GELU), three token types, odd sizes.
+cfg = BertConfig(**{**small, "hidden_size": 48, "num_attention_heads": 3,
+                    "intermediate_size": 80, "num_hidden_layers": 3},
+                 hidden_act="gelu_new", type_vocab_size=3, layer_norm_eps=1e-6)
+m = make(cfg, seed=2)
+d = os.path.join(work, "bert-sharded")
+m.save_pretrained(d, max_shard_size="40KB")
+assert os.path.exists(os.path.join(d, "model.safetensors.index.json")), "expected shards"
+check("bert-sharded", d, m, cfg, lengths=(5, 9, 3, 9), seq=9)
+
+# 4. MiniLM-L6 shape (all-MiniLM-L6-v2's config, smaller vocabulary).
+cfg = BertConfig(hidden_size=384, num_attention_heads=12, intermediate_size=1536,
+                 num_hidden_layers=6, vocab_size=1000, max_position_embeddings=512,
+                 attn_implementation="eager")
+m = make(cfg, seed=3)
+d = os.path.join(work, "minilm")
+m.save_pretrained(d)
+check("minilm-l6", d, m, cfg, lengths=(16, 11, 3, 16), seq=16)
+
+# 5. --set still overrides config.json: a wrong heads compiles, and differs.
+r = subprocess.run([tfc, "compile", os.path.join(work, "bert"), "--set", "heads=2",
+                    "-o", os.path.join(work, "bert-heads2.bin")], capture_output=True, text=True)
+print(f"--set heads=2 over config.json's 4: exit {r.returncode}")
+if r.returncode != 0:
+    failures.append("--set")
+
+print(f"{5 - len(failures)} passed, {len(failures)} failed")
+sys.exit(1 if failures else 0)

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The venv the Hugging Face tests (tests/hf) run in: bench/peers/setup_venv.sh's venv
+# (numpy, safetensors, PyPI torch without its CUDA wheels) plus transformers and
+# tokenizers, all from PyPI (never the system Python). The tests build random-weight
+# checkpoints locally (save_pretrained); nothing is downloaded at test time.
+# Usage: tests/hf/setup_venv.sh   (venv: $BENCH_VENV, default build/bench-venv)
+# Idempotent: what is installed already is skipped.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+export BENCH_VENV=${BENCH_VENV:-$ROOT/build/bench-venv}
+"$ROOT/bench/peers/setup_venv.sh"
+vpy="$BENCH_VENV/bin/python"
+need=()
+for p in transformers tokenizers; do
+  "$vpy" -m pip --disable-pip-version-check show -q "$p" >/dev/null 2>&1 || need+=("$p")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  echo "installing ${need[*]}"
+  "$vpy" -m pip --disable-pip-version-check install -q "${need[@]}"
+fi
+HF_HUB_OFFLINE=1 "$BENCH_VENV/bin/with-libs" "$vpy" -c \
+  'import transformers, tokenizers; print("  transformers", transformers.__version__, "tokenizers", tokenizers.__version__)'
