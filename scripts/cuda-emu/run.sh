@@ -49,6 +49,7 @@ compile "$ROOT/runtime/device_cuda.cc" rt_device_cuda.o -DTFC_HAVE_CUDA=1
 rt=("${objs[@]}")
 objs=()
 compile "$ROOT/tests/unit/kernels/KernelTest.cpp" KernelTest.o -DTFC_HAVE_CUDA=1
+compile "$ROOT/tests/reference/Reference.cpp" Reference.o
 $CXX "${objs[@]}" "${cuda[@]}" "${rt[@]}" -ldnnl -lgtest -lgtest_main -lpthread -o "$OUT/kernel-tests"
 objs=()
 compile "$ROOT/tests/unit/runtime/DeviceRuntimeTest.cpp" DeviceRuntimeTest.o \
