@@ -18,6 +18,11 @@ namespace {
 
 using Shape = std::vector<int64_t>;
 
+/// |cond|, or records |what| and is false. A macro so that the message, which
+/// formats shapes, is built only when the rule is broken: these checks run
+/// before every kernel call.
+#define TFC_REQUIRE(cond, what) ((cond) || fail(what))
+
 std::string str(const Shape &s) {
   std::string r = "[";
   for (size_t i = 0; i < s.size(); ++i)
@@ -37,33 +42,32 @@ public:
       err = std::string(tfc_kernel_name(kernel)) + ": " + what;
     return false;
   }
-  bool require(bool cond, const std::string &what) { return cond || fail(what); }
 
   bool inputs(size_t n) {
-    return require(in.size() == n, "takes " + std::to_string(n) + " inputs, the plan gives " +
+    return TFC_REQUIRE(in.size() == n, "takes " + std::to_string(n) + " inputs, the plan gives " +
                                        std::to_string(in.size()));
   }
   bool rank(const Tensor &t, const char *what, size_t r) {
-    return require(t.shape.size() == r, std::string(what) + " has rank " +
+    return TFC_REQUIRE(t.shape.size() == r, std::string(what) + " has rank " +
                                             std::to_string(t.shape.size()) + ", not " +
                                             std::to_string(r) + " " + "(shape " +
                                             str(t.shape) + ")");
   }
   bool same(const Tensor &a, const char *wa, const Shape &want) {
-    return require(a.shape == want, std::string(wa) + " is " + str(a.shape) + ", not " +
+    return TFC_REQUIRE(a.shape == want, std::string(wa) + " is " + str(a.shape) + ", not " +
                                         str(want));
   }
   bool flag(size_t i, const char *what) {
-    return require(ints[i] == 0 || ints[i] == 1,
+    return TFC_REQUIRE(ints[i] == 0 || ints[i] == 1,
                    std::string(what) + " is " + std::to_string(ints[i]) + ", not 0 or 1");
   }
   bool range(int64_t v, int64_t lo, int64_t hi, const char *what) {
-    return require(v >= lo && v <= hi, std::string(what) + " is " + std::to_string(v) +
+    return TFC_REQUIRE(v >= lo && v <= hi, std::string(what) + " is " + std::to_string(v) +
                                            ", outside [" + std::to_string(lo) + ", " +
                                            std::to_string(hi) + "]");
   }
   bool finite(double v, const char *what) {
-    return require(std::isfinite(v), std::string(what) + " is not finite");
+    return TFC_REQUIRE(std::isfinite(v), std::string(what) + " is not finite");
   }
   /// numpy broadcasting of |t| to the output's shape.
   bool broadcasts(const Tensor &t, const char *what) {
@@ -72,7 +76,7 @@ public:
       int64_t d = t.shape[t.shape.size() - 1 - i], o = out.shape[out.shape.size() - 1 - i];
       ok = d == o || d == 1;
     }
-    return require(ok, std::string(what) + " " + str(t.shape) + " does not broadcast to the " +
+    return TFC_REQUIRE(ok, std::string(what) + " " + str(t.shape) + " does not broadcast to the " +
                            "output " + str(out.shape));
   }
   /// The CPU's element types: |t|'s dtype is one of |allowed|.
@@ -86,7 +90,7 @@ public:
                 ", which this kernel does not read");
   }
   bool dtypeEq(const Tensor &a, const Tensor &b, const char *what) {
-    return require(a.dtype == b.dtype, std::string(what) + " have different dtypes");
+    return TFC_REQUIRE(a.dtype == b.dtype, std::string(what) + " have different dtypes");
   }
   /// Where the CPU allows bf16 (abi.h); CUDA computes every float in its dtype.
   std::initializer_list<uint32_t> f32() const { return {TFC_DTYPE_F32}; }
@@ -136,7 +140,7 @@ bool Call::tokenEmbedding() {
   if (ok && hasPos) {
     const Tensor &pos = *in[next++];
     ok = rank(pos, "the positional table", 2) &&
-         require(pos.shape[1] == table.shape[1], "the positional table is " + str(pos.shape) +
+         TFC_REQUIRE(pos.shape[1] == table.shape[1], "the positional table is " + str(pos.shape) +
                                                      ", not as wide as the table") &&
          dtype(pos, "the positional table", {kF32});
   }
@@ -144,19 +148,19 @@ bool Call::tokenEmbedding() {
     const Tensor &typeIds = *in[next++], &typeTable = *in[next++];
     ok = same(typeIds, "the type ids", ids.shape) && dtype(typeIds, "the type ids", {kI64, kI32}) &&
          rank(typeTable, "the type table", 2) &&
-         require(typeTable.shape[1] == table.shape[1], "the type table is " +
+         TFC_REQUIRE(typeTable.shape[1] == table.shape[1], "the type table is " +
                                                            str(typeTable.shape) +
                                                            ", not as wide as the table") &&
          dtype(typeTable, "the type table", {kF32, kBF16});
   }
   if (ok && hasOffset) {
     const Tensor &offset = *in[next++];
-    ok = require(offset.numel() >= 1, "the position offset is empty") &&
+    ok = TFC_REQUIRE(offset.numel() >= 1, "the position offset is empty") &&
          dtype(offset, "the position offset", {kI64});
   }
   if (ok && table.dtype == kI8) {
     const Tensor &scales = *in[next++];
-    ok = require(scales.numel() == table.shape[0], "the i8 table's scales are " +
+    ok = TFC_REQUIRE(scales.numel() == table.shape[0], "the i8 table's scales are " +
                                                        str(scales.shape) + ", not [" +
                                                        std::to_string(table.shape[0]) + "]") &&
          dtype(scales, "the scales", {kF32});
@@ -187,8 +191,8 @@ bool Call::linear() {
   if (!inputs(2 + hasBias + hasRes + i8) || !rank(w, "the weight", 2))
     return false;
   const int64_t n = w.shape[0], k = w.shape[1];
-  ok = require(k >= 1 && n >= 1, "the weight " + str(w.shape) + " is empty") &&
-       require(!x.shape.empty() && x.shape.back() == k,
+  ok = TFC_REQUIRE(k >= 1 && n >= 1, "the weight " + str(w.shape) + " is empty") &&
+       TFC_REQUIRE(!x.shape.empty() && x.shape.back() == k,
                "the input " + str(x.shape) + " does not end in the weight's " +
                    std::to_string(k) + " inputs");
   if (!ok)
@@ -200,7 +204,7 @@ bool Call::linear() {
   size_t next = 2;
   if (ok && hasBias) {
     const Tensor &b = *in[next++];
-    ok = require(b.numel() == n, "the bias is " + str(b.shape) + ", not [" +
+    ok = TFC_REQUIRE(b.numel() == n, "the bias is " + str(b.shape) + ", not [" +
                                      std::to_string(n) + "]") &&
          dtype(b, "the bias", {kF32});
   }
@@ -210,7 +214,7 @@ bool Call::linear() {
   }
   if (ok && i8) {
     const Tensor &s = *in[next++];
-    ok = require(s.numel() == n, "the i8 weight's scales are " + str(s.shape) + ", not [" +
+    ok = TFC_REQUIRE(s.numel() == n, "the i8 weight's scales are " + str(s.shape) + ", not [" +
                                      std::to_string(n) + "]") &&
          dtype(s, "the scales", {kF32});
   }
@@ -222,7 +226,7 @@ bool Call::matmul() {
     return false;
   const Tensor &a = *in[0], &b = *in[1];
   const size_t ra = a.shape.size(), rb = b.shape.size(), ro = out.shape.size();
-  if (!require(ra >= 2 && rb >= 2 && ro >= 2 && ro >= ra && ro >= rb,
+  if (!TFC_REQUIRE(ra >= 2 && rb >= 2 && ro >= 2 && ro >= ra && ro >= rb,
                "operands " + str(a.shape) + " x " + str(b.shape) + " -> " + str(out.shape) +
                    " are not batched matrices"))
     return false;
@@ -230,14 +234,14 @@ bool Call::matmul() {
   const int64_t m = a.shape[ra - 2], k = a.shape[ra - 1];
   const int64_t bk = tb ? b.shape[rb - 1] : b.shape[rb - 2];
   const int64_t n = tb ? b.shape[rb - 2] : b.shape[rb - 1];
-  bool ok = require(bk == k && out.shape[ro - 2] == m && out.shape[ro - 1] == n,
+  bool ok = TFC_REQUIRE(bk == k && out.shape[ro - 2] == m && out.shape[ro - 1] == n,
                     str(a.shape) + " x " + str(b.shape) + (tb ? "^T" : "") +
                         " does not give " + str(out.shape));
   // The batch dims broadcast to the output's.
   for (const Tensor *t : {&a, &b})
     for (size_t i = 2; ok && i < t->shape.size(); ++i) {
       int64_t d = t->shape[t->shape.size() - 1 - i], o = out.shape[ro - 1 - i];
-      ok = require(d == o || d == 1, "the batch dims of " + str(t->shape) +
+      ok = TFC_REQUIRE(d == o || d == 1, "the batch dims of " + str(t->shape) +
                                          " do not broadcast to " + str(out.shape));
     }
   return ok && dtype(a, "the left operand", {kF32}) && dtype(b, "the right operand", {kF32}) &&
@@ -271,7 +275,7 @@ bool Call::elementwise() {
     return inputs(1) && same(*in[0], "the input", out.shape) &&
            dtype(*in[0], "the input", {kBool}) && dtype(out, "the output", {kBool});
   case TFC_KERNEL_CAST:
-    return inputs(1) && require(in[0]->numel() == out.numel(), "the input " + str(in[0]->shape) +
+    return inputs(1) && TFC_REQUIRE(in[0]->numel() == out.numel(), "the input " + str(in[0]->shape) +
                                                                    " and the output " +
                                                                    str(out.shape) +
                                                                    " differ in size") &&
@@ -294,18 +298,18 @@ bool Call::elementwise() {
 bool Call::transpose() {
   const Tensor &x = *in[0];
   const size_t r = x.shape.size();
-  if (!inputs(1) || !require(ints.size() == r && out.shape.size() == r,
+  if (!inputs(1) || !TFC_REQUIRE(ints.size() == r && out.shape.size() == r,
                              "the permutation has " + std::to_string(ints.size()) +
                                  " entries for an input of rank " + std::to_string(r) +
                                  " and an output of rank " + std::to_string(out.shape.size())))
     return false;
   std::vector<char> seen(r, 0);
   for (size_t i = 0; i < r; ++i) {
-    if (!require(ints[i] >= 0 && ints[i] < (int64_t)r && !seen[ints[i]],
+    if (!TFC_REQUIRE(ints[i] >= 0 && ints[i] < (int64_t)r && !seen[ints[i]],
                  "the permutation is not one of 0.." + std::to_string(r - 1)))
       return false;
     seen[ints[i]] = 1;
-    if (!require(out.shape[i] == x.shape[ints[i]],
+    if (!TFC_REQUIRE(out.shape[i] == x.shape[ints[i]],
                  "the output " + str(out.shape) + " is not the permuted input " + str(x.shape)))
       return false;
   }
@@ -319,14 +323,14 @@ bool Call::slice() {
   if (!inputs(1) || !range(ints[0], 0, r - 1, "the axis"))
     return false;
   const int64_t axis = ints[0], start = ints[1], size = ints[2], len = x.shape[axis];
-  if (!require(start >= 0 && size >= 0 && start <= len && size <= len - start,
+  if (!TFC_REQUIRE(start >= 0 && size >= 0 && start <= len && size <= len - start,
                "rows [" + std::to_string(start) + ", +" + std::to_string(size) +
                    ") are outside the input's " + std::to_string(len)))
     return false;
   Shape want = x.shape;
   want[axis] = size;
   return same(out, "the output", want) && dtypeEq(x, out, "the input and the output") &&
-         require(tfc_dtype_size(x.dtype) != 0, "the input's dtype is unknown");
+         TFC_REQUIRE(tfc_dtype_size(x.dtype) != 0, "the input's dtype is unknown");
 }
 
 bool Call::aroundAxis(const Tensor &x, int64_t axis, int64_t &outer, int64_t &len,
@@ -345,12 +349,12 @@ bool Call::aroundAxis(const Tensor &x, int64_t axis, int64_t &outer, int64_t &le
 bool Call::layerNorm() {
   const Tensor &x = *in[0];
   if (!inputs(3) || !range(ints[0], 0, 1, "the variant") || !finite(floats[0], "eps") ||
-      !require(!x.shape.empty() && x.shape.back() >= 1, "the input " + str(x.shape) +
+      !TFC_REQUIRE(!x.shape.empty() && x.shape.back() >= 1, "the input " + str(x.shape) +
                                                             " has no axis to normalize"))
     return false;
   const int64_t d = x.shape.back();
   return same(out, "the output", x.shape) &&
-         require(in[1]->numel() == d && in[2]->numel() == d,
+         TFC_REQUIRE(in[1]->numel() == d && in[2]->numel() == d,
                  "the scale and shift are " + str(in[1]->shape) + " and " + str(in[2]->shape) +
                      ", not [" + std::to_string(d) + "]") &&
          dtype(x, "the input", {kF32, kBF16}) && dtype(out, "the output", {kF32, kBF16}) &&
@@ -359,19 +363,19 @@ bool Call::layerNorm() {
 
 bool Call::attention() {
   const Tensor &q = *in[0], &k = *in[1], &v = *in[2];
-  bool ok = require(in.size() >= 3, "lacks q, k or v") && rank(q, "q", 3) && rank(k, "k", 3) &&
+  bool ok = TFC_REQUIRE(in.size() >= 3, "lacks q, k or v") && rank(q, "q", 3) && rank(k, "k", 3) &&
             rank(v, "v", 3) && rank(out, "the output", 3) &&
             range(ints[0], 0, 4, "the mask kind") &&
-            require(ints[1] >= 1, "the head count " + std::to_string(ints[1]) +
+            TFC_REQUIRE(ints[1] >= 1, "the head count " + std::to_string(ints[1]) +
                                       " is not positive") &&
             finite(floats[0], "the scale") && !std::isnan(floats[1]);
   if (!ok)
     return fail("the mask value is NaN");
   const int64_t heads = ints[1], b = q.shape[0], sq = q.shape[1], sk = k.shape[1];
-  ok = require(k.shape[0] == b && v.shape[0] == b && v.shape[1] == sk,
+  ok = TFC_REQUIRE(k.shape[0] == b && v.shape[0] == b && v.shape[1] == sk,
                "q " + str(q.shape) + ", k " + str(k.shape) + " and v " + str(v.shape) +
                    " disagree on the batch or the keys") &&
-       require(q.shape[2] % heads == 0 && v.shape[2] % heads == 0 && k.shape[2] == q.shape[2],
+       TFC_REQUIRE(q.shape[2] % heads == 0 && v.shape[2] % heads == 0 && k.shape[2] == q.shape[2],
                std::to_string(heads) + " heads do not divide q " + str(q.shape) + ", k " +
                    str(k.shape) + " and v " + str(v.shape)) &&
        same(out, "the output", {b, sq, v.shape[2]});
@@ -380,10 +384,10 @@ bool Call::attention() {
   const int64_t mask = ints[0];
   if (mask == 1 || mask == 3) // key padding: the key tokens [B, Sk]
     return inputs(4) && same(*in[3], "the key tokens", {b, sk}) &&
-           require(in[3]->dtype == kI64, "attention key tokens must be i64");
+           TFC_REQUIRE(in[3]->dtype == kI64, "attention key tokens must be i64");
   if (mask == 4) { // additive: broadcasts to [B, H, Sq, Sk]
     const Tensor &m = *in[3];
-    if (!inputs(4) || !require(m.shape.size() <= 4, "the additive mask has rank " +
+    if (!inputs(4) || !TFC_REQUIRE(m.shape.size() <= 4, "the additive mask has rank " +
                                                         std::to_string(m.shape.size())))
       return false;
     Shape full(4, 1);
@@ -391,7 +395,7 @@ bool Call::attention() {
       full[4 - m.shape.size() + i] = m.shape[i];
     if (full[3] != sk) // the kernel's own wording
       return fail("additive mask does not cover every key");
-    return require((full[0] == 1 || full[0] == b) && (full[1] == 1 || full[1] == heads) &&
+    return TFC_REQUIRE((full[0] == 1 || full[0] == b) && (full[1] == 1 || full[1] == heads) &&
                        (full[2] == 1 || full[2] == sq),
                    "the additive mask " + str(m.shape) + " does not broadcast to [" +
                        std::to_string(b) + ", " + std::to_string(heads) + ", " +
@@ -408,23 +412,23 @@ bool Call::cachedAttention() {
   bool ok = inputs(6) && rank(q, "q", 3) && rank(k, "k", 3) && rank(v, "v", 3) &&
             rank(kc, "the key cache", 3) && rank(vc, "the value cache", 3) &&
             rank(out, "the output", 3) &&
-            require(ints[0] >= 1, "the head count " + std::to_string(ints[0]) +
+            TFC_REQUIRE(ints[0] >= 1, "the head count " + std::to_string(ints[0]) +
                                       " is not positive") &&
             finite(floats[0], "the scale");
   if (!ok)
     return false;
   const int64_t heads = ints[0], b = q.shape[0], t = q.shape[1];
-  return require(k.shape[0] == b && v.shape[0] == b && k.shape[1] == t && v.shape[1] == t,
+  return TFC_REQUIRE(k.shape[0] == b && v.shape[0] == b && k.shape[1] == t && v.shape[1] == t,
                  "q " + str(q.shape) + ", k " + str(k.shape) + " and v " + str(v.shape) +
                      " disagree on the batch or the new positions") &&
-         require(q.shape[2] % heads == 0 && v.shape[2] % heads == 0 && k.shape[2] == q.shape[2],
+         TFC_REQUIRE(q.shape[2] % heads == 0 && v.shape[2] % heads == 0 && k.shape[2] == q.shape[2],
                  std::to_string(heads) + " heads do not divide q " + str(q.shape) + ", k " +
                      str(k.shape) + " and v " + str(v.shape)) &&
-         require(kc.shape[2] == k.shape[2] && vc.shape[2] == v.shape[2] &&
+         TFC_REQUIRE(kc.shape[2] == k.shape[2] && vc.shape[2] == v.shape[2] &&
                      kc.shape[1] == vc.shape[1] && kc.shape[0] == vc.shape[0],
                  "the caches " + str(kc.shape) + " and " + str(vc.shape) +
                      " do not hold k and v rows") &&
-         require(in[5]->numel() >= 1, "the position is empty") &&
+         TFC_REQUIRE(in[5]->numel() >= 1, "the position is empty") &&
          dtype(*in[5], "the position", {kI64}) && same(out, "the output", {b, t, v.shape[2]}) &&
          dtype(q, "q", {kF32}) && dtype(k, "k", {kF32}) && dtype(v, "v", {kF32}) &&
          dtype(kc, "the key cache", {kF32}) && dtype(vc, "the value cache", {kF32}) &&
@@ -467,7 +471,7 @@ std::string Call::check() {
   case TFC_KERNEL_REDUCE_MEAN:
   case TFC_KERNEL_REDUCE_SUM:
     if (inputs(1) && flag(1, "keepdim") && aroundAxis(*in[0], ints[0], outer, len, inner))
-      require(out.numel() == outer * inner, "the output " + str(out.shape) +
+      TFC_REQUIRE(out.numel() == outer * inner, "the output " + str(out.shape) +
                                                 " is not the input " + str(in[0]->shape) +
                                                 " reduced") &&
           dtype(*in[0], "the input", {kF32}) && dtype(out, "the output", {kF32});
@@ -498,7 +502,7 @@ std::string Call::check() {
   case TFC_KERNEL_RESHAPE:
   case TFC_KERNEL_UNSQUEEZE:
     // Views: the executor aliases the source and checks the sizes agree.
-    require(in.size() >= 1 && in[0]->numel() == out.numel(),
+    TFC_REQUIRE(in.size() >= 1 && in[0]->numel() == out.numel(),
             "the view " + str(out.shape) + " does not have its source's size");
     break;
   default: // the elementwise kernels, tfc/unary.def included
