@@ -82,7 +82,10 @@ public:
           continue;
         uint32_t wv = in.inputs[1]; // the loader checked the arity
         const ValueDesc &w = f.values[wv];
-        if (w.storage != Storage::Weight || w.dims.size() != 2 || packed[fi][wv])
+        // A weight the linear kernel's rules reject (backends/kernel_rules.h)
+        // is not packed: the call fails with that rule's message at run time.
+        if (w.storage != Storage::Weight || w.dims.size() != 2 || w.dims[0] < 1 ||
+            w.dims[1] < 1 || packed[fi][wv])
           continue;
         // The loader made sure an i8 weight's last input is its scales.
         const float *scales =

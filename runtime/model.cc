@@ -25,6 +25,9 @@ namespace {
 
 Status invalid(std::string msg) { return Status::invalidModel(std::move(msg)); }
 
+/// The alignment of arena and state slots: every element type's, at least.
+constexpr uint64_t kValueAlign = 8;
+
 bool isFloat(uint32_t d) { return d == TFC_DTYPE_F32 || d == TFC_DTYPE_BF16; }
 bool isReduced(uint32_t d) {
   return d == TFC_DTYPE_BF16 || d == TFC_DTYPE_F16 || d == TFC_DTYPE_I8;
@@ -316,10 +319,15 @@ static Status parse(const uint8_t *data, size_t size, std::unique_ptr<Model> &m)
       case Storage::Arena:
         if (v.offset > f.arenaSize || bytes > f.arenaSize - v.offset)
           return invalid(where + "value " + std::to_string(i) + " lies outside the arena");
+        // Kernels load and store whole elements (the planner's slots are 64-byte aligned).
+        if (v.offset % kValueAlign)
+          return invalid(where + "value " + std::to_string(i) + " is not " +
+                         std::to_string(kValueAlign) + "-byte aligned in the arena");
         break;
       case Storage::State:
         if (v.offset > m->stateSize || bytes > m->stateSize - v.offset ||
-            v.dtype != TFC_DTYPE_F32 || v.dims.size() != 3 || v.dims[1] <= 0 || v.dims[2] <= 0)
+            v.dtype != TFC_DTYPE_F32 || v.dims.size() != 3 || v.dims[1] <= 0 || v.dims[2] <= 0 ||
+            v.offset % kValueAlign)
           return invalid(where + "state value " + std::to_string(i) +
                          " lies outside the session state");
         break;
