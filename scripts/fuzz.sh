@@ -55,7 +55,7 @@ for t in "${TARGETS[@]}"; do
   log=$B/findings/$t.log
   # -rss_limit_mb: an input that makes the code allocate past 2 GiB is a
   # finding (a size taken from the file without a check).
-  if run_locked "$B/tests/fuzz/$t" -max_total_time="$SECONDS_PER_TARGET" -timeout=10 \
+  if run_locked "$B/bin/$t" -max_total_time="$SECONDS_PER_TARGET" -timeout=10 \
       -rss_limit_mb=2048 -print_final_stats=1 \
       -artifact_prefix="$findings/" ${FUZZ_ARGS:-} "$work" "$seeds" > "$log" 2>&1; then
     grep -E '^stat::number_of_executed_units|^stat::average_exec_per_sec' "$log" | tr '\n' ' '

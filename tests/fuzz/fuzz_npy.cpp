@@ -18,9 +18,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
   size_t es = a.descr == "<i8" ? 8 : (a.descr == "<i4" || a.descr == "<f4") ? 4 : 1;
   unsigned __int128 n = es;
+  bool zero = false;
   for (int64_t d : a.shape) {
     if (d < 0)
       __builtin_trap();
+    zero |= d == 0;
+  }
+  for (int64_t d : a.shape) {
+    if (zero) {
+      n = 0;
+      break;
+    }
     n *= (uint64_t)d;
     if (n > size)
       __builtin_trap(); // the element count wrapped
