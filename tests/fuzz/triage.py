@@ -18,15 +18,17 @@ import subprocess
 import sys
 
 FRAME = re.compile(r"^\s*#\d+ 0x[0-9a-f]+ in (.+?) (/\S+?):(\d+)(?::\d+)?$")
-KIND = re.compile(r"(ERROR: AddressSanitizer: [\w-]+|runtime error: [^0-9'\"]{0,60}|"
-                  r"ERROR: libFuzzer: [\w-]+|AddressSanitizer: [A-Z]+)")
+KIND = re.compile(r"(ERROR: (?:AddressSanitizer|LeakSanitizer): .*|runtime error: .*|"
+                  r"ERROR: libFuzzer: .*)")
 
 
 def report(fuzzer, path):
+    # The settings of scripts/fuzz.sh, so that what counts as a finding agrees.
     env = dict(os.environ, OMP_NUM_THREADS="1",
+               ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:allocator_may_return_null=1",
                UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
     try:
-        p = subprocess.run([fuzzer, "-runs=1", path], capture_output=True, text=True,
+        p = subprocess.run([fuzzer, "-runs=1", "-rss_limit_mb=2048", path], capture_output=True, text=True,
                            errors="replace", timeout=60, env=env)
         text = p.stderr + p.stdout
     except subprocess.TimeoutExpired:
@@ -34,7 +36,9 @@ def report(fuzzer, path):
     m = KIND.search(text)
     if not m:
         return None, []
-    kind = m.group(1).strip()
+    # The kind without its numbers and addresses, so that one bug is one key.
+    kind = re.sub(r"0x[0-9a-f]+|-?\d+(\.\d+)?(e[-+]?\d+)?", "N", m.group(1))
+    kind = re.sub(r" (on|at) address.*| \(pc .*|allocation-size-too-big.*", "", kind)[:90].strip()
     frames = []
     for line in text.splitlines():
         f = FRAME.match(line)
