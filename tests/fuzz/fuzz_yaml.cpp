@@ -24,7 +24,7 @@
 namespace {
 struct Env {
   mlir::MLIRContext ctx;
-  std::string path;
+  std::string dir, path;
   int errors = 0;
   Env() {
     mlir::DialectRegistry registry;
@@ -42,13 +42,22 @@ struct Env {
     char dir[] = "/tmp/tfc-fuzz-yaml-XXXXXX";
     if (!mkdtemp(dir))
       std::abort();
-    path = std::string(dir) + "/model.yaml";
+    this->dir = dir;
+    path = this->dir + "/model.yaml";
+    std::atexit([] {
+      std::remove(Env::get().path.c_str());
+      rmdir(Env::get().dir.c_str());
+    });
+  }
+  static Env &get() {
+    static Env *env = new Env;
+    return *env;
   }
 };
 } // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  static Env *env = new Env;
+  Env *env = &Env::get();
   FILE *f = std::fopen(env->path.c_str(), "wb");
   if (!f || std::fwrite(data, 1, size, f) != size || std::fclose(f) != 0)
     std::abort();
