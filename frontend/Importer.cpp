@@ -112,7 +112,10 @@ FailureOr<OwningOpRef<ModuleOp>> Importer::run() {
   bool encDec = enc && dec;
 
   // Inputs: token ids [batch, seq] with symbolic dims.
-  auto module = ModuleOp::create(fileLoc(root));
+  // Owned from here on: every error return below erases the half-built module
+  // (a raw ModuleOp leaked it; found by tests/fuzz/fuzz_yaml).
+  OwningOpRef<ModuleOp> owned = ModuleOp::create(fileLoc(root));
+  ModuleOp module = owned.get();
   b.setInsertionPointToEnd(module.getBody());
   auto idsType = RankedTensorType::get({kDyn, kDyn}, b.getI64Type());
   std::vector<std::pair<std::string, std::string>> inputList; // name, seq dim
@@ -238,10 +241,8 @@ FailureOr<OwningOpRef<ModuleOp>> Importer::run() {
   }
   module->setAttr("tfc.params", b.getDictionaryAttr(ps));
 
-  if (failed(verify(module))) {
-    module.erase();
+  if (failed(verify(module)))
     return failure();
-  }
 
   auto unused = ws.unusedCheckpointTensors();
   if (!unused.empty()) {
@@ -254,7 +255,7 @@ FailureOr<OwningOpRef<ModuleOp>> Importer::run() {
         << " in '" << ws.checkpointPath() << "' "
         << (unused.size() == 1 ? "is" : "are") << " not used by the model: " << list;
   }
-  return OwningOpRef<ModuleOp>(module);
+  return std::move(owned);
 }
 
 } // namespace detail

@@ -31,5 +31,24 @@ echo "examples/embed: built against the installed tfrun package and ran"
 "$BUILD_DIR/install/bin/tfrun" --info "$BUILD_DIR/install-check.bin"
 echo "installed tfc and tfrun: compiled and ran models/tutorial-simple.yaml"
 
+# The fuzzers that run clean (docs/testing.md), about 60 s each, when clang
+# has libFuzzer. fuzz_model_run is left out until the loader checks what the
+# kernels touch (issue 13; its findings are in tests/fuzz/findings/).
+# TFC_FUZZ_SECONDS sets the time per target; TFC_FUZZ_SECONDS=0 skips them.
+FUZZ_SECONDS=${TFC_FUZZ_SECONDS:-60}
+FUZZ_CLEAN=(fuzz_model_load fuzz_safetensors fuzz_npy fuzz_yaml)
+probe=$(mktemp -d)
+if [[ "$FUZZ_SECONDS" == 0 ]]; then
+  echo "fuzzers: skipped (TFC_FUZZ_SECONDS=0)"
+elif ! command -v clang++ > /dev/null; then
+  echo "fuzzers: skipped (no clang++ on PATH; apt-get install clang)"
+elif ! echo 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char *, unsigned long) { return 0; }' |
+    clang++ -x c++ -fsanitize=fuzzer,address,undefined - -o "$probe/probe" 2> /dev/null; then
+  echo "fuzzers: skipped (clang++ cannot link -fsanitize=fuzzer,address,undefined; apt-get install libclang-rt-dev)"
+else
+  scripts/fuzz.sh "$FUZZ_SECONDS" "${FUZZ_CLEAN[@]}"
+fi
+rm -rf "$probe"
+
 # Last, so its summary is the closing line.
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j 2

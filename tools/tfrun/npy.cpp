@@ -1,18 +1,35 @@
 //===- npy.cpp - minimal .npy reader/writer ---------------------------------===//
 #include "tools/tfrun/npy.h"
 
+#include <cerrno>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <sys/stat.h>
 #include <fstream>
 #include <sstream>
 
 namespace tfc::npy {
 
 std::string read(const std::string &path, Array &out) {
+  // A directory opens as an ifstream on Linux and then fails on the first read
+  // with an exception (std::__ios_failure), so check the kind of file first.
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0)
+    return "cannot open '" + path + "': " + std::strerror(errno);
+  if (!S_ISREG(st.st_mode))
+    return "cannot read '" + path + "': not a regular file";
   std::ifstream f(path, std::ios::binary);
   if (!f)
     return "cannot open '" + path + "'";
   std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (f.bad())
+    return "cannot read '" + path + "'";
+  return parse(bytes, path, out);
+}
+
+std::string parse(const std::string &bytes, const std::string &path, Array &out) {
   auto bad = [&](const std::string &why) { return "'" + path + "' is not a valid .npy file: " + why; };
   if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0)
     return bad("missing the \\x93NUMPY magic");
@@ -70,15 +87,31 @@ std::string read(const std::string &path, Array &out) {
     size_t a = item.find_first_not_of(' ');
     if (a == std::string::npos)
       continue;
+    // The whole item must be a decimal number: 'abc' used to parse as 0.
+    const char *begin = item.c_str() + a;
     char *end;
-    long long v = std::strtoll(item.c_str() + a, &end, 10);
-    if (v < 0 || v > (1ll << 40))
+    errno = 0;
+    long long v = std::strtoll(begin, &end, 10);
+    while (*end == ' ')
+      ++end;
+    if (end == begin || *end != '\0' || errno == ERANGE || v < 0 || v > (1ll << 40))
       return bad("bad dim '" + item + "'");
     out.shape.push_back(v);
-    count *= (size_t)v;
+    // The element count must not wrap: (2^40, 2^40) used to become 0 elements.
+    if (v != 0 && count > (size_t(1) << 60) / (size_t)v)
+      count = SIZE_MAX;
+    else if (count != SIZE_MAX)
+      count *= (size_t)v;
   }
+  bool anyZero = false;
+  for (int64_t d : out.shape)
+    anyZero |= d == 0;
+  if (anyZero)
+    count = 0;
   size_t es = descr == "<i8" ? 8 : (descr == "<i4" || descr == "<f4") ? 4 : 1;
   size_t dstart = hstart + hlen;
+  if (count == SIZE_MAX)
+    return bad("shape " + shape + " has too many elements");
   if (count > (bytes.size() - dstart) / es || bytes.size() - dstart != count * es)
     return bad("data is " + std::to_string(bytes.size() - dstart) + " bytes, shape needs " +
                std::to_string(count * es));

@@ -23,6 +23,9 @@ struct Array {
 
 /// Reads |path|. Returns "" on success, else a one-line error.
 std::string read(const std::string &path, Array &out);
+/// Parses the bytes of a .npy file; |path| only names it in the error. What
+/// read() runs after reading the file (and what tests/fuzz/fuzz_npy.cpp calls).
+std::string parse(const std::string &bytes, const std::string &path, Array &out);
 /// Writes a float32 array. Returns "" on success, else a one-line error.
 std::string writeF32(const std::string &path, const float *data,
                      const std::vector<int64_t> &shape);
