@@ -61,6 +61,9 @@ private:
   std::map<Key, std::weak_ptr<tfc::cpu::PackedLinear>> packs;
 };
 
+/// Allocations from this size on are anonymous mappings (page-aligned, lazy).
+constexpr size_t kMapFrom = size_t(1) << 20;
+
 class CpuDevice : public Device {
 public:
   explicit CpuDevice(int threads) : threads(threads) {}
@@ -109,9 +112,9 @@ public:
   }
 
   Status alloc(size_t bytes, void **out, bool zeroed) override {
-    if (zeroed) {
-      // Anonymous pages read as zeros and cost nothing until touched: a KV
-      // cache sized for the declared maxima stays cheap for short runs.
+    if (zeroed || bytes >= kMapFrom) {
+      // Anonymous pages read as zeros and cost nothing until touched: an arena
+      // or a KV cache sized for the declared maxima stays cheap for short runs.
       void *p = mmap(nullptr, bytes ? bytes : 64, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
       if (p == MAP_FAILED)

@@ -31,12 +31,10 @@ echo "examples/embed: built against the installed tfrun package and ran"
 "$BUILD_DIR/install/bin/tfrun" --info "$BUILD_DIR/install-check.bin"
 echo "installed tfc and tfrun: compiled and ran models/tutorial-simple.yaml"
 
-# The fuzzers that run clean (docs/testing.md), about 60 s each, when clang
-# has libFuzzer. fuzz_model_run is left out until the loader checks what the
-# kernels touch (issue 13; its findings are in tests/fuzz/findings/).
+# The fuzzers (docs/testing.md), about 60 s each, when clang has libFuzzer.
 # TFC_FUZZ_SECONDS sets the time per target; TFC_FUZZ_SECONDS=0 skips them.
 FUZZ_SECONDS=${TFC_FUZZ_SECONDS:-60}
-FUZZ_CLEAN=(fuzz_model_load fuzz_safetensors fuzz_npy fuzz_yaml)
+FUZZ_CLEAN=(fuzz_model_load fuzz_model_run fuzz_safetensors fuzz_npy fuzz_yaml)
 probe=$(mktemp -d)
 if [[ "$FUZZ_SECONDS" == 0 ]]; then
   echo "fuzzers: skipped (TFC_FUZZ_SECONDS=0)"
