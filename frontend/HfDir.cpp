@@ -141,7 +141,8 @@ bool fillFromConfig(std::string &text, const json &cfg, const std::string &cfgTe
       std::string keyName = key.substr(key.find_first_not_of(' '));
       auto it = cfg.find(field);
       if (it != cfg.end() && !it->is_null()) {
-        auto [l, c] = keyPos(cfgText, field);
+        const std::pair<int, int> pos = keyPos(cfgText, field);
+        const int l = pos.first, c = pos.second; // not a structured binding: a lambda captures them
         auto bad = [&](const std::string &msg) {
           err = {cfgPath, l, c, msg};
           return false;
