@@ -11,6 +11,7 @@
 #include "runtime/model.h"
 #include "runtime/session.h"
 
+#include <cstring>
 #include <new>
 #include <string>
 
@@ -85,6 +86,9 @@ tfrun_status_t *tfrun_model_load_buffer(const void *data, size_t size, tfrun_mod
   if (!out)
     return makeStatus(TFRUN_INVALID_ARGUMENT, "out_model is null");
   *out = nullptr;
+  if (!data && size)
+    return makeStatus(TFRUN_INVALID_ARGUMENT,
+                      "data is null but size is " + std::to_string(size));
   return guarded([&] {
     std::unique_ptr<tfrun::rt::Model> m;
     TFC_RETURN_IF_ERROR(tfrun::rt::loadModel(static_cast<const uint8_t *>(data), size, m));
@@ -196,7 +200,12 @@ tfrun_status_t *tfrun_session_set_input(tfrun_session_t *s, const char *name, tf
                                         const int64_t *shape, size_t rank, const void *data) {
   if (!s || !name || (!shape && rank))
     return makeStatus(TFRUN_INVALID_ARGUMENT, "null argument to tfrun_session_set_input");
-  return guarded([&] { return s->s->setInput(name, (uint32_t)dtype, shape, rank, data); });
+  // The dtype as an integer, not as an enum value: a caller's 77 is a bad
+  // argument to report, not undefined behaviour to load.
+  int32_t dt;
+  static_assert(sizeof dt == sizeof dtype, "tfrun_dtype_t is 32 bits");
+  std::memcpy(&dt, &dtype, sizeof dt);
+  return guarded([&] { return s->s->setInput(name, (uint32_t)dt, shape, rank, data); });
 }
 
 tfrun_status_t *tfrun_session_run(tfrun_session_t *s) {

@@ -430,6 +430,8 @@ Status validateSearch(const StepModel &model, const std::vector<std::vector<int6
   if (opt.sample && !(opt.temperature > 0.0f))
     return invalidArg(
         format("temperature must be positive when sampling, got %g", double(opt.temperature)));
+  if (!std::isfinite(opt.length_penalty))
+    return invalidArg(format("length_penalty must be finite, got %g", double(opt.length_penalty)));
   if (!(opt.top_p > 0.0f && opt.top_p <= 1.0f))
     return invalidArg(format("top_p must be in (0, 1], got %g", double(opt.top_p)));
   if (opt.top_k < 0)

@@ -49,8 +49,10 @@ Status Session::setInput(const char *name, uint32_t dtype, const int64_t *shape,
   }
   const ValueDesc &v = f.values[f.inputs[idx].value];
   if (dtype != TFC_DTYPE_I64 && dtype != TFC_DTYPE_I32)
-    return Status::invalidArgument(std::string("input '") + name +
-                                   "' takes token ids (i64 or i32), got " + tfc_dtype_name(dtype));
+    return Status::invalidArgument(
+        std::string("input '") + name + "' takes token ids (i64 or i32), got " +
+        (tfc_dtype_size(dtype) ? std::string(tfc_dtype_name(dtype))
+                               : "dtype " + std::to_string((int32_t)dtype)));
   if (rank != v.dims.size())
     return Status::invalidArgument(std::string("input '") + name + "' must have rank " +
                                    std::to_string(v.dims.size()) + ", got " + std::to_string(rank));

@@ -31,6 +31,10 @@ public:
   Status start(int64_t batch) {
     decIdx = index("decode_step");
     const Function &dec = m.functions[decIdx];
+    // What this step model reads of decode_step, which the loader does not
+    // know about: logits out, and [rows, 1] tokens in.
+    if (dec.outputs.empty())
+      return Status::invalidModel("decode_step has no outputs (it must return the logits)");
     const Function &fwd = m.forward();
     rows = batch;
     int encIdx = m.find("encode") ? (int)index("encode") : -1;
@@ -85,6 +89,8 @@ public:
     }
     if (tokensIdx < 0 || posIdx < 0)
       return Status::invalidModel("decode_step lacks step.tokens or step.pos");
+    if (dec.values[dec.inputs[tokensIdx].value].dims.size() != 2)
+      return Status::invalidModel("decode_step's step.tokens is not [rows, 1] token ids");
     const ValueDesc &logits = dec.values[dec.outputs.at(0).value];
     vocab = logits.dims.empty() ? 0 : logits.dims.back();
     if (vocab <= 0)

@@ -917,6 +917,12 @@ TEST(Generate, InvalidOptions) {
   expectInvalid(o, one, "temperature must be positive when sampling, got nan");
 
   o = options(4);
+  o.length_penalty = std::numeric_limits<float>::quiet_NaN();
+  expectInvalid(o, one, "length_penalty must be finite, got nan");
+  o.length_penalty = std::numeric_limits<float>::infinity();
+  expectInvalid(o, one, "length_penalty must be finite, got inf");
+
+  o = options(4);
   o.top_p = 0.0f;
   expectInvalid(o, one, "top_p must be in (0, 1], got 0");
   o.top_p = 1.5f;

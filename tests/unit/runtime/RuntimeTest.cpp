@@ -198,6 +198,21 @@ TEST_F(RuntimeTest, BadInputs) {
     StatusGuard g2{tfrun_session_get_output(s, "logits", &d, &sh, &r)};
     EXPECT_STREQ(tfrun_status_message(g2.s), "no successful run yet");
   }
+  {
+    // An enum value no tfrun_dtype_t has is a bad argument, not undefined behaviour.
+    int32_t raw = 77;
+    tfrun_dtype_t bogus;
+    std::memcpy(&bogus, &raw, sizeof bogus);
+    StatusGuard g{tfrun_session_set_input(s, "src", bogus, ok, 2, ids.data())};
+    EXPECT_EQ(tfrun_status_code(g.s), TFRUN_INVALID_ARGUMENT);
+    EXPECT_STREQ(tfrun_status_message(g.s), "input 'src' takes token ids (i64 or i32), got dtype 77");
+  }
+  {
+    tfrun_model_t *m = nullptr;
+    StatusGuard g{tfrun_model_load_buffer(nullptr, 100, &m)};
+    EXPECT_EQ(tfrun_status_code(g.s), TFRUN_INVALID_ARGUMENT);
+    EXPECT_STREQ(tfrun_status_message(g.s), "data is null but size is 100");
+  }
   EXPECT_EQ(tfrun_status_code(nullptr), TFRUN_OK);
   tfrun_session_release(s);
   tfrun_session_release(nullptr);
