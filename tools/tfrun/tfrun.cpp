@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include <cctype>
 #include <cerrno>
 #include <sys/stat.h>
 
@@ -189,6 +190,20 @@ int main(int argc, char **argv) {
     }
     return x;
   };
+  // Integers parse strictly: digits only (a leading '-' where |lo| < 0), no
+  // trailing characters, no wrap-around, inside [lo, hi].
+  auto integer = [&](const char *flag, const char *v, long long lo, long long hi) {
+    errno = 0;
+    char *end = nullptr;
+    long long x = std::strtoll(v, &end, 10);
+    bool digits = *v && (std::isdigit((unsigned char)*v) || (*v == '-' && lo < 0));
+    if (!digits || !end || *end || errno == ERANGE || x < lo || x > hi) {
+      fail(std::string(flag) + " expects an integer in [" + std::to_string(lo) + ", " +
+           std::to_string(hi) + "], got '" + v + "'");
+      std::exit(1);
+    }
+    return x;
+  };
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](const char *flag) -> const char * {
@@ -210,9 +225,7 @@ int main(int argc, char **argv) {
     } else if (a == "--output-dir") {
       outDir = value("--output-dir");
     } else if (a == "--threads") {
-      threads = std::atoi(value("--threads"));
-      if (threads <= 0)
-        return fail("--threads expects a positive number");
+      threads = (int)integer("--threads", value("--threads"), 1, 4096);
     } else if (a == "--device") {
       std::string d = value("--device");
       if (d == "cpu") {
@@ -246,11 +259,9 @@ int main(int argc, char **argv) {
     } else if (a == "--generate") {
       generate = true;
     } else if (a == "--beam") {
-      gopt.beam_width = (int32_t)number("--beam", value("--beam"), 0, 1 << 20);
-      if (gopt.beam_width != std::atof(argv[i]))
-        return fail("--beam expects an integer");
+      gopt.beam_width = (int32_t)integer("--beam", value("--beam"), 0, 1 << 20);
     } else if (a == "--max-len") {
-      gopt.max_len = (int32_t)number("--max-len", value("--max-len"), 1, 1 << 30);
+      gopt.max_len = (int32_t)integer("--max-len", value("--max-len"), 1, 1 << 30);
     } else if (a == "--length-penalty") {
       gopt.length_penalty = (float)number("--length-penalty", value("--length-penalty"), -100, 100);
     } else if (a == "--sample") {
@@ -258,21 +269,19 @@ int main(int argc, char **argv) {
     } else if (a == "--temperature") {
       gopt.temperature = (float)number("--temperature", value("--temperature"), 0, 1e6);
     } else if (a == "--top-k") {
-      gopt.top_k = (int32_t)number("--top-k", value("--top-k"), 0, 1 << 30);
+      gopt.top_k = (int32_t)integer("--top-k", value("--top-k"), 0, 1 << 30);
     } else if (a == "--top-p") {
       gopt.top_p = (float)number("--top-p", value("--top-p"), 0, 1);
     } else if (a == "--seed") {
-      gopt.seed = std::strtoull(value("--seed"), nullptr, 10);
+      gopt.seed = (uint64_t)integer("--seed", value("--seed"), 0, INT64_MAX);
     } else if (a == "--bos-id") {
-      gopt.bos_id = (int64_t)number("--bos-id", value("--bos-id"), 0, 1e15);
+      gopt.bos_id = integer("--bos-id", value("--bos-id"), 0, (long long)1e15);
     } else if (a == "--eos-id") {
-      gopt.eos_id = (int64_t)number("--eos-id", value("--eos-id"), 0, 1e15);
+      gopt.eos_id = integer("--eos-id", value("--eos-id"), 0, (long long)1e15);
     } else if (a == "--pad-id") {
-      gopt.pad_id = (int64_t)number("--pad-id", value("--pad-id"), 0, 1e15);
+      gopt.pad_id = integer("--pad-id", value("--pad-id"), 0, (long long)1e15);
     } else if (a == "--bench") {
-      bench = std::atoi(value("--bench"));
-      if (bench <= 0)
-        return fail("--bench expects a positive number");
+      bench = (int)integer("--bench", value("--bench"), 1, 1000000);
     } else if (!a.empty() && a[0] == '-') {
       return fail("unknown option '" + a + "' (see --help)");
     } else if (modelPath.empty()) {
@@ -288,6 +297,12 @@ int main(int argc, char **argv) {
   // --output-dir is created if missing (its parent must exist).
   if (!outDir.empty() && ::mkdir(outDir.c_str(), 0777) != 0 && errno != EEXIST)
     return fail("cannot create the output directory '" + outDir + "': " + std::strerror(errno));
+  if (!outDir.empty()) {
+    // Before the run, not after it: an existing file is no place for outputs.
+    struct stat st;
+    if (::stat(outDir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+      return fail("--output-dir '" + outDir + "' is not a directory");
+  }
 
   tfrun_model_t *model = nullptr;
   if (tfrun_status_t *st = tfrun_model_load_file(modelPath.c_str(), &model))
