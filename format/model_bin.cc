@@ -3,6 +3,15 @@
 
 #include "tfc/abi.h"
 
+#include <algorithm>
+#include <sys/mman.h>
+#include <unistd.h>
+// XXH3 from Debian's libxxhash (the reference implementation, used by zstd and
+// LZ4): a non-cryptographic hash at memory speed. The checksum guards against
+// corruption only; docs/model-bin.md says why it is no defence against a
+// crafted file.
+#include <xxhash.h>
+
 namespace tfc::format {
 
 const char *producer() { return "tfc " TFC_VERSION_STRING; }
@@ -70,12 +79,52 @@ std::string assemble(std::string_view meta, std::string_view weights) {
   std::memcpy(&file[h.metaOffset], meta.data(), meta.size());
   if (!weights.empty())
     std::memcpy(&file[h.weightsOffset], weights.data(), weights.size());
-  h.checksum = tfc_fnv1a64(file.data() + kHeaderSize, h.fileSize - kHeaderSize);
+  h.checksum = checksum(h.version, file.data() + kHeaderSize, h.fileSize - kHeaderSize);
   std::memcpy(&file[0], &h, sizeof h);
   return file;
 }
 
-std::string readHeader(const uint8_t *data, size_t size, Header &h, bool &unsupported) {
+uint64_t checksum(uint32_t version, const void *data, size_t n) {
+  return version >= 4 ? XXH3_64bits(data, n) : tfc_fnv1a64(data, n);
+}
+
+void fixChecksum(uint8_t *buf, size_t size) {
+  if (size < kHeaderSize)
+    return;
+  Header h;
+  std::memcpy(&h, buf, sizeof h);
+  h.fileSize = size;
+  h.checksum = checksum(h.version, buf + kHeaderSize, size - kHeaderSize);
+  std::memcpy(buf, &h, sizeof h);
+}
+
+namespace {
+/// The checksum of a mapping, dropping each chunk's pages once hashed.
+uint64_t checksumDropping(uint32_t version, const uint8_t *data, size_t size) {
+  if (version < 4)
+    return checksum(version, data, size);
+  const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  constexpr size_t kChunk = size_t(8) << 20;
+  XXH3_state_t *st = XXH3_createState();
+  if (!st)
+    return checksum(version, data + kHeaderSize, size - kHeaderSize);
+  XXH3_64bits_reset(st);
+  for (size_t pos = kHeaderSize; pos < size;) {
+    const size_t end = std::min(size, (pos / kChunk + 1) * kChunk);
+    XXH3_64bits_update(st, data + pos, end - pos);
+    // Whole pages only; |data| is page-aligned, so chunk starts are too.
+    const size_t lo = pos / page * page, hi = end == size ? end : end / page * page;
+    madvise(const_cast<uint8_t *>(data) + lo, hi - lo, MADV_DONTNEED);
+    pos = end;
+  }
+  uint64_t sum = XXH3_64bits_digest(st);
+  XXH3_freeState(st);
+  return sum;
+}
+} // namespace
+
+std::string readHeader(const uint8_t *data, size_t size, Header &h, bool &unsupported,
+                       bool dropPages) {
   unsupported = false;
   if (!data || size < kHeaderSize)
     return "model.bin is truncated: " + std::to_string(size) + " bytes, the header alone is " +
@@ -100,7 +149,9 @@ std::string readHeader(const uint8_t *data, size_t size, Header &h, bool &unsupp
       h.weightsOffset > size || h.weightsSize > size - h.weightsOffset ||
       h.weightsOffset % TFC_WEIGHT_ALIGN != 0)
     return "model.bin sections lie outside the file";
-  if (tfc_fnv1a64(data + kHeaderSize, size - kHeaderSize) != h.checksum)
+  const uint64_t sum = dropPages ? checksumDropping(h.version, data, size)
+                                 : checksum(h.version, data + kHeaderSize, size - kHeaderSize);
+  if (sum != h.checksum)
     return "model.bin checksum mismatch: the file is corrupt";
   return "";
 }

@@ -25,7 +25,7 @@ struct Header {
   uint32_t version;       ///< TFC_FORMAT_VERSION
   uint32_t headerSize;    ///< sizeof(Header)
   uint64_t fileSize;      ///< the whole file
-  uint64_t checksum;      ///< FNV-1a 64 of every byte after the header
+  uint64_t checksum;      ///< of every byte after the header (checksum())
   uint64_t metaOffset, metaSize;
   uint64_t weightsOffset; ///< a multiple of TFC_WEIGHT_ALIGN
   uint64_t weightsSize;
@@ -100,10 +100,24 @@ private:
 /// header.
 std::string assemble(std::string_view meta, std::string_view weights);
 
+/// The checksum of format |version| over |n| bytes: XXH3 64 (seed 0) from
+/// version 4 on, FNV-1a 64 before.
+uint64_t checksum(uint32_t version, const void *data, size_t n);
+
+/// Writes the right checksum (and file size) into the header of a whole file
+/// in |buf|, for tools and tests that edit a model.bin on purpose.
+void fixChecksum(uint8_t *buf, size_t size);
+
 /// Reads and checks the header of a |size|-byte file against it: sizes,
 /// sections inside the file, and the checksum. Returns "" or what is wrong;
 /// |unsupported| is set when the only fault is the format version.
-std::string readHeader(const uint8_t *data, size_t size, Header &h, bool &unsupported);
+///
+/// With |dropPages|, |data| is a read-only private file mapping (page-aligned)
+/// and the pages are dropped from the process (madvise MADV_DONTNEED) as they
+/// are hashed: they stay in the page cache and fault back in from it when
+/// used, so checking a model does not make all of it resident.
+std::string readHeader(const uint8_t *data, size_t size, Header &h, bool &unsupported,
+                       bool dropPages = false);
 
 } // namespace tfc::format
 

@@ -18,6 +18,7 @@
 #include "backends/cpu/kernels_cpu.h"
 #include "backends/cpu/linear_dnnl.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -77,9 +78,20 @@ public:
   Status bindModel(const Model &m) override {
     model = &m;
     packed.assign(m.functions.size(), {});
+    // The linear weights to pack, largest first: packing reads a weight's
+    // pages while its packed copy grows, and drops them after (below), so the
+    // peak memory is the packed total plus the largest weight's pages only
+    // while that weight is the first one packed.
+    struct Job {
+      size_t fn;
+      uint32_t value, scalesValue;
+      uint64_t bytes;
+    };
+    std::vector<Job> jobs;
     for (size_t fi = 0; fi < m.functions.size(); ++fi) {
       const Function &f = m.functions[fi];
       packed[fi].resize(f.values.size());
+      std::vector<char> queued(f.values.size(), 0);
       for (const Instr &in : f.plan) {
         if (in.kernel != TFC_KERNEL_LINEAR && in.kernel != TFC_KERNEL_FUSED_LINEAR)
           continue;
@@ -88,16 +100,30 @@ public:
         // A weight the linear kernel's rules reject (backends/kernel_rules.h)
         // is not packed: the call fails with that rule's message at run time.
         if (w.storage != Storage::Weight || w.dims.size() != 2 || w.dims[0] < 1 ||
-            w.dims[1] < 1 || packed[fi][wv])
+            w.dims[1] < 1 || queued[wv])
           continue;
-        // The loader made sure an i8 weight's last input is its scales.
-        const float *scales =
-            w.dtype == TFC_DTYPE_I8
-                ? reinterpret_cast<const float *>(m.weights + f.values[in.inputs.back()].offset)
-                : nullptr;
-        TFC_RETURN_IF_ERROR(PackCache::get().pack(
-            {m.weights + w.offset, w.dims[0], w.dims[1], w.dtype, scales}, packed[fi][wv]));
+        queued[wv] = 1;
+        jobs.push_back({fi, wv, in.inputs.back(),
+                        (uint64_t)w.dims[0] * (uint64_t)w.dims[1] * dtypeSize(w.dtype)});
       }
+    }
+    std::stable_sort(jobs.begin(), jobs.end(),
+                     [](const Job &a, const Job &b) { return a.bytes > b.bytes; });
+    for (const Job &j : jobs) {
+      const ValueDesc &w = m.functions[j.fn].values[j.value];
+      // The loader made sure an i8 weight's last input is its scales.
+      const float *scales =
+          w.dtype == TFC_DTYPE_I8
+              ? reinterpret_cast<const float *>(m.weights +
+                                                m.functions[j.fn].values[j.scalesValue].offset)
+              : nullptr;
+      TFC_RETURN_IF_ERROR(PackCache::get().pack(
+          {m.weights + w.offset, w.dims[0], w.dims[1], w.dtype, scales}, packed[j.fn][j.value]));
+      // The kernels read the packed copy only: the file's pages of this
+      // weight leave the process (model.h), so the weights are resident
+      // once. A weight that is also read unpacked (a tied embedding table)
+      // faults back in only the pages read.
+      m.dropWeightPages(w.offset, j.bytes);
     }
     return Status::ok();
   }

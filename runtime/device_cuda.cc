@@ -1,8 +1,8 @@
 //===- device_cuda.cc - the CUDA Device over backends/cuda -----------------===//
 //
-// Compiled into libtfrun always; the body needs TFC_HAVE_CUDA (set when the
-// CUDA backend is built, see the top-level CMakeLists.txt). Without it, every
-// entry point reports that this libtfrun was built without CUDA.
+// Built into libtfrun_cuda.so, the plugin libtfrun opens on first use
+// (cuda_plugin.h), only when the CUDA backend is built (TFC_HAVE_CUDA, see the
+// top-level CMakeLists.txt). scripts/cuda-emu links it statically instead.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/device.h"
@@ -11,14 +11,11 @@
 
 #include <algorithm>
 
-#if TFC_HAVE_CUDA
 #include "backends/cuda/kernels_cuda.h"
 #include "backends/kernel_rules.h"
-#endif
 
 namespace tfrun::rt {
 
-#if TFC_HAVE_CUDA
 namespace {
 
 /// A backend message ("" on success) as a Status.
@@ -61,8 +58,11 @@ public:
     // The weights section, once per session, as stored; converted copies are
     // made when a function first asks for them.
     TFC_RETURN_IF_ERROR(alloc(m.weightsSize, &weights, false));
-    if (m.weightsSize)
+    if (m.weightsSize) {
       TFC_RETURN_IF_ERROR(upload(weights, m.weights, m.weightsSize));
+      TFC_RETURN_IF_ERROR(sync());
+      m.dropWeightPages(0, m.weightsSize); // the device holds them now
+    }
     return Status::ok();
   }
   Status weight(size_t fn, uint32_t value, uint32_t dtype, void **data,
@@ -155,20 +155,5 @@ Status createCudaDevice(int ordinal, uint32_t computeDtype, std::unique_ptr<Devi
   out = std::make_unique<CudaDevice>(ordinal, computeDtype, std::move(ctx));
   return Status::ok();
 }
-
-#else // !TFC_HAVE_CUDA
-
-int cudaDeviceCount(std::string *why) {
-  if (why)
-    *why = "this libtfrun was built without CUDA";
-  return 0;
-}
-
-Status createCudaDevice(int, uint32_t, std::unique_ptr<Device> &) {
-  return Status::unsupported("this libtfrun was built without CUDA (configure with the CUDA "
-                             "toolkit at /usr/local/cuda, or -DTFC_CUDA=ON)");
-}
-
-#endif
 
 } // namespace tfrun::rt

@@ -154,7 +154,8 @@ static std::string checkWrites(const Function &f, const Instr &in,
   return "";
 }
 
-static Status parse(const uint8_t *data, size_t size, std::unique_ptr<Model> &m);
+static Status parse(const uint8_t *data, size_t size, std::unique_ptr<Model> &m,
+                    bool mapped = false);
 
 Status loadModel(const uint8_t *data, size_t size, std::unique_ptr<Model> &out) {
   auto m = std::make_unique<Model>();
@@ -193,15 +194,18 @@ Status loadModelFile(const char *path, std::unique_ptr<Model> &out) {
     data = static_cast<const uint8_t *>(p);
   }
   ::close(fd); // the mapping keeps the file alive
-  TFC_RETURN_IF_ERROR(parse(data, size, m));
+  TFC_RETURN_IF_ERROR(parse(data, size, m, /*mapped=*/true));
   out = std::move(m);
   return Status::ok();
 }
 
-static Status parse(const uint8_t *data, size_t size, std::unique_ptr<Model> &m) {
+static Status parse(const uint8_t *data, size_t size, std::unique_ptr<Model> &m,
+                    bool mapped) {
   tfc::format::Header h;
   bool unsupported = false;
-  if (std::string err = tfc::format::readHeader(data, size, h, unsupported); !err.empty())
+  // A mapped file's pages are dropped as they are checksummed: the weights
+  // fault back in from the page cache when a kernel (or the packer) reads them.
+  if (std::string err = tfc::format::readHeader(data, size, h, unsupported, mapped); !err.empty())
     return unsupported ? Status::unsupported(err) : invalid(err);
   const uint64_t wOff = h.weightsOffset, wSize = h.weightsSize, metaOff = h.metaOffset,
                  metaSize = h.metaSize;

@@ -14,6 +14,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <string>
 #include <vector>
 
@@ -76,6 +78,23 @@ struct Model {
   ~Model();
   const uint8_t *weights = nullptr; ///< start of the weights section in |bytes|
   uint64_t weightsSize = 0;
+
+  /// For a mapped file: drops the whole pages of weights bytes [offset,
+  /// offset + bytes) from the process, once a device has its own copy (a
+  /// packed or uploaded one). They stay in the page cache and fault back in
+  /// if read again, so the weights are resident once. No-op for buffer loads,
+  /// whose bytes are the only copy.
+  /// Inline: the CUDA plugin (cuda_plugin.h) calls it too.
+  void dropWeightPages(uint64_t offset, uint64_t bytes) const {
+    if (!mapping || offset > weightsSize || bytes > weightsSize - offset)
+      return;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = reinterpret_cast<uintptr_t>(weights + offset), hi = lo + bytes;
+    lo = (lo + page - 1) / page * page; // whole pages inside the range only
+    hi = hi / page * page;
+    if (hi > lo)
+      madvise(reinterpret_cast<void *>(lo), hi - lo, MADV_DONTNEED);
+  }
 
   const Function &forward() const { return functions[0]; }
   const Function *find(const std::string &n) const {

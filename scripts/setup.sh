@@ -8,7 +8,7 @@ set -euo pipefail
 pkgs=(
   cmake ninja-build ccache g++ pkg-config
   llvm-16-dev llvm-16-tools libmlir-16-dev mlir-16-tools
-  libdnnl-dev libopenblas-openmp-dev libyaml-cpp-dev nlohmann-json3-dev
+  libdnnl-dev libopenblas-openmp-dev libyaml-cpp-dev nlohmann-json3-dev libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-numpy
 )

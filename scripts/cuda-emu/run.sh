@@ -50,15 +50,15 @@ rt=("${objs[@]}")
 objs=()
 compile "$ROOT/tests/unit/kernels/KernelTest.cpp" KernelTest.o -DTFC_HAVE_CUDA=1
 compile "$ROOT/tests/reference/Reference.cpp" Reference.o
-$CXX "${objs[@]}" "${cuda[@]}" "${rt[@]}" -ldnnl -lgtest -lgtest_main -lpthread -o "$OUT/kernel-tests"
+$CXX "${objs[@]}" "${cuda[@]}" "${rt[@]}" -ldnnl -lxxhash -lgtest -lgtest_main -lpthread -o "$OUT/kernel-tests"
 objs=()
 compile "$ROOT/tests/unit/runtime/DeviceRuntimeTest.cpp" DeviceRuntimeTest.o \
   -DTFC_TEST_MODEL="\"$ROOT/build/tests/floydhub-small.bin\""
-$CXX "${objs[@]}" "${cuda[@]}" "${rt[@]}" -ldnnl -lgtest -lgtest_main -lpthread -o "$OUT/runtime-tests"
+$CXX "${objs[@]}" "${cuda[@]}" "${rt[@]}" -ldnnl -lxxhash -lgtest -lgtest_main -lpthread -o "$OUT/runtime-tests"
 objs=()
 compile "$ROOT/tools/tfrun/tfrun.cpp" tool_tfrun.o -I"$ROOT/tools/tfrun"
 compile "$ROOT/tools/tfrun/npy.cpp" tool_npy.o -I"$ROOT/tools/tfrun"
-$CXX "${objs[@]}" "${cuda[@]}" "${rt[@]}" -ldnnl -lpthread -o "$OUT/tfrun"
+$CXX "${objs[@]}" "${cuda[@]}" "${rt[@]}" -ldnnl -lxxhash -lpthread -o "$OUT/tfrun"
 "$OUT/kernel-tests" --gtest_brief=1
 "$OUT/runtime-tests" --gtest_brief=1
 echo "emulated tfrun: $OUT/tfrun (--device cuda)"

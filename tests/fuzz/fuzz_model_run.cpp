@@ -1,6 +1,6 @@
 //===- fuzz_model_run.cpp - libFuzzer: load a checksum-fixed model.bin and run it -===//
 //
-// The checksum (FNV-1a 64, docs/model-bin.md) is no defence: anyone can
+// The checksum (XXH3 64, or FNV-1a 64 before format version 4; docs/model-bin.md) is no defence: anyone can
 // recompute it. So this target writes the right checksum (and file size) into
 // the header of every mutated input before loading it, and when the load
 // succeeds it creates a one-thread CPU session, binds every input to tiny
@@ -8,6 +8,7 @@
 // once. Any sanitizer report here is a loader or kernel check that is missing.
 //
 //===----------------------------------------------------------------------===//
+#include "format/model_bin.h"
 #include <tfc/abi.h>
 #include <tfrun/tfrun.h>
 
@@ -26,14 +27,9 @@ bool ok(tfrun_status_t *st) {
 } // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  // Header (64 bytes): fileSize at 16, checksum at 24, over bytes [64, size).
+  // The header's file size and checksum, made right for the mutated bytes.
   std::vector<uint8_t> buf(data, data + size);
-  if (size >= 64) {
-    uint64_t fileSize = size;
-    std::memcpy(&buf[16], &fileSize, 8);
-    uint64_t sum = tfc_fnv1a64(buf.data() + 64, size - 64);
-    std::memcpy(&buf[24], &sum, 8);
-  }
+  tfc::format::fixChecksum(buf.data(), buf.size());
   tfrun_model_t *model = nullptr;
   if (!ok(tfrun_model_load_buffer(buf.data(), buf.size(), &model)))
     return 0;

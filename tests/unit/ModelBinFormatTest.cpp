@@ -3,7 +3,11 @@
 
 #include "tfc/abi.h"
 
+#include <cstdio>
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 namespace tfc::format {
 namespace {
@@ -58,6 +62,57 @@ TEST(ModelBinFormat, HeaderErrors) {
   file[8] = 99; // version
   EXPECT_NE(readHeader(data, file.size(), h, unsupported), "");
   EXPECT_TRUE(unsupported);
+}
+
+/// FNV-1a 64 of the bytes after the header: the checksum of versions 2 and 3.
+TEST(ModelBinFormat, VersionThreeFilesKeepTheirChecksum) {
+  std::string file = assemble("meta", std::string(200, '\x11'));
+  auto *data = reinterpret_cast<uint8_t *>(file.data());
+  Header h;
+  bool unsupported = false;
+  ASSERT_EQ(readHeader(data, file.size(), h, unsupported), "");
+  EXPECT_EQ(h.version, 4u);
+  EXPECT_NE(h.checksum, tfc_fnv1a64(data + kHeaderSize, file.size() - kHeaderSize));
+  file[8] = 3; // the same bytes as a version-3 file: the version-4 checksum is wrong for it
+  EXPECT_EQ(readHeader(data, file.size(), h, unsupported),
+            "model.bin checksum mismatch: the file is corrupt");
+  fixChecksum(data, file.size());
+  ASSERT_EQ(readHeader(data, file.size(), h, unsupported), "");
+  EXPECT_EQ(h.checksum, tfc_fnv1a64(data + kHeaderSize, file.size() - kHeaderSize));
+}
+
+/// Checking a mapped file chunk by chunk, dropping its pages: the same answer
+/// as the one-shot checksum, the bytes still readable after, and a flipped bit
+/// past the first chunk is found.
+TEST(ModelBinFormat, MappedChecksumDropsPagesAndStillChecks) {
+  std::string file = assemble("meta", std::string(size_t(20) << 20, '\0'));
+  for (size_t i = 4093; i < file.size(); i += 4093)
+    file[i] = (char)(i * 31);
+  fixChecksum(reinterpret_cast<uint8_t *>(file.data()), file.size());
+  char path[] = "/tmp/tfc-format-test-XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(write(fd, file.data(), file.size()), (ssize_t)file.size());
+  auto check = [&](std::string &why) {
+    void *p = mmap(nullptr, file.size(), PROT_READ, MAP_PRIVATE, fd, 0);
+    ASSERT_NE(p, MAP_FAILED);
+    Header h;
+    bool unsupported = false;
+    why = readHeader(static_cast<uint8_t *>(p), file.size(), h, unsupported, /*dropPages=*/true);
+    EXPECT_EQ(std::memcmp(p, file.data(), file.size()), 0); // the pages fault back in
+    munmap(p, file.size());
+  };
+  std::string why;
+  check(why);
+  EXPECT_EQ(why, "");
+  const off_t at = (off_t)(13 << 20) + 5; // in the second 8 MB chunk
+  char c = (char)(file[at] ^ 4);
+  ASSERT_EQ(pwrite(fd, &c, 1, at), 1);
+  file[at] = c;
+  check(why);
+  EXPECT_EQ(why, "model.bin checksum mismatch: the file is corrupt");
+  close(fd);
+  unlink(path);
 }
 
 TEST(ModelBinFormat, ReaderStopsAtTheEnd) {

@@ -7,18 +7,20 @@ the loader's dtype checks can catch them:
 and one whose plan breaks tfc/kernels.def, the kernel table:
   arity.bin: the first layer_norm instruction relabelled attention, which reads
              more int and float attributes than a layer norm carries."""
+import ctypes
 import os
 import struct
 import sys
 
-FNV_OFFSET, FNV_PRIME = 1469598103934665603, 1099511628211
+# The checksum of format version 4 is XXH3 64 (docs/model-bin.md), from the
+# same libxxhash the runtime links.
+_xxh = ctypes.CDLL("libxxhash.so.0")
+_xxh.XXH3_64bits.restype = ctypes.c_uint64
+_xxh.XXH3_64bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
 
 
-def fnv1a64(data):
-    h = FNV_OFFSET
-    for byte in data:
-        h = ((h ^ byte) * FNV_PRIME) & 0xFFFFFFFFFFFFFFFF
-    return h
+def checksum(data):
+    return _xxh.XXH3_64bits(data, len(data))
 
 
 def value_table(b):
@@ -70,7 +72,7 @@ def value_table(b):
 
 def write(path, b):
     b = bytearray(b)
-    b[24:32] = struct.pack("<Q", fnv1a64(bytes(b[64:])))
+    b[24:32] = struct.pack("<Q", checksum(bytes(b[64:])))
     open(path, "wb").write(b)
 
 
