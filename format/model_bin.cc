@@ -101,8 +101,8 @@ void fixChecksum(uint8_t *buf, size_t size) {
 namespace {
 /// The checksum of a mapping, dropping each chunk's pages once hashed.
 uint64_t checksumDropping(uint32_t version, const uint8_t *data, size_t size) {
-  if (version < 4)
-    return checksum(version, data, size);
+  if (version < 4) // FNV-1a has no streaming state here: one pass, no dropping
+    return checksum(version, data + kHeaderSize, size - kHeaderSize);
   const size_t page = (size_t)sysconf(_SC_PAGESIZE);
   constexpr size_t kChunk = size_t(8) << 20;
   XXH3_state_t *st = XXH3_createState();

@@ -248,6 +248,18 @@ const char *tfrun_session_profile(tfrun_session_t *s) {
   }
 }
 
+tfrun_status_t *tfrun_session_memory_info(const tfrun_session_t *s, tfrun_memory_info_t *info) {
+  if (!s || !info)
+    return makeStatus(TFRUN_INVALID_ARGUMENT, "null argument to tfrun_session_memory_info");
+  const tfrun::rt::Session &ss = *s->s;
+  info->weights_bytes = ss.m->weightsSize;
+  info->arena_bytes = ss.peakArena;
+  info->kv_cache_bytes = ss.peakState;
+  info->declared_arena_bytes = ss.m->forward().arenaSize;
+  info->declared_kv_cache_bytes = ss.m->stateSize;
+  return nullptr;
+}
+
 void tfrun_generate_options_init(tfrun_generate_options_t *o) {
   if (!o)
     return;

@@ -10,6 +10,7 @@
 
 #include "tfc/bf16.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -115,10 +116,99 @@ Status placeInputs(Session &s, Session::FnState &fs, const std::vector<BoundInpu
   return Status::ok();
 }
 
+/// Each value's bytes at the actual dims (checked arithmetic: the dims come
+/// from the file and the inputs); 0 for inputs.
+Status valueBytes(const Session &s, size_t fn, const std::vector<int64_t> &sym,
+                  std::vector<uint64_t> &bytes) {
+  const Model &m = *s.m;
+  const Function &f = m.functions[fn];
+  bytes.assign(f.values.size(), 0);
+  for (size_t i = 0; i < f.values.size(); ++i) {
+    const ValueDesc &v = f.values[i];
+    if (v.storage != Storage::Arena)
+      continue;
+    uint64_t b = tfc_dtype_size(s.fns[fn].dtypes[i]);
+    for (int64_t d : v.dims) {
+      int64_t x = d >= 0 ? d : sym[-(d + 1)];
+      if (x < 0)
+        return Status::invalidArgument("'" + f.name + "': no input gives the size of " +
+                                       m.symbolNames[-(d + 1)]);
+      if (__builtin_mul_overflow(b, (uint64_t)x, &b))
+        return Status::invalidModel("'" + f.name + "': value " + std::to_string(i) +
+                                    " is too large");
+    }
+    bytes[i] = b;
+  }
+  return Status::ok();
+}
+
+/// The arena of a run of |fn| at the actual dims |sym|: every arena value gets
+/// an offset for its actual size, and two values whose lifetimes (fs.live)
+/// overlap never share bytes. Greedy by size, as TensorFlow Lite's arena
+/// planner: the largest value first, each at the lowest 64-byte aligned offset
+/// free for its whole lifetime. A few plans are kept, so repeated shapes (a
+/// decode step per token) plan once. The compiler's plan, for the declared
+/// maxima, only sizes --report and the loader's checks: a short run uses an
+/// arena for its own shapes.
+Status planArena(Session &s, size_t fn, const std::vector<int64_t> &sym,
+                 const Session::FnState::Plan *&out) {
+  Session::FnState &fs = s.fns[fn];
+  for (size_t i = 0; i < fs.plans.size(); ++i)
+    if (fs.plans[i].sym == sym) {
+      std::rotate(fs.plans.begin(), fs.plans.begin() + i, fs.plans.begin() + i + 1);
+      out = &fs.plans.front();
+      return Status::ok();
+    }
+  std::vector<uint64_t> bytes;
+  TFC_RETURN_IF_ERROR(valueBytes(s, fn, sym, bytes));
+  const Function &f = s.m->functions[fn];
+  std::vector<uint32_t> order;
+  for (uint32_t i = 0; i < f.values.size(); ++i)
+    if (f.values[i].storage == Storage::Arena)
+      order.push_back(i);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](uint32_t a, uint32_t b) { return bytes[a] > bytes[b]; });
+  Session::FnState::Plan plan;
+  plan.sym = sym;
+  plan.offsets.assign(f.values.size(), 0);
+  constexpr uint64_t kAlign = 64;
+  std::vector<uint32_t> placed;
+  std::vector<std::pair<uint64_t, uint64_t>> busy; // [lo, hi) of overlapping placed values
+  for (uint32_t v : order) {
+    uint64_t size = 0;
+    if (__builtin_add_overflow(bytes[v], kAlign - 1, &size))
+      return Status::invalidModel("'" + f.name + "': value " + std::to_string(v) +
+                                  " is too large");
+    size = size / kAlign * kAlign;
+    busy.clear();
+    for (uint32_t p : placed)
+      if (fs.live[p].first <= fs.live[v].second && fs.live[v].first <= fs.live[p].second)
+        busy.push_back({plan.offsets[p], plan.offsets[p] + (bytes[p] + kAlign - 1) / kAlign * kAlign});
+    std::sort(busy.begin(), busy.end());
+    uint64_t at = 0;
+    for (const auto &[lo, hi] : busy) {
+      if (at + size <= lo)
+        break;
+      at = std::max(at, hi);
+    }
+    plan.offsets[v] = at;
+    if (__builtin_add_overflow(at, size, &size))
+      return Status::invalidModel("'" + f.name + "': the arena is too large");
+    plan.size = std::max(plan.size, size);
+    placed.push_back(v);
+  }
+  fs.plans.insert(fs.plans.begin(), std::move(plan));
+  if (fs.plans.size() > 4)
+    fs.plans.pop_back();
+  out = &fs.plans.front();
+  return Status::ok();
+}
+
 /// Fills the tensors of function |fn| for a run: each value's shape from the
 /// bound symbolic dims, its dtype on the device, and its address by storage.
 Status bindTensors(Session &s, size_t fn, const std::vector<BoundInput> &ins,
-                   const std::vector<void *> &inputData, const std::vector<int64_t> &sym) {
+                   const std::vector<void *> &inputData, const std::vector<int64_t> &sym,
+                   const Session::FnState::Plan &plan) {
   const Model &m = *s.m;
   const Function &f = m.functions[fn];
   Session::FnState &fs = s.fns[fn];
@@ -134,6 +224,9 @@ Status bindTensors(Session &s, size_t fn, const std::vector<BoundInput> &ins,
                                        m.symbolNames[-(d + 1)]);
       t.shape.push_back(x);
     }
+    // A KV cache has the rows and positions the session reserved (reserveState).
+    if (v.storage == Storage::State)
+      t.shape = {s.stateRows, s.stateLen, v.dims[2]};
     // The bytes a kernel may touch, in checked arithmetic: they must lie in the
     // value's storage whatever the file says (the loader checked the declared
     // maxima; this holds for the actual dims too).
@@ -154,18 +247,23 @@ Status bindTensors(Session &s, size_t fn, const std::vector<BoundInput> &ins,
       t.data = fs.weightPtrs[i];
       t.packed = fs.weightPacks[i];
       break;
-    case Storage::Arena:
-      if (v.offset > f.arenaSize || bytes > f.arenaSize - v.offset)
-        return Status::invalidModel("'" + f.name + "': value " + std::to_string(i) +
-                                    " lies outside the arena at these dims");
-      t.data = static_cast<char *>(fs.arena) + v.offset;
+    case Storage::Arena: {
+      const uint64_t at = plan.offsets[i];
+      if (at > fs.arenaBytes || bytes > fs.arenaBytes - at)
+        return Status::internal("'" + f.name + "': value " + std::to_string(i) +
+                                " lies outside the arena at these dims");
+      t.data = static_cast<char *>(fs.arena) + at;
       break;
-    case Storage::State:
-      if (v.offset > m.stateSize || bytes > m.stateSize - v.offset)
+    }
+    case Storage::State: {
+      auto slot = s.stateSlots.find(v.offset);
+      if (slot == s.stateSlots.end() || slot->second > s.stateBytes ||
+          bytes > s.stateBytes - slot->second)
         return Status::invalidModel("'" + f.name + "': value " + std::to_string(i) +
                                     " lies outside the session state at these dims");
-      t.data = static_cast<char *>(s.state) + v.offset;
+      t.data = static_cast<char *>(s.state) + slot->second;
       break;
+    }
     case Storage::View: {
       const tfc::Tensor &src = fs.tensors[v.offset];
       if (bytes > (uint64_t)src.numel() * tfc_dtype_size(src.dtype))
@@ -232,13 +330,34 @@ Status prepareFunction(Session &s, size_t fn) {
     if (v.storage == Storage::Weight)
       TFC_RETURN_IF_ERROR(d.weight(fn, (uint32_t)i, dt, &fs.weightPtrs[i], &fs.weightPacks[i]));
   }
-  if (Status st = d.alloc(f.arenaSize, &fs.arena); !st.isOk())
-    return Status::outOfMemory(
-        "cannot allocate the " + std::to_string(f.arenaSize) + "-byte " +
-        (d.hostMemory() ? "" : "device ") + "arena of '" + f.name +
-        "' (sized for the declared maximum dims; compile with smaller --set max_batch / "
-        "max_len)" +
-        (d.hostMemory() ? "" : ": " + st.message()));
+  // Lifetimes for the run-time arena plans: an arena value lives from the
+  // first to the last instruction that reads or writes it or a view of it;
+  // function outputs live to the end, so they can be read after the run.
+  fs.live.assign(f.values.size(), {-1, -1});
+  auto root = [&](uint32_t v) {
+    for (size_t hops = 0; f.values[v].storage == Storage::View && hops < f.values.size(); ++hops)
+      v = (uint32_t)f.values[v].offset;
+    return v;
+  };
+  auto touch = [&](uint32_t v, int32_t at) {
+    v = root(v);
+    if (f.values[v].storage != Storage::Arena)
+      return;
+    auto &l = fs.live[v];
+    l.first = l.first < 0 ? at : std::min(l.first, at);
+    l.second = std::max(l.second, at);
+  };
+  const int32_t end = (int32_t)f.plan.size();
+  for (int32_t i = 0; i < end; ++i) {
+    for (uint32_t v : f.plan[i].inputs)
+      touch(v, i);
+    touch(f.plan[i].output, i);
+  }
+  for (const Binding &b : f.outputs)
+    touch(b.value, end);
+  for (size_t i = 0; i < f.values.size(); ++i)
+    if (f.values[i].storage == Storage::Arena && fs.live[i].first < 0)
+      fs.live[i] = {0, end}; // never touched: a slot of its own
   fs.devInputs.assign(f.inputs.size(), {nullptr, 0});
   fs.prepared = true;
   return Status::ok();
@@ -256,15 +375,33 @@ Status runFunction(Session &s, size_t fn, const std::vector<BoundInput> &ins) {
   bool usesState = false;
   for (const ValueDesc &v : f.values)
     usesState |= v.storage == Storage::State;
-  if (usesState && !s.state)
-    if (Status st = d.alloc(m.stateSize, &s.state, /*zeroed=*/true); !st.isOk())
-      return Status::outOfMemory("cannot allocate the " + std::to_string(m.stateSize) +
-                                 "-byte KV cache" + (d.hostMemory() ? "" : " on the device") +
-                                 " (compile with smaller --set max_batch / max_len)" +
-                                 (d.hostMemory() ? "" : ": " + st.message()));
+  if (usesState && !s.state) {
+    // Not reserved by generate: the declared maxima.
+    for (const ValueDesc &v : f.values)
+      if (v.storage == Storage::State) {
+        TFC_RETURN_IF_ERROR(s.reserveState(v.dims[0] >= 0 ? v.dims[0] : m.symbolMax[-(v.dims[0] + 1)],
+                                           v.dims[1]));
+        break;
+      }
+  }
+  const Session::FnState::Plan *plan = nullptr;
+  TFC_RETURN_IF_ERROR(planArena(s, fn, sym, plan));
+  if (plan->size > fs.arenaBytes) {
+    // Grow to this run's plan; what the previous run left there is dead.
+    d.release(fs.arena);
+    fs.arena = nullptr;
+    fs.arenaBytes = 0;
+    if (Status st = d.alloc(plan->size, &fs.arena); !st.isOk())
+      return Status::outOfMemory(
+          "cannot allocate the " + std::to_string(plan->size) + "-byte " +
+          (d.hostMemory() ? "" : "device ") + "arena of '" + f.name + "' for these input sizes" +
+          (d.hostMemory() ? "" : ": " + st.message()));
+    fs.arenaBytes = plan->size;
+  }
+  s.peakArena = std::max<uint64_t>(s.peakArena, plan->size);
   std::vector<void *> inputData;
   TFC_RETURN_IF_ERROR(placeInputs(s, fs, ins, inputData));
-  TFC_RETURN_IF_ERROR(bindTensors(s, fn, ins, inputData, sym));
+  TFC_RETURN_IF_ERROR(bindTensors(s, fn, ins, inputData, sym, *plan));
   d.beginRun();
   std::vector<const tfc::Tensor *> args;
   for (const Instr &in : f.plan) {

@@ -28,7 +28,8 @@ Status Session::create(const Model &model, std::unique_ptr<Device> device,
   s->deviceText = device->describe();
   s->dev = std::move(device);
   TFC_RETURN_IF_ERROR(s->dev->bindModel(model));
-  // @forward's weights and arena now, so a too-large model fails here rather than at run.
+  // @forward's weights now, so a model the device cannot hold fails here. Its
+  // arena comes with the first run, sized for that run's shapes.
   TFC_RETURN_IF_ERROR(prepareFunction(*s, 0));
   out = std::move(s);
   return Status::ok();
@@ -90,6 +91,60 @@ Status Session::run() {
     ins[i] = {inputs[i].ids.data(), TFC_DTYPE_I64, inputs[i].shape};
   }
   return runFunction(*this, 0, ins);
+}
+
+Status Session::reserveState(int64_t rows, int64_t len) {
+  size_t fn = 0;
+  while (fn < m->functions.size() && m->functions[fn].name != "decode_step")
+    ++fn;
+  if (fn == m->functions.size())
+    return Status::ok();
+  TFC_RETURN_IF_ERROR(prepareFunction(*this, fn)); // the dtypes on the device
+  const Function &f = m->functions[fn];
+  // One slot per state offset (a K or V cache), its widest value's width.
+  std::map<uint64_t, std::pair<int64_t, uint64_t>> widths; // offset -> (width, elem bytes)
+  for (size_t i = 0; i < f.values.size(); ++i) {
+    const ValueDesc &v = f.values[i];
+    if (v.storage != Storage::State)
+      continue;
+    const int64_t maxRows = v.dims[0] >= 0 ? v.dims[0] : m->symbolMax[-(v.dims[0] + 1)];
+    if (rows < 1 || rows > maxRows || len < 1 || len > v.dims[1])
+      return Status::invalidArgument(
+          "a KV cache of " + std::to_string(rows) + " rows x " + std::to_string(len) +
+          " positions is outside the declared maxima (" + std::to_string(maxRows) + " x " +
+          std::to_string(v.dims[1]) + ")");
+    auto &w = widths[v.offset];
+    w.first = std::max(w.first, v.dims[2]);
+    w.second = std::max<uint64_t>(w.second, tfc_dtype_size(fns[fn].dtypes[i]));
+  }
+  std::map<uint64_t, uint64_t> slots;
+  uint64_t total = 0;
+  for (const auto &[offset, w] : widths) {
+    uint64_t b = w.second;
+    bool overflow = __builtin_mul_overflow(b, (uint64_t)rows, &b) ||
+                    __builtin_mul_overflow(b, (uint64_t)len, &b) ||
+                    __builtin_mul_overflow(b, (uint64_t)w.first, &b) ||
+                    __builtin_add_overflow(b, 63, &b);
+    slots[offset] = total;
+    if (overflow || __builtin_add_overflow(total, b / 64 * 64, &total))
+      return Status::invalidModel("the KV cache's size overflows 64 bits");
+  }
+  if (total > stateBytes) {
+    dev->release(state);
+    state = nullptr;
+    stateBytes = 0;
+    if (Status st = dev->alloc(total, &state, /*zeroed=*/true); !st.isOk())
+      return Status::outOfMemory("cannot allocate the " + std::to_string(total) +
+                                 "-byte KV cache (" + std::to_string(rows) + " rows x " +
+                                 std::to_string(len) + " positions)" +
+                                 (dev->hostMemory() ? "" : " on the device: " + st.message()));
+    stateBytes = total;
+  }
+  stateRows = rows;
+  stateLen = len;
+  stateSlots = std::move(slots);
+  peakState = std::max(peakState, total);
+  return Status::ok();
 }
 
 const float *Session::hostOutput(size_t fn, uint32_t value) const {

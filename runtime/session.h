@@ -43,6 +43,18 @@ struct Session {
   struct FnState {
     bool prepared = false;
     void *arena = nullptr;
+    uint64_t arenaBytes = 0; ///< allocated; grows to the largest run's plan
+    /// Per value: the first and last instruction that touch its storage (an
+    /// arena value's, through its views too); -1 for other storage.
+    std::vector<std::pair<int32_t, int32_t>> live;
+    /// Arena plans for the actual dims (executor.cc's planArena), the most
+    /// recent first: the symbol values, each arena value's offset, the size.
+    struct Plan {
+      std::vector<int64_t> sym;
+      std::vector<uint64_t> offsets;
+      uint64_t size = 0;
+    };
+    std::vector<Plan> plans;
     std::vector<uint32_t> dtypes; ///< each value's dtype on the device
     std::vector<void *> weightPtrs;
     std::vector<const void *> weightPacks;
@@ -51,7 +63,16 @@ struct Session {
     std::map<uint32_t, std::vector<float>> hostOutputs; ///< downloaded, widened to f32
   };
   std::vector<FnState> fns;
-  void *state = nullptr; ///< KV caches, allocated (zeroed) on the first decode step
+  /// The KV caches: one slot per decode_step state value, each [stateRows,
+  /// stateLen, width], sized to the request by reserveState (generate), not
+  /// to the declared maxima. stateSlots maps a slot's model.bin offset to its
+  /// byte offset in |state|.
+  void *state = nullptr;
+  uint64_t stateBytes = 0; ///< allocated
+  int64_t stateRows = 0, stateLen = 0;
+  std::map<uint64_t, uint64_t> stateSlots;
+  /// The largest arena and KV cache of any run so far, bytes.
+  uint64_t peakArena = 0, peakState = 0;
   int lastRun = -1;      ///< the function whose outputs get_output reads
 
   bool profiling = false;
@@ -82,6 +103,10 @@ struct Session {
                   const void *data);
   /// @forward on the bound inputs.
   Status run();
+  /// KV caches for |rows| rows of |len| positions: the layout of every cache
+  /// slot of decode_step, and memory for it (grown, zeroed, when it is larger
+  /// than what the session has). At most the declared maxima.
+  Status reserveState(int64_t rows, int64_t len);
   /// Runs the decoding loop (docs/generation.md) on the bound inputs.
   Status generate(const tfrun_generate_options_t &o);
   /// Output |value| of function |fn|'s last run, as f32 in host memory.

@@ -153,15 +153,18 @@ public:
     // The caches: only positions [0, lastPos] hold data. Gather the rows into
     // scratch memory on the device, then back.
     int64_t used = lastPos + 1;
+    if (n > s->stateRows && s->state)
+      return Status::internal(std::to_string(n) + " rows exceed the KV cache's " +
+                              std::to_string(s->stateRows));
     if (used > 0 && s->state) {
       Device &d = *s->dev;
       for (const Cache &c : caches) {
         const uint64_t es = c.elemSize(s, decIdx);
-        const uint64_t rowBytes = (uint64_t)c.len * c.width * es;
+        const uint64_t rowBytes = (uint64_t)s->stateLen * c.width * es;
         const uint64_t usedBytes = (uint64_t)used * c.width * es;
         void *scratch = nullptr;
         TFC_RETURN_IF_ERROR(d.alloc(usedBytes * n, &scratch));
-        char *base = static_cast<char *>(s->state) + c.offset;
+        char *base = static_cast<char *>(s->state) + s->stateSlots.at(c.offset);
         Status st;
         for (int64_t r = 0; r < n && st.isOk(); ++r)
           st = d.copy(static_cast<char *>(scratch) + r * usedBytes, base + from[r] * rowBytes,
@@ -285,6 +288,14 @@ Status Session::generate(const tfrun_generate_options_t &o) {
                                    " (recompile with a larger --set max_len)");
   SessionStepModel model(s);
   TFC_RETURN_IF_ERROR(model.start(batch));
+  // The KV caches for this request only: every row the search may hold
+  // (batch x beams) and the positions it feeds (the longest prompt and every
+  // new token but the last), not the declared maxima.
+  const int64_t cacheRows =
+      std::min<int64_t>(model.maxRows(), batch * std::max(1, (int)opt.beam));
+  TFC_RETURN_IF_ERROR(s->reserveState(
+      std::max<int64_t>(cacheRows, 1),
+      std::max<int64_t>((int64_t)longest + std::max(opt.max_len, 1) - 1, 1)));
   if (encDec && (opt.bos < 0 || opt.bos >= model.vocabSize()))
     return Status::invalidArgument("bos_id " + std::to_string(opt.bos) +
                                    " is outside the vocabulary [0, " +

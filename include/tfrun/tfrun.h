@@ -27,7 +27,7 @@
 extern "C" {
 #endif
 
-#define TFRUN_API_VERSION 2
+#define TFRUN_API_VERSION 3 /* 3: tfrun_session_memory_info */
 
 /* Status codes. Append-only. */
 typedef enum tfrun_code_t {
@@ -134,6 +134,20 @@ tfrun_status_t *tfrun_session_get_output(tfrun_session_t *session, const char *n
  * owned by the session, valid until the next call on it. */
 void tfrun_session_enable_profiling(tfrun_session_t *session, int enable);
 const char *tfrun_session_profile(tfrun_session_t *session);
+
+/* Memory (docs/c-api.md, "Memory"). A session's arena and KV cache follow the
+ * work: the arena of a run is planned for that run's input sizes and grows to
+ * the largest run so far; the KV cache is sized to each generate request
+ * (rows x (prompt + new tokens)). Sizes in bytes. */
+typedef struct tfrun_memory_info_t {
+  uint64_t weights_bytes;         /* model.bin's weights section */
+  uint64_t arena_bytes;           /* the largest arena of any run so far */
+  uint64_t kv_cache_bytes;        /* the largest KV cache of any generate so far */
+  uint64_t declared_arena_bytes;  /* @forward's arena at the declared maximum dims */
+  uint64_t declared_kv_cache_bytes; /* the KV cache at the declared maxima */
+} tfrun_memory_info_t;
+tfrun_status_t *tfrun_session_memory_info(const tfrun_session_t *session,
+                                          tfrun_memory_info_t *out_info);
 
 /* ---- Generation (docs/generation.md) -------------------------------------
  * For models tfc derived @encode/@decode_step for (encoder-decoder and

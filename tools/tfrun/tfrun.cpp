@@ -22,6 +22,7 @@
 
 #include <cctype>
 #include <cerrno>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 namespace {
@@ -46,7 +47,8 @@ const char *kUsage =
     "  --input NAME=FILE.npy  token ids (int64 or int32, [batch, seq]) for input NAME\n"
     "  --output-dir DIR       write DIR/<output>.npy for every output\n"
     "  --threads N            number of threads (default: all cores)\n"
-    "  --bench N              run N times after a warm-up; print min/median/max latency\n"
+    "  --bench N              run N times after a warm-up; print min/median/max latency,\n"
+    "                         the load time, the arena and KV cache used and peak RSS\n"
     "  --profile              print the time spent per kernel (over all timed runs)\n"
     "  --device D             cpu (default), or cuda / cuda:N: the same model.bin on an\n"
     "                         NVIDIA GPU (docs/backend-cuda.md)\n"
@@ -75,8 +77,30 @@ const char *kUsage =
     "                         'generate: median X ms over N runs, T tokens, R tokens/s'\n";
 
 /// `--generate`: the decoding loop in the runtime, then the ids.
+/// The load and session times, and the memory --bench reports: the session's
+/// arena and KV cache (tfrun_session_memory_info) and the process's peak RSS.
+struct Startup {
+  double loadMs = 0, sessionMs = 0;
+};
+void printMemory(tfrun_session_t *session, const Startup &start) {
+  tfrun_memory_info_t mi{};
+  if (tfrun_status_t *st = tfrun_session_memory_info(session, &mi)) {
+    tfrun_status_release(st);
+    return;
+  }
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  const double mb = 1e6;
+  std::printf("load: %.1f ms (model %.1f ms, session %.1f ms)\n", start.loadMs + start.sessionMs,
+              start.loadMs, start.sessionMs);
+  std::printf("memory: weights %.1f MB, arena %.2f MB (declared maxima %.1f MB), kv cache %.2f MB "
+              "(declared maxima %.1f MB), peak RSS %.1f MB\n",
+              mi.weights_bytes / mb, mi.arena_bytes / mb, mi.declared_arena_bytes / mb,
+              mi.kv_cache_bytes / mb, mi.declared_kv_cache_bytes / mb, ru.ru_maxrss * 1024.0 / mb);
+}
+
 int runGenerate(tfrun_session_t *session, const tfrun_generate_options_t &gopt, int bench,
-                bool profile, const std::string &outDir) {
+                bool profile, const std::string &outDir, const Startup &start) {
   std::vector<double> ms;
   size_t tokens = 0;
   for (int r = 0; r < std::max(bench, 1) + (bench ? 1 : 0); ++r) {
@@ -113,6 +137,7 @@ int runGenerate(tfrun_session_t *session, const tfrun_generate_options_t &gopt, 
                 "(min %.3f ms, max %.3f ms)\n",
                 med, bench, tokens, med > 0 ? 1000.0 * tokens / med : 0.0, ms.front(),
                 ms.back());
+    printMemory(session, start);
   }
   if (profile)
     std::fputs(tfrun_session_profile(session), stdout);
@@ -304,15 +329,24 @@ int main(int argc, char **argv) {
       return fail("--output-dir '" + outDir + "' is not a directory");
   }
 
+  Startup start;
+  auto since = [](std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+        .count();
+  };
+  auto t0 = std::chrono::steady_clock::now();
   tfrun_model_t *model = nullptr;
   if (tfrun_status_t *st = tfrun_model_load_file(modelPath.c_str(), &model))
     return failStatus(st);
+  start.loadMs = since(t0);
+  t0 = std::chrono::steady_clock::now();
   tfrun_session_t *session = nullptr;
   sopts.num_threads = threads;
   if (tfrun_status_t *st = tfrun_session_create_with_options(model, &sopts, &session)) {
     tfrun_model_release(model);
     return failStatus(st);
   }
+  start.sessionMs = since(t0);
   auto cleanup = [&] {
     tfrun_session_release(session);
     tfrun_model_release(model);
@@ -372,7 +406,7 @@ int main(int argc, char **argv) {
   }
 
   if (generate) {
-    int rc = runGenerate(session, gopt, bench, profile, outDir);
+    int rc = runGenerate(session, gopt, bench, profile, outDir, start);
     cleanup();
     return rc;
   }
@@ -394,6 +428,7 @@ int main(int argc, char **argv) {
     std::sort(ms.begin(), ms.end());
     std::printf("latency over %d runs: min %.3f ms, median %.3f ms, max %.3f ms\n", bench,
                 ms.front(), ms[ms.size() / 2], ms.back());
+    printMemory(session, start);
   } else {
     tfrun_session_enable_profiling(session, profile);
     if (tfrun_status_t *st = tfrun_session_run(session)) {

@@ -257,6 +257,76 @@ TEST(RuntimeCpp, WrapperRunsAndThrowsOnBadInput) {
 // Generation: greedy decoding with the derived decode_step and its KV cache
 // gives the tokens of the plain loop that re-runs @forward over the whole
 // prefix at every step (the tutorial's translate loop), per source.
+/// The arena follows the input sizes (docs/c-api.md, "Memory"): a short run
+/// plans a small arena, a longer one grows it, and a short run after that
+/// reuses the grown arena and gives the same numbers as before.
+TEST_F(RuntimeTest, ArenaFollowsTheInputSizes) {
+  tfrun_session_t *s = nullptr;
+  ASSERT_EQ(tfrun_session_create(model, 1, &s), nullptr);
+  tfrun_memory_info_t mi{};
+  ASSERT_EQ(tfrun_session_memory_info(s, &mi), nullptr);
+  EXPECT_EQ(mi.arena_bytes, 0u); // nothing before the first run
+  EXPECT_GT(mi.weights_bytes, 0u);
+  const uint64_t declared = mi.declared_arena_bytes;
+  const std::vector<float> small = runOnce(s, 3);
+  ASSERT_EQ(tfrun_session_memory_info(s, &mi), nullptr);
+  const uint64_t a1 = mi.arena_bytes;
+  EXPECT_GT(a1, 0u);
+  EXPECT_LT(a1 * 4, declared) << "a 2 x 3 run planned for the declared 4 x 16";
+  runOnce(s, 16);
+  ASSERT_EQ(tfrun_session_memory_info(s, &mi), nullptr);
+  const uint64_t a2 = mi.arena_bytes;
+  EXPECT_GT(a2, a1);
+  EXPECT_EQ(runOnce(s, 3), small);
+  ASSERT_EQ(tfrun_session_memory_info(s, &mi), nullptr);
+  EXPECT_EQ(mi.arena_bytes, a2); // the largest so far
+  tfrun_session_release(s);
+  StatusGuard g{tfrun_session_memory_info(nullptr, &mi)};
+  EXPECT_EQ(tfrun_status_code(g.s), TFRUN_INVALID_ARGUMENT);
+}
+
+/// The KV cache holds the request (rows x (prompt + new tokens - 1)
+/// positions), not the declared maxima, and a session whose cache was sized
+/// for a smaller request gives the same tokens as a fresh one.
+TEST_F(RuntimeTest, KvCacheIsSizedToTheRequest) {
+  // floydhub-small: 1 decoder layer (a K and a V cache), d_model 32, f32;
+  // max_batch 4, max_len 16.
+  auto generate = [&](tfrun_session_t *s, int64_t batch, int beam, int maxLen) {
+    std::vector<int64_t> src = {3, 14, 15, 9, 26, /**/ 5, 35, 8, 0, 0};
+    int64_t shape[2] = {batch, 5};
+    EXPECT_EQ(tfrun_session_set_input(s, "src", TFRUN_I64, shape, 2, src.data()), nullptr);
+    tfrun_generate_options_t o;
+    tfrun_generate_options_init(&o);
+    o.max_len = maxLen;
+    o.beam_width = beam;
+    StatusGuard g{tfrun_session_generate(s, &o)};
+    EXPECT_EQ(g.s, nullptr) << tfrun_status_message(g.s);
+    std::vector<std::vector<int64_t>> out;
+    for (size_t b = 0; b < tfrun_session_generated_count(s); ++b) {
+      const int64_t *ids;
+      size_t len;
+      float score;
+      EXPECT_EQ(tfrun_session_get_generated(s, b, &ids, &len, &score), nullptr);
+      out.emplace_back(ids, ids + len);
+    }
+    tfrun_memory_info_t mi{};
+    EXPECT_EQ(tfrun_session_memory_info(s, &mi), nullptr);
+    EXPECT_EQ(mi.declared_kv_cache_bytes, 2u * 4 * 16 * 32 * 4);
+    return std::make_pair(out, mi.kv_cache_bytes);
+  };
+  tfrun_session_t *s = nullptr, *fresh = nullptr;
+  ASSERT_EQ(tfrun_session_create(model, 1, &s), nullptr);
+  ASSERT_EQ(tfrun_session_create(model, 1, &fresh), nullptr);
+  // 1 row, 1 + 3 - 1 positions: 2 caches x 1 x 3 x 32 floats.
+  EXPECT_EQ(generate(s, 1, 1, 3).second, 2u * 1 * 3 * 32 * 4);
+  // 2 sources x 2 beams, 5 positions.
+  auto grown = generate(s, 2, 2, 5);
+  EXPECT_EQ(grown.second, 2u * 4 * 5 * 32 * 4);
+  EXPECT_EQ(grown.first, generate(fresh, 2, 2, 5).first);
+  tfrun_session_release(s);
+  tfrun_session_release(fresh);
+}
+
 TEST_F(RuntimeTest, GreedyGenerateEqualsForwardLoop) {
   ASSERT_EQ(tfrun_model_can_generate(model), 1);
   int64_t bos, eos, pad, cache;
