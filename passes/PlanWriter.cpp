@@ -31,6 +31,8 @@
 #include "mlir/IR/BuiltinAttributes.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <map>
 
 using namespace mlir;
 namespace td = mlir::tfc;
@@ -159,6 +161,76 @@ void Writer::assignActivations(const std::vector<Instr> &plan,
       values[v].dtype = TFC_DTYPE_BF16;
 }
 
+/// "27.6 KB", "96 B": the --report units (1 KB = 1000 bytes, as tfrun --bench).
+static std::string humanBytes(double b) {
+  const char *units[] = {"B", "KB", "MB", "GB", "TB"};
+  int u = 0;
+  while (b >= 1000 && u < 4) {
+    b /= 1000;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", b, units[u]);
+  return buf;
+}
+
+std::string Writer::arenaFormula(const std::vector<int64_t> &def,
+                                 const std::vector<int64_t> &last, int64_t steps) const {
+  // The busiest instruction at the declared maxima.
+  auto maxBytes = [&](uint32_t v) {
+    uint64_t n = tfc_dtype_size(values[v].dtype);
+    for (int64_t d : values[v].maxDims)
+      n *= (uint64_t)d;
+    return n;
+  };
+  int64_t busiest = 0;
+  uint64_t most = 0;
+  for (int64_t i = 0; i <= steps; ++i) {
+    uint64_t live = 0;
+    for (uint32_t v = 0; v < values.size(); ++v)
+      if (values[v].storage == TFC_STORAGE_ARENA && def[v] <= i && i <= last[v])
+        live += maxBytes(v);
+    if (live > most) {
+      most = live;
+      busiest = i;
+    }
+  }
+  // Its live values, term by term: bytes per product of symbols.
+  std::map<std::vector<int64_t>, uint64_t> terms;
+  for (uint32_t v = 0; v < values.size(); ++v) {
+    if (values[v].storage != TFC_STORAGE_ARENA || def[v] > busiest || busiest > last[v])
+      continue;
+    uint64_t coef = tfc_dtype_size(values[v].dtype);
+    std::vector<int64_t> syms;
+    for (int64_t d : values[v].dims)
+      if (d < 0)
+        syms.push_back(-(d + 1));
+      else
+        coef *= (uint64_t)d;
+    llvm::sort(syms);
+    terms[syms] += coef;
+  }
+  std::vector<std::pair<std::vector<int64_t>, uint64_t>> sorted(terms.begin(), terms.end());
+  llvm::stable_sort(sorted, [](const auto &a, const auto &b) {
+    return a.first.size() != b.first.size() ? a.first.size() < b.first.size()
+                                            : a.second > b.second;
+  });
+  std::string text;
+  for (const auto &[syms, coef] : sorted) {
+    text += (text.empty() ? "" : " + ") + humanBytes((double)coef);
+    for (size_t i = 0; i < syms.size();) {
+      size_t j = i;
+      while (j < syms.size() && syms[j] == syms[i])
+        ++j;
+      text += " × " + symbolNames[syms[i]];
+      if (j - i > 1)
+        text += "^" + std::to_string(j - i);
+      i = j;
+    }
+  }
+  return text.empty() ? "0 B" : text;
+}
+
 LogicalResult Writer::planFunction(func::FuncOp f, Out &m, PlanStats *stats) {
   constants.clear();
   ids.clear();
@@ -182,6 +254,9 @@ LogicalResult Writer::planFunction(func::FuncOp f, Out &m, PlanStats *stats) {
       info.storage = TFC_STORAGE_STATE;
       info.offset = stateSize;
       stateSize += (bytes + 63) / 64 * 64;
+      // [rows, positions, width]: what one row and position take.
+      if (info.maxDims.size() == 3)
+        stateBytesPerRowPosition += tfc_dtype_size(info.dtype) * (uint64_t)info.maxDims[2];
       stateNames.push_back(nm ? nm.str() : "state");
     } else {
       info.storage = TFC_STORAGE_INPUT;
@@ -299,6 +374,9 @@ LogicalResult Writer::planFunction(func::FuncOp f, Out &m, PlanStats *stats) {
     arena = std::max(arena, off + size);
   }
 
+  if (stats && f.getName() == "forward")
+    stats->arenaFormula = arenaFormula(def, last, (int64_t)plan.size());
+
   // Serialize this function.
   m.str(f.getName());
   m.u32(values.size());
@@ -406,6 +484,7 @@ FailureOr<std::string> Writer::run(PlanStats *stats) {
   if (stats) {
     stats->weightBytes = weightsBlob.size();
     stats->stateBytes = stateSize;
+    stats->stateBytesPerRowPosition = stateBytesPerRowPosition;
     if (stateSize)
       stats->cacheDescription = std::to_string(stateNames.size()) +
                                 " buffers of [max_batch, max_len, width] f32";

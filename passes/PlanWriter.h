@@ -39,8 +39,14 @@ struct PlanStats {
   uint64_t weightBytes = 0;
   uint64_t arenaBytes = 0;
   uint64_t kernels = 0;
+  /// @forward's arena as a polynomial in the symbolic dims: the values live at
+  /// its busiest instruction (at the declared maxima), e.g.
+  /// "27.6 KB × batch × tgt_len + 96 B × batch × tgt_len^2".
+  std::string arenaFormula;
   /// Session state (the KV caches of decode_step) at the declared maximums.
   uint64_t stateBytes = 0;
+  /// The KV caches' bytes per row and position (all buffers together).
+  uint64_t stateBytesPerRowPosition = 0;
   std::string cacheDescription;
   std::map<std::string, uint64_t> kernelCounts;
   /// @forward's instructions per "kernel precision" (tfc_instr_precision),

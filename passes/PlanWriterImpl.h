@@ -70,6 +70,7 @@ private:
   std::string weightsBlob;
   std::map<std::pair<uint64_t, uint64_t>, std::vector<uint64_t>> weightIndex;
   uint64_t stateSize = 0;
+  uint64_t stateBytesPerRowPosition = 0; ///< the KV caches' bytes per row and position
   std::vector<std::string> stateNames;
 
   LogicalResult planFunction(mlir::func::FuncOp f, Out &m, PlanStats *stats);
@@ -86,6 +87,10 @@ private:
   uint32_t weightOperand(Operation *op, unsigned i, Value v, std::optional<uint32_t> &scales);
   llvm::DenseMap<std::pair<Value, unsigned>, std::pair<uint32_t, uint32_t>> reducedWeights;
   void assignActivations(const std::vector<Instr> &plan, const std::vector<uint32_t> &outputs);
+  /// The arena of the function just planned as a polynomial in the symbolic
+  /// dims: the values live at its busiest instruction (PlanStats::arenaFormula).
+  std::string arenaFormula(const std::vector<int64_t> &def, const std::vector<int64_t> &last,
+                           int64_t steps) const;
 };
 
 } // namespace tfc::plan

@@ -345,6 +345,17 @@ int runCompile() {
     if (report && stats.stateBytes)
       llvm::outs() << "  kv cache: " << stats.stateBytes << " bytes ("
                    << stats.cacheDescription << ")\n";
+    if (report) {
+      // What a run takes, as a formula: the runtime plans each run's arena for
+      // its actual dims and sizes each generate's KV cache to the request.
+      llvm::outs() << "  memory: weights " << stats.weightBytes << " bytes; arena ~ "
+                   << stats.arenaFormula << " (forward's busiest instruction)";
+      if (stats.stateBytes)
+        llvm::outs() << "; kv cache = " << stats.stateBytesPerRowPosition
+                     << " B × rows × positions (rows: batch × beams; positions: prompt + new "
+                        "tokens - 1)";
+      llvm::outs() << "\n";
+    }
   } else {
     if (precision.getNumOccurrences() && precision != ::tfc::Precision::F32) {
       llvm::errs() << "error: --precision applies to model.bin (-o model.bin or "
