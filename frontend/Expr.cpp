@@ -127,6 +127,8 @@ private:
       if (!unary(out))
         return false;
       out.value = -out.value;
+      if (!out.literal.empty())
+        out.literal = out.literal[0] == '-' ? out.literal.substr(1) : "-" + out.literal;
       return true;
     }
     if (accept("+"))
@@ -164,7 +166,7 @@ private:
       std::string lit(begin, end - begin);
       pos += end - begin;
       bool isInt = lit.find_first_of(".eE") == std::string::npos;
-      out = {v, isInt};
+      out = {v, isInt, lit};
       return true;
     }
     if (std::isalpha((unsigned char)c) || c == '_') {

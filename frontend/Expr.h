@@ -19,6 +19,9 @@ namespace tfc {
 struct Number {
   double value = 0;
   bool isInt = false;
+  /// The digits as written, when the value is one literal (parentheses
+  /// allowed): what an error quotes, since a double rounds integers past 2^53.
+  std::string literal;
 };
 
 /// Resolves an identifier. Returns false and sets |error| if it cannot.

@@ -100,6 +100,13 @@ FailureOr<Number> Importer::evalNum(const Node &n, StringRef what) {
   return out;
 }
 
+/// A number as the user wrote it when it was one literal (a double rounds
+/// integers past 2^53: 9223372036854775807 would read 9223372036854775808),
+/// else its computed value.
+static std::string quoteNumber(const Number &v) {
+  return !v.literal.empty() ? v.literal : llvm::formatv("{0:F0}", v.value).str();
+}
+
 FailureOr<int64_t> Importer::evalInt(const Node &n, StringRef what, int64_t min) {
   auto v = evalNum(n, what);
   if (failed(v))
@@ -109,7 +116,7 @@ FailureOr<int64_t> Importer::evalInt(const Node &n, StringRef what, int64_t min)
                         llvm::formatv("{0}", v->value).str());
   if (v->value > kMaxInt)
     return error(n, "'" + what + "' must be at most " + Twine((int64_t)kMaxInt) +
-                        ", got " + llvm::formatv("{0:F0}", v->value).str());
+                        ", got " + quoteNumber(*v));
   if (v->value < (double)min)
     return error(n, "'" + what + "' must be at least " + Twine(min) + ", got " +
                         Twine((int64_t)v->value));
@@ -126,11 +133,11 @@ FailureOr<int64_t> Importer::paramInt(StringRef name, const Node &at, int64_t mi
     return failure();
   }
   if (!v.isInt || v.value < min)
-    return error(at, "parameter '" + name + "' must be an integer >= " + Twine(min));
+    return error(at, "parameter '" + name + "' must be an integer >= " + Twine(min) + ", got " +
+                         quoteNumber(v));
   if (v.value > kMaxInt)
     return error(at, "parameter '" + name + "' must be at most " +
-                         Twine((int64_t)kMaxInt) + ", got " +
-                         llvm::formatv("{0:F0}", v.value).str());
+                         Twine((int64_t)kMaxInt) + ", got " + quoteNumber(v));
   return (int64_t)v.value;
 }
 
@@ -184,8 +191,11 @@ LogicalResult Importer::loadParams() {
   } else {
     maxBatch = 64;
   }
-  if (paramNodes.count("pad_id") && failed(paramInt("pad_id", *paramNodes["pad_id"], 0)))
-    return failure();
+  // The special token ids, one rule for all three: an integer id >= 0 (the
+  // vocabulary bound is checked where the vocabulary is known, at run time).
+  for (const char *id : {"bos_id", "eos_id", "pad_id"})
+    if (paramNodes.count(id) && failed(paramInt(id, *paramNodes[id], 0)))
+      return failure();
   return success();
 }
 

@@ -27,6 +27,7 @@
 
 #include "ir/TfcDialect.h"
 #include "passes/SymbolicShapes.h"
+#include "format/arena_plan.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 
@@ -85,9 +86,18 @@ LogicalResult Writer::inferSymbolicShapes(
         if (d < td::kDimSentinels[0])
           continue;
         auto it = llvm::find(td::kDimSentinels, d);
-        if (it == std::end(td::kDimSentinels))
-          return emitError(orig.getLoc(), "a dim depends on a product of symbolic dims, "
-                                          "which the plan cannot express");
+        if (it == std::end(td::kDimSentinels)) {
+          if (llvm::any_of(td::kDimSentinels, [&](int64_t p) { return d % p == 0; }))
+            return emitError(orig.getLoc(), "a dim depends on a product of symbolic dims, "
+                                            "which the plan cannot express");
+          // A constant dim as large as the sentinels (symbolic dims stand in
+          // for them during inference): a declared size like max_len.
+          return emitError(orig.getLoc(), "a dim of ")
+                 << d << " is larger than the plan supports (at most "
+                 << td::kDimSentinels[0] - 1
+                 << " for a dim that is not a symbolic input dim); lower the parameter "
+                    "that sets it, such as max_len";
+        }
         d = -((it - std::begin(td::kDimSentinels)) + 1);
       }
       sym[orig] = dims;
@@ -174,31 +184,17 @@ static std::string humanBytes(double b) {
   return buf;
 }
 
-std::string Writer::arenaFormula(const std::vector<int64_t> &def,
-                                 const std::vector<int64_t> &last, int64_t steps) const {
+std::string Writer::arenaFormula(const std::vector<uint32_t> &order,
+                                 const std::vector<format::ArenaItem> &items,
+                                 int64_t steps) const {
   // The busiest instruction at the declared maxima.
-  auto maxBytes = [&](uint32_t v) {
-    uint64_t n = tfc_dtype_size(values[v].dtype);
-    for (int64_t d : values[v].maxDims)
-      n *= (uint64_t)d;
-    return n;
-  };
   int64_t busiest = 0;
-  uint64_t most = 0;
-  for (int64_t i = 0; i <= steps; ++i) {
-    uint64_t live = 0;
-    for (uint32_t v = 0; v < values.size(); ++v)
-      if (values[v].storage == TFC_STORAGE_ARENA && def[v] <= i && i <= last[v])
-        live += maxBytes(v);
-    if (live > most) {
-      most = live;
-      busiest = i;
-    }
-  }
+  format::peakLiveBytes(items, steps, busiest);
   // Its live values, term by term: bytes per product of symbols.
   std::map<std::vector<int64_t>, uint64_t> terms;
-  for (uint32_t v = 0; v < values.size(); ++v) {
-    if (values[v].storage != TFC_STORAGE_ARENA || def[v] > busiest || busiest > last[v])
+  for (size_t k = 0; k < order.size(); ++k) {
+    const uint32_t v = order[k];
+    if (items[k].from > busiest || busiest > items[k].to)
       continue;
     uint64_t coef = tfc_dtype_size(values[v].dtype);
     std::vector<int64_t> syms;
@@ -336,46 +332,30 @@ LogicalResult Writer::planFunction(func::FuncOp f, Out &m, PlanStats *stats) {
   }
   for (Value result : ret.getOperands())
     last[rootOf(ids[result])] = plan.size(); // outputs live to the end
-  // Best-fit placement, largest first, in a free list of [offset, size) holes.
+  // Arena offsets at the declared maxima (format/arena_plan.h, the runtime's
+  // planner too).
   std::vector<uint32_t> order;
+  std::vector<format::ArenaItem> items;
   for (uint32_t v = 0; v < values.size(); ++v)
-    if (values[v].storage == TFC_STORAGE_ARENA)
+    if (values[v].storage == TFC_STORAGE_ARENA) {
+      uint64_t n = tfc_dtype_size(values[v].dtype);
+      for (int64_t d : values[v].maxDims)
+        if (__builtin_mul_overflow(n, (uint64_t)d, &n))
+          return f.emitError("a value of @") << f.getName()
+                 << " is larger than 2^64 bytes at the declared maximum dims";
       order.push_back(v);
-  auto bytesOf = [&](uint32_t v) {
-    uint64_t n = tfc_dtype_size(values[v].dtype);
-    for (int64_t d : values[v].maxDims)
-      n *= (uint64_t)d;
-    return (n + 63) / 64 * 64;
-  };
-  llvm::sort(order, [&](uint32_t a, uint32_t b) { return bytesOf(a) > bytesOf(b); });
-  struct Placed {
-    uint64_t off, size;
-    int64_t from, to;
-  };
-  std::vector<Placed> placed;
-  uint64_t arena = 0;
-  for (uint32_t v : order) {
-    uint64_t size = bytesOf(v);
-    int64_t from = def[v], to = last[v];
-    // Collect the ranges that overlap in time, then take the lowest gap that fits.
-    std::vector<std::pair<uint64_t, uint64_t>> busy;
-    for (const Placed &p : placed)
-      if (!(p.to < from || to < p.from))
-        busy.push_back({p.off, p.off + p.size});
-    llvm::sort(busy);
-    uint64_t off = 0;
-    for (auto &[b, e] : busy) {
-      if (off + size <= b)
-        break;
-      off = std::max(off, e);
+      items.push_back({n, def[v] < 0 ? 0 : def[v], std::max<int64_t>(last[v], def[v] < 0 ? 0 : def[v])});
     }
-    values[v].offset = off;
-    placed.push_back({off, size, from, to});
-    arena = std::max(arena, off + size);
-  }
+  std::vector<uint64_t> offsets;
+  uint64_t arena = 0;
+  if (!format::planArena(items, offsets, arena))
+    return f.emitError("the arena of @") << f.getName()
+           << " is larger than 2^64 bytes at the declared maximum dims";
+  for (size_t k = 0; k < order.size(); ++k)
+    values[order[k]].offset = offsets[k];
 
   if (stats && f.getName() == "forward")
-    stats->arenaFormula = arenaFormula(def, last, (int64_t)plan.size());
+    stats->arenaFormula = arenaFormula(order, items, (int64_t)plan.size());
 
   // Serialize this function.
   m.str(f.getName());

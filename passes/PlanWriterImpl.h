@@ -10,6 +10,7 @@
 
 #include "passes/PlanWriter.h"
 
+#include "format/arena_plan.h"
 #include "format/model_bin.h"
 #include "tfc/abi.h"
 
@@ -89,8 +90,8 @@ private:
   void assignActivations(const std::vector<Instr> &plan, const std::vector<uint32_t> &outputs);
   /// The arena of the function just planned as a polynomial in the symbolic
   /// dims: the values live at its busiest instruction (PlanStats::arenaFormula).
-  std::string arenaFormula(const std::vector<int64_t> &def, const std::vector<int64_t> &last,
-                           int64_t steps) const;
+  std::string arenaFormula(const std::vector<uint32_t> &order,
+                           const std::vector<format::ArenaItem> &items, int64_t steps) const;
 };
 
 } // namespace tfc::plan

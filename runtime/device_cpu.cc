@@ -25,6 +25,7 @@
 #include <mutex>
 #include <omp.h>
 #include <sys/mman.h>
+#include <unistd.h>
 #include <tuple>
 #include <unordered_map>
 
@@ -138,6 +139,14 @@ public:
   }
 
   Status alloc(size_t bytes, void **out, bool zeroed) override {
+    // More than the machine's memory can never be backed: the mapping might
+    // succeed (overcommit) and the run die when it touches the pages.
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0 && bytes / (uint64_t)page > (uint64_t)pages)
+      return Status::outOfMemory("cannot allocate " + std::to_string(bytes) +
+                                 " bytes: more than this machine's " +
+                                 std::to_string((uint64_t)pages * (uint64_t)page) +
+                                 " bytes of memory");
     if (zeroed || bytes >= kMapFrom) {
       // Anonymous pages read as zeros and cost nothing until touched: an arena
       // or a KV cache sized for the declared maxima stays cheap for short runs.

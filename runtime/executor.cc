@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/executor.h"
 
+#include "format/arena_plan.h"
+
 #include "tfc/bf16.h"
 
 #include <algorithm>
@@ -144,9 +146,8 @@ Status valueBytes(const Session &s, size_t fn, const std::vector<int64_t> &sym,
 
 /// The arena of a run of |fn| at the actual dims |sym|: every arena value gets
 /// an offset for its actual size, and two values whose lifetimes (fs.live)
-/// overlap never share bytes. Greedy by size, as TensorFlow Lite's arena
-/// planner: the largest value first, each at the lowest 64-byte aligned offset
-/// free for its whole lifetime. A few plans are kept, so repeated shapes (a
+/// overlap never share bytes (format/arena_plan.h, the compiler's planner
+/// too). A few plans are kept, so repeated shapes (a
 /// decode step per token) plan once. The compiler's plan, for the declared
 /// maxima, only sizes --report and the loader's checks: a short run uses an
 /// arena for its own shapes.
@@ -163,40 +164,21 @@ Status planArena(Session &s, size_t fn, const std::vector<int64_t> &sym,
   TFC_RETURN_IF_ERROR(valueBytes(s, fn, sym, bytes));
   const Function &f = s.m->functions[fn];
   std::vector<uint32_t> order;
+  std::vector<tfc::format::ArenaItem> items;
   for (uint32_t i = 0; i < f.values.size(); ++i)
-    if (f.values[i].storage == Storage::Arena)
+    if (f.values[i].storage == Storage::Arena) {
       order.push_back(i);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](uint32_t a, uint32_t b) { return bytes[a] > bytes[b]; });
+      items.push_back({bytes[i], fs.live[i].first, fs.live[i].second});
+    }
   Session::FnState::Plan plan;
   plan.sym = sym;
   plan.offsets.assign(f.values.size(), 0);
-  constexpr uint64_t kAlign = 64;
-  std::vector<uint32_t> placed;
-  std::vector<std::pair<uint64_t, uint64_t>> busy; // [lo, hi) of overlapping placed values
-  for (uint32_t v : order) {
-    uint64_t size = 0;
-    if (__builtin_add_overflow(bytes[v], kAlign - 1, &size))
-      return Status::invalidModel("'" + f.name + "': value " + std::to_string(v) +
-                                  " is too large");
-    size = size / kAlign * kAlign;
-    busy.clear();
-    for (uint32_t p : placed)
-      if (fs.live[p].first <= fs.live[v].second && fs.live[v].first <= fs.live[p].second)
-        busy.push_back({plan.offsets[p], plan.offsets[p] + (bytes[p] + kAlign - 1) / kAlign * kAlign});
-    std::sort(busy.begin(), busy.end());
-    uint64_t at = 0;
-    for (const auto &[lo, hi] : busy) {
-      if (at + size <= lo)
-        break;
-      at = std::max(at, hi);
-    }
-    plan.offsets[v] = at;
-    if (__builtin_add_overflow(at, size, &size))
-      return Status::invalidModel("'" + f.name + "': the arena is too large");
-    plan.size = std::max(plan.size, size);
-    placed.push_back(v);
-  }
+  std::vector<uint64_t> offsets;
+  if (!tfc::format::planArena(items, offsets, plan.size))
+    return Status::outOfMemory("'" + f.name + "': the arena for these input sizes is larger "
+                               "than 2^64 bytes");
+  for (size_t k = 0; k < order.size(); ++k)
+    plan.offsets[order[k]] = offsets[k];
   fs.plans.insert(fs.plans.begin(), std::move(plan));
   if (fs.plans.size() > 4)
     fs.plans.pop_back();
@@ -394,8 +376,8 @@ Status runFunction(Session &s, size_t fn, const std::vector<BoundInput> &ins) {
     if (Status st = d.alloc(plan->size, &fs.arena); !st.isOk())
       return Status::outOfMemory(
           "cannot allocate the " + std::to_string(plan->size) + "-byte " +
-          (d.hostMemory() ? "" : "device ") + "arena of '" + f.name + "' for these input sizes" +
-          (d.hostMemory() ? "" : ": " + st.message()));
+          (d.hostMemory() ? "" : "device ") + "arena of '" + f.name + "' for these input sizes (" +
+          st.message() + ")");
     fs.arenaBytes = plan->size;
   }
   s.peakArena = std::max<uint64_t>(s.peakArena, plan->size);

@@ -26,6 +26,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <map>
+#include <unistd.h>
 
 using namespace mlir;
 namespace cl = llvm::cl;
@@ -257,6 +258,26 @@ LogicalResult checkFusion(ModuleOp module) {
 /// `tfc import DIR`: only write the description (set by main).
 bool importOnly = false;
 
+/// Declared maxima whose arena or KV cache this machine could never hold: a
+/// warning at compile time. The runtime plans each run for its actual sizes,
+/// so smaller runs are unaffected, and a run that large fails with
+/// TFRUN_OUT_OF_MEMORY rather than a crash.
+void warnUnallocatable(ModuleOp module, const ::tfc::PlanStats &stats) {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0)
+    return;
+  const uint64_t memory = (uint64_t)pages * (uint64_t)page;
+  if (stats.arenaBytes <= memory && stats.stateBytes <= memory)
+    return;
+  auto d = emitWarning(module.getLoc(), "at the declared maxima, the arena takes ")
+           << stats.arenaBytes << " bytes";
+  if (stats.stateBytes)
+    d << " and the KV cache " << stats.stateBytes << " bytes";
+  d << ", more than this machine's " << memory
+    << " bytes of memory: runs that large will fail with 'cannot allocate' (smaller runs "
+       "take what their sizes need; lower max_batch or max_len to bound it)";
+}
+
 int runCompile() {
   DialectRegistry registry;
   registry.insert<mlir::tfc::TfcDialect, func::FuncDialect>();
@@ -329,6 +350,7 @@ int runCompile() {
     if (failed(bin))
       return 1;
     text = std::move(*bin);
+    warnUnallocatable(module, stats);
     if (report)
       llvm::outs() << "  plan: " << stats.kernels << " kernels, weights "
                    << stats.weightBytes << " bytes, peak arena " << stats.arenaBytes

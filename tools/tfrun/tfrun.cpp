@@ -90,13 +90,26 @@ void printMemory(tfrun_session_t *session, const Startup &start) {
   }
   struct rusage ru {};
   getrusage(RUSAGE_SELF, &ru);
-  const double mb = 1e6;
+  auto human = [](double b) { // 1 KB = 1000 bytes, as tfc --report
+    const char *units[] = {"B", "KB", "MB", "GB", "TB", "PB", "EB"};
+    int u = 0;
+    while (b >= 1000 && u < 6) {
+      b /= 1000;
+      ++u;
+    }
+    char buf[32];
+    std::snprintf(buf, sizeof buf, u ? "%.1f %s" : "%.0f %s", b, units[u]);
+    return std::string(buf);
+  };
   std::printf("load: %.1f ms (model %.1f ms, session %.1f ms)\n", start.loadMs + start.sessionMs,
               start.loadMs, start.sessionMs);
-  std::printf("memory: weights %.1f MB, arena %.2f MB (declared maxima %.1f MB), kv cache %.2f MB "
-              "(declared maxima %.1f MB), peak RSS %.1f MB\n",
-              mi.weights_bytes / mb, mi.arena_bytes / mb, mi.declared_arena_bytes / mb,
-              mi.kv_cache_bytes / mb, mi.declared_kv_cache_bytes / mb, ru.ru_maxrss * 1024.0 / mb);
+  std::printf("memory: weights %s, arena %s (declared maxima %s), kv cache %s (declared maxima "
+              "%s), peak RSS %s\n",
+              human((double)mi.weights_bytes).c_str(), human((double)mi.arena_bytes).c_str(),
+              human((double)mi.declared_arena_bytes).c_str(),
+              human((double)mi.kv_cache_bytes).c_str(),
+              human((double)mi.declared_kv_cache_bytes).c_str(),
+              human(ru.ru_maxrss * 1024.0).c_str());
 }
 
 int runGenerate(tfrun_session_t *session, const tfrun_generate_options_t &gopt, int bench,
