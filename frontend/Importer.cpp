@@ -52,6 +52,14 @@ FailureOr<Value> Importer::weight(const Node &at, const std::string &name,
   std::string err;
   if (!ws.declare(name, shape, role, err))
     return error(at, err);
+  // NaN or infinite values compile (a model may mean them, e.g. a -inf mask
+  // buffer) but are worth one warning per weight.
+  uint64_t first = 0;
+  if (nonFiniteChecked.insert(name).second)
+    if (uint64_t bad = ws.countNonFinite(name, first))
+      emitWarning(loc(at), "weight '")
+          << name << "' holds " << bad << " NaN or infinite value" << (bad == 1 ? "" : "s")
+          << " (the first at flat index " << first << ")";
   auto t = RankedTensorType::get(shape, b.getF32Type());
   return make<td::WeightOp>(loc(at), {},
                             {attr("name", b.getStringAttr(name)),

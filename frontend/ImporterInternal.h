@@ -31,6 +31,7 @@
 #include "llvm/ADT/StringRef.h"
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -233,6 +234,8 @@ public:
   std::map<std::string, Number> paramValues;
   std::vector<std::string> evaluating;
   bool reportedInner = false;
+  /// Weights already scanned for NaN or infinite values (one warning each).
+  std::set<std::string> nonFiniteChecked;
 
   int64_t dModel = 0, maxLen = 0, maxBatch = 0;
   std::string scope; // weight-name prefix inside a layer, e.g. "encoder.layers.0."

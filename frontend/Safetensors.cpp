@@ -343,11 +343,27 @@ bool SafetensorsFile::parse(const uint8_t *data, size_t size,
 
   const char *headerBegin = reinterpret_cast<const char *>(data + kPrefixSize);
   json header;
+  // JSON allows a key twice and nlohmann::json keeps the last; a tensor named
+  // twice is ambiguous, so the parser callback notes any repeated key.
+  std::vector<std::set<std::string>> keys; // per open object
+  std::string duplicate;
+  auto noteKeys = [&](int, json::parse_event_t event, json &parsed) {
+    if (event == json::parse_event_t::object_start)
+      keys.emplace_back();
+    else if (event == json::parse_event_t::object_end && !keys.empty())
+      keys.pop_back();
+    else if (event == json::parse_event_t::key && !keys.empty() && parsed.is_string() &&
+             !keys.back().insert(parsed.get<std::string>()).second && duplicate.empty())
+      duplicate = parsed.get<std::string>();
+    return true;
+  };
   try {
-    header = json::parse(headerBegin, headerBegin + headerSize);
+    header = json::parse(headerBegin, headerBegin + headerSize, noteKeys);
   } catch (const json::exception &e) {
     return fail(error, "header is not valid JSON: " + shortJsonMessage(e.what()));
   }
+  if (!duplicate.empty())
+    return fail(error, "header names '" + duplicate + "' twice");
   if (!header.is_object())
     return fail(error, "header is not a JSON object");
 

@@ -203,6 +203,19 @@ struct SplitMix {
 };
 } // namespace
 
+uint64_t WeightStore::countNonFinite(const std::string &name, uint64_t &first) const {
+  if (!hasCheckpoint() || !index.count(name))
+    return 0;
+  // The values as the plan will hold them (F64/F16/BF16 widened or narrowed
+  // to f32, so an F64 beyond float range counts too).
+  std::vector<float> v = materialize(name);
+  uint64_t n = 0;
+  for (size_t i = 0; i < v.size(); ++i)
+    if (!std::isfinite(v[i]) && n++ == 0)
+      first = i;
+  return n;
+}
+
 std::vector<float> WeightStore::materialize(const std::string &name) const {
   auto it = index.find(name);
   if (it == index.end())

@@ -71,6 +71,9 @@ public:
   /// The f32 data of a declared weight: converted from the checkpoint, or
   /// generated from the seed. Empty if |name| was not declared.
   std::vector<float> materialize(const std::string &name) const;
+  /// How many elements of declared weight |name|'s checkpoint tensor are NaN or
+  /// infinite (0 without a checkpoint), and the flat index of the first.
+  uint64_t countNonFinite(const std::string &name, uint64_t &first) const;
 
   /// Total bytes of the declared weights in f32.
   uint64_t totalBytes() const;

@@ -37,6 +37,26 @@ struct tfrun_status {
 
 struct tfrun_model {
   std::unique_ptr<tfrun::rt::Model> m;
+  /// tfrun_model_input_info / _output_info: @forward's signature as C arrays.
+  struct Info {
+    std::vector<int64_t> dims, maxDims;
+    std::vector<const char *> dimNames;
+  };
+  std::vector<Info> inputs, outputs;
+  explicit tfrun_model(std::unique_ptr<tfrun::rt::Model> model) : m(std::move(model)) {
+    const tfrun::rt::Function &f = m->forward();
+    for (auto [list, infos] : {std::pair{&f.inputs, &inputs}, std::pair{&f.outputs, &outputs}})
+      for (const tfrun::rt::Binding &b : *list) {
+        Info in;
+        for (int64_t d : f.values[b.value].dims) {
+          const bool sym = d < 0;
+          in.dims.push_back(sym ? -1 : d);
+          in.maxDims.push_back(sym ? m->symbolMax[-(d + 1)] : d);
+          in.dimNames.push_back(sym ? m->symbolNames[-(d + 1)].c_str() : "");
+        }
+        infos->push_back(std::move(in));
+      }
+  }
 };
 
 struct tfrun_session {
@@ -92,7 +112,7 @@ tfrun_status_t *tfrun_model_load_buffer(const void *data, size_t size, tfrun_mod
   return guarded([&] {
     std::unique_ptr<tfrun::rt::Model> m;
     TFC_RETURN_IF_ERROR(tfrun::rt::loadModel(static_cast<const uint8_t *>(data), size, m));
-    *out = new tfrun_model{std::move(m)};
+    *out = new tfrun_model(std::move(m));
     return Status::ok();
   });
 }
@@ -104,7 +124,7 @@ tfrun_status_t *tfrun_model_load_file(const char *path, tfrun_model_t **out) {
   return guarded([&] {
     std::unique_ptr<tfrun::rt::Model> m;
     TFC_RETURN_IF_ERROR(tfrun::rt::loadModelFile(path, m));
-    *out = new tfrun_model{std::move(m)};
+    *out = new tfrun_model(std::move(m));
     return Status::ok();
   });
 }
@@ -117,6 +137,36 @@ size_t tfrun_model_input_count(const tfrun_model_t *m) {
 const char *tfrun_model_input_name(const tfrun_model_t *m, size_t i) {
   return m && i < m->m->forward().inputs.size() ? m->m->forward().inputs[i].name.c_str() : nullptr;
 }
+static tfrun_status_t *tensorInfo(const tfrun_model_t *m, size_t i, tfrun_tensor_info_t *out,
+                                  bool input) {
+  if (!m || !out)
+    return makeStatus(TFRUN_INVALID_ARGUMENT, "null argument to tfrun_model_" +
+                                                  std::string(input ? "input" : "output") +
+                                                  "_info");
+  const auto &bindings = input ? m->m->forward().inputs : m->m->forward().outputs;
+  const auto &infos = input ? m->inputs : m->outputs;
+  if (i >= bindings.size())
+    return makeStatus(TFRUN_INVALID_ARGUMENT,
+                      std::string(input ? "input " : "output ") + std::to_string(i) + " of " +
+                          std::to_string(bindings.size()));
+  out->name = bindings[i].name.c_str();
+  out->dtype = input ? TFRUN_I64 : TFRUN_F32;
+  out->rank = infos[i].dims.size();
+  out->dims = infos[i].dims.data();
+  out->max_dims = infos[i].maxDims.data();
+  out->dim_names = infos[i].dimNames.data();
+  return nullptr;
+}
+
+tfrun_status_t *tfrun_model_input_info(const tfrun_model_t *m, size_t i, tfrun_tensor_info_t *out) {
+  return tensorInfo(m, i, out, true);
+}
+
+tfrun_status_t *tfrun_model_output_info(const tfrun_model_t *m, size_t i,
+                                        tfrun_tensor_info_t *out) {
+  return tensorInfo(m, i, out, false);
+}
+
 size_t tfrun_model_output_count(const tfrun_model_t *m) {
   return m ? m->m->forward().outputs.size() : 0;
 }

@@ -282,6 +282,25 @@ Status downloadOutputs(Session &s, size_t fn) {
   return Status::ok();
 }
 
+/// A kernel's complaint about the caller's data (a token id out of range)
+/// names the input it came from: "input 'src': token id 40 is out of range
+/// [0, 40)". decode_step's step.tokens are the generation target's ids.
+Status nameTheInput(const Model &m, const Function &f, const Instr &in, Status st) {
+  if (st.code() != Code::InvalidArgument)
+    return st;
+  for (uint32_t v : in.inputs) {
+    for (size_t hops = 0; f.values[v].storage == Storage::View && hops < f.values.size(); ++hops)
+      v = (uint32_t)f.values[v].offset;
+    if (f.values[v].storage != Storage::Input)
+      continue;
+    std::string name = f.inputs[f.values[v].offset].name;
+    if (name == "step.tokens" && m.gen.present)
+      name = m.gen.target;
+    return Status::invalidArgument("input '" + name + "': " + st.message());
+  }
+  return st;
+}
+
 } // namespace
 
 Status prepareFunction(Session &s, size_t fn) {
@@ -393,7 +412,8 @@ Status runFunction(Session &s, size_t fn, const std::vector<BoundInput> &ins) {
     for (uint32_t v : in.inputs)
       args.push_back(&fs.tensors[v]);
     auto t0 = std::chrono::steady_clock::now();
-    TFC_RETURN_IF_ERROR(d.run(in, args, fs.tensors[in.output]));
+    if (Status st = d.run(in, args, fs.tensors[in.output]); !st.isOk())
+      return nameTheInput(m, f, in, std::move(st));
     if (s.profiling) {
       // Kernel times need the kernel finished: profiling slows a device run.
       TFC_RETURN_IF_ERROR(d.sync());

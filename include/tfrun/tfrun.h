@@ -27,7 +27,7 @@
 extern "C" {
 #endif
 
-#define TFRUN_API_VERSION 3 /* 3: tfrun_session_memory_info */
+#define TFRUN_API_VERSION 3 /* 3: tfrun_session_memory_info, tfrun_model_input_info */
 
 /* Status codes. Append-only. */
 typedef enum tfrun_code_t {
@@ -78,6 +78,23 @@ const char *tfrun_model_input_name(const tfrun_model_t *model, size_t index);
 size_t tfrun_model_output_count(const tfrun_model_t *model);
 const char *tfrun_model_output_name(const tfrun_model_t *model, size_t index);
 const char *tfrun_model_name(const tfrun_model_t *model);
+
+/* An input's or output's shape: |rank| dims, each constant (dims[i] >= 0) or
+ * symbolic (dims[i] == -1, named dim_names[i], e.g. "batch" or "src_len"),
+ * and every dim's declared maximum. Arrays owned by the model. Inputs are
+ * token ids (I64 or I32 accepted); outputs are returned as F32. */
+typedef struct tfrun_tensor_info_t {
+  const char *name;
+  tfrun_dtype_t dtype;
+  size_t rank;
+  const int64_t *dims;
+  const int64_t *max_dims;
+  const char *const *dim_names; /* "" for a constant dim */
+} tfrun_tensor_info_t;
+tfrun_status_t *tfrun_model_input_info(const tfrun_model_t *model, size_t index,
+                                       tfrun_tensor_info_t *out_info);
+tfrun_status_t *tfrun_model_output_info(const tfrun_model_t *model, size_t index,
+                                        tfrun_tensor_info_t *out_info);
 
 /* Creates a session with its own arena and thread setting (|num_threads| <= 0: the
  * OpenMP default). Release with tfrun_session_release. */

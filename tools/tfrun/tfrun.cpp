@@ -383,15 +383,29 @@ int main(int argc, char **argv) {
     return fail("--generate needs the source or prompt: --input NAME=FILE.npy");
   }
   if (inputs.empty()) {
-    // A deterministic example: batch 2, sequence 8, ids in [1, 10).
+    // A deterministic example: batch 2, sequence 8 (or the declared maxima,
+    // if smaller), ids in [1, 10).
     for (size_t i = 0; i < tfrun_model_input_count(model); ++i) {
-      std::string name = tfrun_model_input_name(model, i);
-      int64_t shape[2] = {2, 8};
-      std::vector<int64_t> ids(16);
-      for (int64_t k = 0; k < 16; ++k)
-        ids[k] = name == "token_types" ? (k % 8 >= 4) : 1 + (k * 7 + 3) % 9;
-      if (tfrun_status_t *st =
-              tfrun_session_set_input(session, name.c_str(), TFRUN_I64, shape, 2, ids.data())) {
+      tfrun_tensor_info_t ti;
+      if (tfrun_status_t *st = tfrun_model_input_info(model, i, &ti)) {
+        cleanup();
+        return failStatus(st);
+      }
+      std::string name = ti.name;
+      std::vector<int64_t> shape(ti.rank);
+      int64_t n = 1;
+      for (size_t d = 0; d < ti.rank; ++d) {
+        shape[d] = ti.dims[d] >= 0 ? ti.dims[d] : std::min<int64_t>(d == 0 ? 2 : 8, ti.max_dims[d]);
+        n *= shape[d];
+      }
+      const int64_t len = ti.rank ? shape.back() : 1;
+      std::vector<int64_t> ids((size_t)n);
+      for (int64_t k = 0; k < n; ++k)
+        ids[k] = name == "token_types" || name == "token_type_ids" ? (k % len >= len / 2)
+               : name == "attention_mask"                        ? 1
+                                                                 : 1 + (k * 7 + 3) % 9;
+      if (tfrun_status_t *st = tfrun_session_set_input(session, name.c_str(), TFRUN_I64,
+                                                       shape.data(), ti.rank, ids.data())) {
         cleanup();
         return failStatus(st);
       }

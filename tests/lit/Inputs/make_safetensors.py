@@ -14,6 +14,8 @@ Corruption modes (for the diagnostics tests):
   --truncate N     drop the last N bytes of the file (N=0: keep everything)
   --bad-json       replace the JSON header with text that is not JSON (same size)
   --header-size N  write N as the 8-byte header length instead of the real one
+  --duplicate      name the first tensor twice in the header (valid JSON)
+  --nan I,J,...    make F32 elements I, J, ... of the first tensor NaN, +inf, -inf, NaN, ...
 """
 import json
 import struct
@@ -75,6 +77,8 @@ def main(argv):
     truncate = 0
     bad_json = False
     header_size = None
+    duplicate = False
+    nan_at = []
     specs = []
     args = argv[2:]
     i = 0
@@ -86,6 +90,12 @@ def main(argv):
         elif a == "--bad-json":
             bad_json = True
             i += 1
+        elif a == "--duplicate":
+            duplicate = True
+            i += 1
+        elif a == "--nan":
+            nan_at = [int(x) for x in args[i + 1].split(",")]
+            i += 2
         elif a == "--header-size":
             header_size = int(args[i + 1])
             i += 2
@@ -95,12 +105,18 @@ def main(argv):
 
     header = {}
     data = bytearray()
-    for name, shape, dtype in specs:
-        blob = tensor_bytes(shape, dtype)
+    for k, (name, shape, dtype) in enumerate(specs):
+        blob = bytearray(tensor_bytes(shape, dtype))
+        if k == 0:
+            for j, at in enumerate(nan_at):
+                struct.pack_into("<f", blob, 4 * at, [float("nan"), float("inf"), -float("inf")][j % 3])
         header[name] = {"dtype": dtype, "shape": shape,
                         "data_offsets": [len(data), len(data) + len(blob)]}
         data += blob
     text = json.dumps(header, separators=(",", ":"), sort_keys=True)
+    if duplicate:
+        first = specs[0][0]
+        text = text[:-1] + "," + json.dumps(first) + ":" + json.dumps(header[first], separators=(",", ":")) + "}"
     text += " " * ((8 - len(text) % 8) % 8)
     if bad_json:
         # Same length, so the size prefix stays consistent: only the JSON is bad.

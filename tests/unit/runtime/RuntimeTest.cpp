@@ -78,6 +78,24 @@ TEST_F(RuntimeTest, Signature) {
   ASSERT_EQ(tfrun_model_output_count(model), 1u);
   EXPECT_STREQ(tfrun_model_output_name(model, 0), "logits");
   EXPECT_STREQ(tfrun_model_name(model), "tutorial-floydhub");
+  // Shapes: symbolic dims named, with the declared maxima (max_batch 4, max_len 16).
+  tfrun_tensor_info_t ti;
+  ASSERT_EQ(tfrun_model_input_info(model, 1, &ti), nullptr);
+  EXPECT_STREQ(ti.name, "tgt");
+  EXPECT_EQ(ti.dtype, TFRUN_I64);
+  ASSERT_EQ(ti.rank, 2u);
+  EXPECT_EQ(std::vector<int64_t>(ti.dims, ti.dims + 2), (std::vector<int64_t>{-1, -1}));
+  EXPECT_EQ(std::vector<int64_t>(ti.max_dims, ti.max_dims + 2), (std::vector<int64_t>{4, 16}));
+  EXPECT_STREQ(ti.dim_names[0], "batch");
+  EXPECT_STREQ(ti.dim_names[1], "tgt_len");
+  ASSERT_EQ(tfrun_model_output_info(model, 0, &ti), nullptr);
+  EXPECT_STREQ(ti.name, "logits");
+  EXPECT_EQ(ti.dtype, TFRUN_F32);
+  ASSERT_EQ(ti.rank, 3u);
+  EXPECT_EQ(ti.dims[2], 40);
+  EXPECT_STREQ(ti.dim_names[2], "");
+  StatusGuard bad{tfrun_model_input_info(model, 2, &ti)};
+  EXPECT_STREQ(tfrun_status_message(bad.s), "input 2 of 2");
 }
 
 TEST_F(RuntimeTest, RunsAndIsDeterministic) {
@@ -191,7 +209,7 @@ TEST_F(RuntimeTest, BadInputs) {
     ASSERT_EQ(tfrun_session_set_input(s, "src", TFRUN_I32, ok, 2, bad.data()), nullptr);
     ASSERT_EQ(tfrun_session_set_input(s, "tgt", TFRUN_I64, ok, 2, ids.data()), nullptr);
     StatusGuard g{tfrun_session_run(s)};
-    EXPECT_STREQ(tfrun_status_message(g.s), "token id 40 is out of range [0, 40)");
+    EXPECT_STREQ(tfrun_status_message(g.s), "input 'src': token id 40 is out of range [0, 40)");
     const float *d;
     const int64_t *sh;
     size_t r;
