@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -70,6 +71,10 @@ const std::map<std::string, std::string> kActivations = {
     {"gelu_pytorch_tanh", "gelu_tanh"},
     {"relu", "relu"},
 };
+
+bool endsWith(const std::string &s, const std::string &suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
 
 bool isFile(const std::string &p) {
   struct stat st;
@@ -181,7 +186,8 @@ bool fillFromConfig(std::string &text, const json &cfg, const std::string &cfgTe
 std::vector<std::string> bundledFamilies() {
   std::vector<std::string> v;
   for (const auto &e : kEmbedded)
-    v.push_back(e.name);
+    if (!endsWith(std::string(e.name), ".heads"))
+      v.push_back(e.name);
   std::sort(v.begin(), v.end());
   return v;
 }
@@ -211,7 +217,70 @@ bool setParamText(std::string &yaml, const std::string &name, const std::string 
   return false;
 }
 
-bool describeDirectory(const std::string &dirIn, DirModel &out, DirError &err) {
+std::map<std::string, std::string> familyHeads(const std::string &family) {
+  std::map<std::string, std::string> heads;
+  const char *text = bundledFamilyText(family + ".heads");
+  if (!text)
+    return heads;
+  static const std::string kTag = "\n# head: ";
+  std::string t = std::string("\n") + text;
+  for (size_t at = t.find(kTag); at != std::string::npos;) {
+    size_t nameEnd = t.find('\n', at + kTag.size());
+    std::string name = t.substr(at + kTag.size(), nameEnd - at - kTag.size());
+    size_t next = t.find(kTag, nameEnd);
+    heads[name] = t.substr(nameEnd + 1, (next == std::string::npos ? t.size() : next) - nameEnd - 1);
+    at = next;
+  }
+  return heads;
+}
+
+namespace {
+/// The head a directory gets without --head: a *ForSequenceClassification
+/// checkpoint its classifier; a sentence-transformers directory (modules.json
+/// naming a Pooling module) its pooling, normalized if a Normalize module
+/// follows; anything else the family's first head.
+std::string defaultHead(const std::string &dir, const json &cfg,
+                        const std::map<std::string, std::string> &heads) {
+  if (auto a = cfg.find("architectures"); a != cfg.end() && a->is_array())
+    for (const auto &arch : *a)
+      if (arch.is_string() && endsWith(arch.get<std::string>(), "ForSequenceClassification") &&
+          heads.count("classifier"))
+        return "classifier";
+  std::string modulesText;
+  if (readText(dir + "/modules.json", modulesText)) {
+    try {
+      json modules = json::parse(modulesText);
+      bool pooling = false, normalize = false;
+      std::string poolingPath;
+      for (const auto &m : modules) {
+        std::string type = m.value("type", "");
+        if (endsWith(type, "Pooling")) {
+          pooling = true;
+          poolingPath = m.value("path", "");
+        }
+        normalize |= endsWith(type, "Normalize");
+      }
+      std::string mode = "mean";
+      std::string poolText;
+      if (pooling && readText(dir + "/" + poolingPath + "/config.json", poolText)) {
+        json pc = json::parse(poolText);
+        if (pc.value("pooling_mode_cls_token", false))
+          mode = "cls";
+      }
+      if (pooling && mode == "cls" && heads.count("cls_pooling"))
+        return "cls_pooling";
+      if (pooling && heads.count(normalize ? "sentence_embedding" : "mean_pooling"))
+        return normalize ? "sentence_embedding" : "mean_pooling";
+    } catch (const std::exception &) {
+      // Not sentence-transformers' layout: the plain default.
+    }
+  }
+  return heads.count("last_hidden_state") ? "last_hidden_state" : "";
+}
+} // namespace
+
+bool describeDirectory(const std::string &dirIn, DirModel &out, DirError &err,
+                       const std::string &headIn) {
   std::string dir = dirIn;
   while (dir.size() > 1 && dir.back() == '/')
     dir.pop_back();
@@ -272,9 +341,35 @@ bool describeDirectory(const std::string &dirIn, DirModel &out, DirError &err) {
                              "); it changes the outputs, so it is not ignored", l, c);
   }
 
+  // The classifier's size: num_labels, else id2label's (transformers writes
+  // the latter).
+  if (!cfg.contains("num_labels"))
+    if (auto l = cfg.find("id2label"); l != cfg.end() && l->is_object() && !l->empty())
+      cfg["num_labels"] = l->size();
+
   std::string text = bundledFamilyText(fam->name);
   if (!fillFromConfig(text, cfg, cfgText, cfgPath, err))
     return false;
+
+  // The output head replaces the description's `output:` section.
+  const std::map<std::string, std::string> heads = familyHeads(fam->name);
+  std::string head = headIn.empty() ? defaultHead(dir, cfg, heads) : headIn;
+  if (!head.empty()) {
+    auto h = heads.find(head);
+    if (h == heads.end()) {
+      std::vector<std::string> known;
+      for (const auto &kv : heads)
+        known.push_back(kv.first);
+      return fail(dir, "--head " + head + ": the " + std::string(fam->name) +
+                           " description has the heads: " + joinNames(known));
+    }
+    size_t o = text.find("\noutput:");
+    if (o == std::string::npos)
+      return fail(cfgPath, std::string("models/hf/") + fam->name + ".yaml has no output: section");
+    text = text.substr(0, o + 1) + "# head: " + head + " (models/hf/" + fam->name +
+           ".heads.yaml)\n" + h->second;
+    out.head = head;
+  }
 
   // The weights: safetensors only.
   std::string weights;
@@ -342,8 +437,17 @@ bool describeDirectory(const std::string &dirIn, DirModel &out, DirError &err) {
      << "models/hf/" << fam->name << ".yaml\n"
      << "# with the values of " << cfgPath << " (`tfc import`).\n"
      << text << "\nweights: " << quoteYaml(abs) << "\n";
-  if (!prefix.empty())
+  if (!prefix.empty()) {
     os << "rename:\n  \"\": " << quoteYaml(prefix) << "   # a task checkpoint's body\n";
+    // The task's own modules (classifier.*) stay where they are: the longest
+    // rename prefix wins (docs/model-format.md, "Weights").
+    std::set<std::string> top;
+    for (const std::string &n : names)
+      if (n.compare(0, prefix.size(), prefix) != 0 && n.find('.') != std::string::npos)
+        top.insert(n.substr(0, n.find('.') + 1));
+    for (const std::string &t : top)
+      os << "  " << quoteYaml(t) << ": " << quoteYaml(t) << "\n";
+  }
   out.yamlText = os.str();
   out.family = fam->name;
   out.configPath = cfgPath;

@@ -12,6 +12,7 @@
 #ifndef TFC_FRONTEND_HFDIR_H
 #define TFC_FRONTEND_HFDIR_H
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -31,7 +32,12 @@ struct DirModel {
   std::string yamlText;   ///< a complete tfc description (docs/model-format.md)
   std::string family;     ///< the bundled family used, e.g. "bert"
   std::string configPath; ///< DIR/config.json
+  std::string head;       ///< the output head used, e.g. "last_hidden_state"
 };
+
+/// The output heads of bundled family |family| (models/hf/<family>.heads.yaml):
+/// name -> the `output:` section it stands for.
+std::map<std::string, std::string> familyHeads(const std::string &family);
 
 /// The bundled family descriptions' names (models/hf/<name>.yaml), sorted.
 std::vector<std::string> bundledFamilies();
@@ -39,10 +45,12 @@ std::vector<std::string> bundledFamilies();
 /// The text of bundled family |name|, or nullptr.
 const char *bundledFamilyText(const std::string &name);
 
-/// Describes the model directory |dir|. Returns false and fills |err| when it
+/// Describes the model directory |dir| with output head |head| ("" picks one
+/// from the directory: docs/hf.md). Returns false and fills |err| when it
 /// has no config.json, an unknown model_type, a config field tfc does not
-/// support, or no safetensors weights.
-bool describeDirectory(const std::string &dir, DirModel &out, DirError &err);
+/// support, no safetensors weights, or an unknown head.
+bool describeDirectory(const std::string &dir, DirModel &out, DirError &err,
+                       const std::string &head = "");
 
 /// Replaces the value of parameter |name| in the `params:` section of |yaml|
 /// (a `  name: value` line) by |value|, marking it `# --set`. Returns false if

@@ -277,7 +277,7 @@ FailureOr<ImportedModel> importModel(MLIRContext &ctx, const ImportOptions &opts
     // bundled family and config.json; its lines are those `tfc import` writes.
     hf::DirModel dm;
     hf::DirError de;
-    if (!hf::describeDirectory(opts.yamlPath, dm, de)) {
+    if (!hf::describeDirectory(opts.yamlPath, dm, de, opts.hfHead)) {
       if (de.line > 0)
         emitError(FileLineColLoc::get(&ctx, de.file, de.line, de.col)) << de.message;
       else

@@ -39,6 +39,9 @@ struct ImportOptions {
   std::string weightsPath;
   /// `--seed N`; overrides the description's `seed:`.
   std::optional<uint64_t> seed;
+  /// `--head NAME`: a Hugging Face directory's output head (docs/hf.md); empty
+  /// picks one from the directory.
+  std::string hfHead;
 };
 
 /// The imported model: the module plus the data of every weight it names.

@@ -327,6 +327,7 @@ const OpKind kOpKinds[] = {
     {"dropout", 1, {}, [](OpCall &c) -> FailureOr<Value> { return c.ins[0]; }},
     {"embedding", 1, {"weight", "shape"}, buildEmbedding},
     {"silu", 1, {}, plain<td::SiluOp>},
+    {"tanh", 1, {}, plain<td::TanhOp>},
 };
 
 /// One `activation:` of feed_forward: its name and how it is built.

@@ -274,10 +274,22 @@ FailureOr<Value> Importer::emitStack(const Node &n, StringRef which, StackEnv &e
 FailureOr<Value> Importer::emitOutput(const Node &n, Value x, int64_t vocab,
                                       std::string &outName) {
   if (failed(expectMap(n, "output")) ||
-      failed(checkKeys(n, "output", {"linear", "vocab", "log_softmax", "name"})))
+      failed(checkKeys(n, "output", {"ops", "linear", "vocab", "log_softmax", "name"})))
     return failure();
   Value y = x;
   outName = "hidden";
+  // A head written as primitive ops (pooling, a pooler, a classifier) runs
+  // first, on the last stack's output as `x`, with the model's inputs in
+  // scope; weight names are not prefixed.
+  if (n.get("ops")) {
+    std::string saved = scope;
+    scope.clear();
+    auto r = emitOps(n, y, StackEnv{});
+    scope = saved;
+    if (failed(r))
+      return failure();
+    y = *r;
+  }
   if (const Node *vn = n.get("vocab")) {
     auto v = evalInt(*vn, "vocab");
     if (failed(v))

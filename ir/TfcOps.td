@@ -409,6 +409,7 @@ class Tfc_UnaryOp<string mnemonic, string what, string kernel,
 def Tfc_SqrtOp : Tfc_UnaryOp<"sqrt", "square root", "SQRT">;
 def Tfc_ReluOp : Tfc_UnaryOp<"relu", "max(x, 0)", "RELU">;
 def Tfc_SiluOp : Tfc_UnaryOp<"silu", "x * sigmoid(x) (SiLU, swish)", "SILU">;
+def Tfc_TanhOp : Tfc_UnaryOp<"tanh", "hyperbolic tangent", "TANH">;
 
 def Tfc_GeluOp : Tfc_KernelAttrOp<"gelu", "GELU"> {
   let summary = "elementwise GELU, exact (erf) or tanh-approximated";

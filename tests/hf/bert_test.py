@@ -8,7 +8,13 @@ and compares the last hidden state with transformers' (eager attention, f32):
   - a BertForSequenceClassification checkpoint (weights under `bert.`), compiled for
     its encoder output;
   - a sharded checkpoint (model.safetensors.index.json), with hidden_act gelu_new;
-  - a MiniLM-L6-shaped BertModel (d_model 384, 12 heads, 6 layers).
+  - a MiniLM-L6-shaped BertModel (d_model 384, 12 heads, 6 layers);
+and the output heads (models/hf/bert.heads.yaml, `--head`):
+  - the classifier, the default for a *ForSequenceClassification checkpoint,
+    against its logits; the pooler against pooler_output;
+  - a sentence-transformers directory (modules.json with Pooling and Normalize):
+    its default head against mean pooling + F.normalize, as sentence-transformers
+    computes them; mean_pooling and cls_pooling with --head.
 Usage: bert_test.py TFC TFRUN WORKDIR   (run by ctest through tests/hf/run.sh)
 """
 import os
@@ -45,7 +51,12 @@ def padded_batch(vocab, type_vocab, lengths, seq):
     return ids, types, mask
 
 
-def check(name, ckpt_dir, reference, config, lengths=(7, 4, 1), seq=7, extra=()):
+def last_hidden(model):
+    return lambda **kw: model(**kw).last_hidden_state
+
+
+def check(name, ckpt_dir, reference, config, lengths=(7, 4, 1), seq=7, extra=(),
+          output="last_hidden_state"):
     ids, types, mask = padded_batch(config.vocab_size, config.type_vocab_size, lengths, seq)
     files = {}
     for k, v in (("input_ids", ids), ("token_type_ids", types), ("attention_mask", mask)):
@@ -57,11 +68,11 @@ def check(name, ckpt_dir, reference, config, lengths=(7, 4, 1), seq=7, extra=())
     os.makedirs(out, exist_ok=True)
     run(tfrun, binp, "--threads", "1", "--output-dir", out,
         *[a for k, f in files.items() for a in ("--input", f"{k}={f}")])
-    got = np.load(os.path.join(out, "last_hidden_state.npy"))
+    got = np.load(os.path.join(out, f"{output}.npy"))
     with torch.no_grad():
         want = reference(input_ids=torch.from_numpy(ids),
                          token_type_ids=torch.from_numpy(types),
-                         attention_mask=torch.from_numpy(mask)).last_hidden_state.numpy()
+                         attention_mask=torch.from_numpy(mask)).numpy()
     err = float(np.abs(got - want).max()) if got.shape == want.shape else float("inf")
     ok = err <= TOL
     print(f"{name}: shape {list(got.shape)}, max |tfc - transformers| = {err:.3g} "
@@ -89,7 +100,9 @@ cfg = BertConfig(**small)
 m = make(cfg)
 d = os.path.join(work, "bert")
 m.save_pretrained(d)
-check("bert", d, m, cfg)
+check("bert", d, last_hidden(m), cfg)
+check("bert-pooler", d, lambda **kw: m(**kw).pooler_output, cfg, extra=("--head", "pooler"),
+      output="pooler_output")
 
 # 2. A task checkpoint: the encoder under `bert.`, a classifier beside it.
 cfg = BertConfig(**small, num_labels=3)
@@ -97,7 +110,9 @@ m = make(cfg, BertForSequenceClassification, seed=1)
 d = os.path.join(work, "bert-seqcls")
 m.save_pretrained(d)
 assert any(k.startswith("bert.") for k in m.state_dict()), "expected a bert. prefix"
-check("bert-seqcls", d, m.bert, cfg)
+check("bert-seqcls", d, last_hidden(m.bert), cfg, extra=("--head", "last_hidden_state"))
+# Without --head a sequence-classification checkpoint gets its classifier.
+check("bert-seqcls-logits", d, lambda **kw: m(**kw).logits, cfg, output="logits")
 
 # 3. Sharded, gelu_new (tanh GELU), three token types, odd sizes.
 cfg = BertConfig(**{**small, "hidden_size": 48, "num_attention_heads": 3,
@@ -107,7 +122,7 @@ m = make(cfg, seed=2)
 d = os.path.join(work, "bert-sharded")
 m.save_pretrained(d, max_shard_size="40KB")
 assert os.path.exists(os.path.join(d, "model.safetensors.index.json")), "expected shards"
-check("bert-sharded", d, m, cfg, lengths=(5, 9, 3, 9), seq=9)
+check("bert-sharded", d, last_hidden(m), cfg, lengths=(5, 9, 3, 9), seq=9)
 
 # 4. MiniLM-L6 shape (all-MiniLM-L6-v2's config, smaller vocabulary).
 cfg = BertConfig(hidden_size=384, num_attention_heads=12, intermediate_size=1536,
@@ -116,14 +131,54 @@ cfg = BertConfig(hidden_size=384, num_attention_heads=12, intermediate_size=1536
 m = make(cfg, seed=3)
 d = os.path.join(work, "minilm")
 m.save_pretrained(d)
-check("minilm-l6", d, m, cfg, lengths=(16, 11, 3, 16), seq=16)
+check("minilm-l6", d, last_hidden(m), cfg, lengths=(16, 11, 3, 16), seq=16)
 
-# 5. --set still overrides config.json: a wrong heads compiles, and differs.
+
+def mean_pooled(model, normalize):
+    """sentence-transformers' Pooling(mean) [+ Normalize()], written out."""
+    def f(attention_mask, **kw):
+        h = model(attention_mask=attention_mask, **kw).last_hidden_state
+        m = attention_mask.unsqueeze(-1).to(h.dtype)
+        e = (h * m).sum(1) / m.sum(1).clamp(min=1e-9)
+        return torch.nn.functional.normalize(e, p=2, dim=1) if normalize else e
+    return f
+
+
+# 5. The same model as a sentence-transformers directory: modules.json names a
+# Pooling (mean) and a Normalize module, so the default head embeds.
+import json
+import shutil
+st = os.path.join(work, "minilm-st")
+shutil.copytree(d, st)
+with open(os.path.join(st, "modules.json"), "w") as f:
+    json.dump([{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+               {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+               {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}], f)
+os.makedirs(os.path.join(st, "1_Pooling"))
+with open(os.path.join(st, "1_Pooling", "config.json"), "w") as f:
+    json.dump({"word_embedding_dimension": 384, "pooling_mode_cls_token": False,
+               "pooling_mode_mean_tokens": True}, f)
+check("minilm-st-embedding", st, mean_pooled(m, True), cfg, lengths=(16, 11, 3, 16), seq=16,
+      output="sentence_embedding")
+check("minilm-mean-pooling", d, mean_pooled(m, False), cfg, lengths=(16, 11, 3, 16), seq=16,
+      extra=("--head", "mean_pooling"), output="sentence_embedding")
+check("minilm-cls-pooling", d, lambda **kw: m(**kw).last_hidden_state[:, 0], cfg,
+      lengths=(16, 11, 3, 16), seq=16, extra=("--head", "cls_pooling"),
+      output="sentence_embedding")
+r = subprocess.run([tfc, "compile", d, "--head", "pool", "-o", os.path.join(work, "x.bin")],
+                   capture_output=True, text=True)
+want = (f"error: {d}: --head pool: the bert description has the heads: classifier, "
+        "cls_pooling, last_hidden_state, mean_pooling, pooler, sentence_embedding")
+print(f"--head pool: exit {r.returncode}, {r.stderr.strip()!r}")
+if r.returncode == 0 or r.stderr.strip() != want:
+    failures.append("--head pool")
+
+# 6. --set still overrides config.json: a wrong heads compiles, and differs.
 r = subprocess.run([tfc, "compile", os.path.join(work, "bert"), "--set", "heads=2",
                     "-o", os.path.join(work, "bert-heads2.bin")], capture_output=True, text=True)
 print(f"--set heads=2 over config.json's 4: exit {r.returncode}")
 if r.returncode != 0:
     failures.append("--set")
 
-print(f"{5 - len(failures)} passed, {len(failures)} failed")
+print(f"{len(failures)} failed")
 sys.exit(1 if failures else 0)

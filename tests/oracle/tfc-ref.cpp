@@ -679,6 +679,7 @@ LogicalResult Interpreter::eval(Operation *op) {
         return elementwise(o, [](Args x) { return ref::activate(ref::Activation::Relu, x[0]); });
       })
       .Case([&](td::SiluOp o) { return elementwise(o, [](Args x) { return ref::silu(x[0]); }); })
+      .Case([&](td::TanhOp o) { return elementwise(o, [](Args x) { return std::tanh(x[0]); }); })
       .Case([&](td::GeluOp o) {
         const bool tanhApprox = o.getApproximate() == td::GeluApprox::tanh;
         return elementwise(o, [tanhApprox](Args x) { return ref::gelu(x[0], tanhApprox); });

@@ -90,6 +90,13 @@ cl::opt<::tfc::Precision> precision(
                           "output channel / row), activations as for bf16, linear "
                           "inputs quantized per row at run time")),
     cl::cat(tfcCategory));
+cl::opt<std::string> headOpt(
+    "head",
+    cl::desc("A Hugging Face directory's output head (docs/hf.md): for BERT "
+             "last_hidden_state, pooler, classifier, mean_pooling, sentence_embedding or "
+             "cls_pooling; default: picked from the directory"),
+    cl::value_desc("name"), cl::init(""));
+
 cl::opt<long long> seedOpt(
     "seed", cl::desc("Seed for the Xavier-uniform initialisation used without weights"),
     cl::init(-1), cl::cat(tfcCategory));
@@ -298,6 +305,12 @@ int runCompile() {
     opts.overrides.emplace_back(s.substr(0, eq), s.substr(eq + 1));
   }
   opts.weightsPath = weightsFile;
+  opts.hfHead = headOpt;
+  if (headOpt.getNumOccurrences() && !llvm::sys::fs::is_directory(inputFile)) {
+    llvm::errs() << "error: --head picks the output of a Hugging Face model directory; '"
+                 << inputFile << "' is a model description (edit its output: section)\n";
+    return 1;
+  }
   if (seedOpt >= 0)
     opts.seed = (uint64_t)seedOpt;
 

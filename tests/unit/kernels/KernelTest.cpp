@@ -754,6 +754,7 @@ TEST_P(KernelTest, Unary) {
       {"gelu erf", TFC_KERNEL_GELU, {0}, &x, [](double v) { return ref::gelu(v, false); }},
       {"gelu tanh", TFC_KERNEL_GELU, {1}, &x, [](double v) { return ref::gelu(v, true); }},
       {"silu", TFC_KERNEL_SILU, {}, &x, [](double v) { return ref::silu(v); }},
+      {"tanh", TFC_KERNEL_TANH, {}, &x, [](double v) { return std::tanh(v); }},
   };
   for (const UCase &c : cases) {
     SCOPED_TRACE(c.name);

@@ -2,11 +2,17 @@
 # Writes a BERT checkpoint directory for bert-tiny.json's sizes into $1, without
 # torch: config.json and model.safetensors (make_safetensors.py's ramp data) with
 # every tensor under $2 (a task checkpoint's "bert." prefix; "" for BertModel), plus
-# a classifier when $2 is given.
+# a pooler and a classifier when $2 is given (a BertForSequenceClassification
+# checkpoint, as bert-tiny.json's architectures says; for "" the architectures line
+# goes, as in a BertModel checkpoint).
 set -e
 out=$1; p=$2; here=$(dirname "$0")
 mkdir -p "$out"
-cp "$here/bert-tiny.json" "$out/config.json"
+if [ -n "$p" ]; then
+  cp "$here/bert-tiny.json" "$out/config.json"
+else
+  grep -v '"architectures"' "$here/bert-tiny.json" > "$out/config.json"
+fi
 set -- "${p}embeddings.word_embeddings.weight=10x8" "${p}embeddings.position_embeddings.weight=16x8" \
   "${p}embeddings.token_type_embeddings.weight=2x8" "${p}embeddings.LayerNorm.weight=8" \
   "${p}embeddings.LayerNorm.bias=8"
@@ -18,5 +24,6 @@ set -- "$@" "${p}encoder.layer.0.intermediate.dense.weight=16x8" "${p}encoder.la
 for n in attention.output.LayerNorm output.LayerNorm; do
   set -- "$@" "${p}encoder.layer.0.$n.weight=8" "${p}encoder.layer.0.$n.bias=8"
 done
-[ -n "$p" ] && set -- "$@" "classifier.weight=2x8" "classifier.bias=2"
+[ -n "$p" ] && set -- "$@" "${p}pooler.dense.weight=8x8" "${p}pooler.dense.bias=8" \
+  "classifier.weight=2x8" "classifier.bias=2"
 python3 "$here/../make_safetensors.py" "$out/model.safetensors" "$@"
