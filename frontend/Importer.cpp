@@ -127,6 +127,10 @@ FailureOr<OwningOpRef<ModuleOp>> Importer::run() {
   b.setInsertionPointToEnd(module.getBody());
   auto idsType = RankedTensorType::get({kDyn, kDyn}, b.getI64Type());
   std::vector<std::pair<std::string, std::string>> inputList; // name, seq dim
+  // Optional inputs (docs/model-format.md, "Optional inputs"): name -> (kind,
+  // the stack input it is made from). Kinds: "zeros", "not_pad" (the stack
+  // input != pad_id, an attention_mask).
+  std::map<std::string, std::pair<std::string, std::string>> defaults;
   auto stackInput = [&](const Node *stack, const char *dflt) -> FailureOr<std::string> {
     if (!stack->isMap())
       return std::string(dflt); // reported by emitStack
@@ -154,10 +158,18 @@ FailureOr<OwningOpRef<ModuleOp>> Importer::run() {
     if (stack && stack->isMap())
       if (const Node *tt = stack->get("token_types")) {
         std::string nm = "token_types";
-        if (tt->isMap())
+        if (tt->isMap()) {
           if (const Node *in = tt->get("input"))
             if (in->isScalar())
               nm = in->scalar;
+          if (const Node *opt = tt->get("optional")) {
+            auto v = getBool(*opt, "optional");
+            if (failed(v))
+              return failure();
+            if (*v)
+              defaults[nm] = {"zeros", stack == enc ? encIn : decIn};
+          }
+        }
         inputList.push_back({nm, dim});
       }
   // `attention_mask: NAME`: an input of 1s and 0s (transformers' attention_mask)
@@ -168,11 +180,34 @@ FailureOr<OwningOpRef<ModuleOp>> Importer::run() {
         {dec, inputList.back().second, &decMask}})
     if (stack && stack->isMap())
       if (const Node *am = stack->get("attention_mask")) {
-        auto s = getString(*am, "attention_mask");
+        // `attention_mask: NAME`, or `{input: NAME, optional: true}`: when the
+        // caller leaves it out, it is the stack's tokens != pad_id.
+        const Node *nameNode = am;
+        bool optional = false;
+        if (am->isMap()) {
+          if (failed(checkKeys(*am, "attention_mask", {"input", "optional"})))
+            return failure();
+          auto in = require(*am, "input", "attention_mask");
+          if (failed(in))
+            return failure();
+          nameNode = *in;
+          if (const Node *opt = am->get("optional")) {
+            auto v = getBool(*opt, "optional");
+            if (failed(v))
+              return failure();
+            optional = *v;
+          }
+        }
+        auto s = getString(*nameNode, "attention_mask");
         if (failed(s))
           return failure();
+        if (optional && !paramNodes.count("pad_id"))
+          return error(*am, "an optional attention_mask is made from pad_id; the params "
+                            "need a 'pad_id'");
         *name = *s;
         inputList.push_back({*s, dim});
+        if (optional)
+          defaults[*s] = {"not_pad", stack == enc ? encIn : decIn};
       }
   {
     std::set<std::string> seen;
@@ -191,6 +226,18 @@ FailureOr<OwningOpRef<ModuleOp>> Importer::run() {
     func.setArgAttr(i, "tfc.name", b.getStringAttr(inputList[i].first));
     func.setArgAttr(i, "tfc.dims",
                     b.getStrArrayAttr({"batch", inputList[i].second}));
+    if (auto d = defaults.find(inputList[i].first); d != defaults.end()) {
+      SmallVector<NamedAttribute> fields{
+          b.getNamedAttr("kind", b.getStringAttr(d->second.first)),
+          b.getNamedAttr("source", b.getStringAttr(d->second.second))};
+      if (d->second.first == "not_pad") {
+        auto pad = paramInt("pad_id", *paramNodes["pad_id"], 0);
+        if (failed(pad))
+          return failure();
+        fields.push_back(b.getNamedAttr("pad", b.getI64IntegerAttr(*pad)));
+      }
+      func.setArgAttr(i, "tfc.default", b.getDictionaryAttr(fields));
+    }
   }
   SmallVector<NamedAttribute> dimMax{b.getNamedAttr("batch", b.getI64IntegerAttr(maxBatch))};
   for (const auto &in : inputList)

@@ -106,7 +106,7 @@ FailureOr<Value> Importer::emitEmbedding(const Node &stack, Value tokens) {
 
   if (const Node *tt = stack.get("token_types")) {
     if (failed(expectMap(*tt, "token_types")) ||
-        failed(checkKeys(*tt, "token_types", {"input", "weight", "vocab"})))
+        failed(checkKeys(*tt, "token_types", {"input", "weight", "vocab", "optional"})))
       return failure();
     auto ttw = require(*tt, "weight", "token_types");
     auto ttv = require(*tt, "vocab", "token_types");

@@ -32,6 +32,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <map>
 
@@ -445,6 +446,41 @@ FailureOr<std::string> Writer::run(PlanStats *stats) {
     body.i64(gen.getAs<IntegerAttr>("max_len").getInt());
   } else {
     body.u32(0);
+  }
+  // Version 4: the optional inputs of @forward and how each is made when the
+  // caller leaves it out (tfc/abi.h, TFC_INPUT_DEFAULT_*).
+  {
+    std::vector<std::array<int64_t, 4>> defaults; // input, kind, source, value
+    auto nameOf = [&](unsigned i) {
+      auto n = fwd.getArgAttrOfType<StringAttr>(i, "tfc.name");
+      return n ? n.getValue() : StringRef();
+    };
+    for (unsigned i = 0; i < fwd.getNumArguments(); ++i) {
+      auto d = fwd.getArgAttrOfType<DictionaryAttr>(i, "tfc.default");
+      if (!d)
+        continue;
+      StringRef kind = d.getAs<StringAttr>("kind").getValue();
+      StringRef source = d.getAs<StringAttr>("source").getValue();
+      int64_t src = -1;
+      for (unsigned j = 0; j < fwd.getNumArguments(); ++j)
+        if (j != i && nameOf(j) == source)
+          src = j;
+      if (src < 0)
+        return fwd.emitError("optional input '") << nameOf(i) << "' is made from '" << source
+                                                 << "', which is not an input",
+               failure();
+      auto pad = d.getAs<IntegerAttr>("pad");
+      defaults.push_back({(int64_t)i,
+                          kind == "zeros" ? TFC_INPUT_DEFAULT_ZEROS : TFC_INPUT_DEFAULT_NOT_EQUAL,
+                          src, pad ? pad.getInt() : 0});
+    }
+    body.u32(defaults.size());
+    for (const auto &d : defaults) {
+      body.u32((uint32_t)d[0]);
+      body.u32((uint32_t)d[1]);
+      body.u32((uint32_t)d[2]);
+      body.i64(d[3]);
+    }
   }
 
   // Serialize the metadata.

@@ -41,6 +41,7 @@ struct tfrun_model {
   struct Info {
     std::vector<int64_t> dims, maxDims;
     std::vector<const char *> dimNames;
+    std::string defaultValue;
   };
   std::vector<Info> inputs, outputs;
   explicit tfrun_model(std::unique_ptr<tfrun::rt::Model> model) : m(std::move(model)) {
@@ -56,6 +57,14 @@ struct tfrun_model {
         }
         infos->push_back(std::move(in));
       }
+    for (size_t i = 0; i < inputs.size() && i < m->inputDefaults.size(); ++i) {
+      const tfrun::rt::InputDefault &d = m->inputDefaults[i];
+      const std::string &src = f.inputs[d.source].name;
+      if (d.kind == TFC_INPUT_DEFAULT_ZEROS)
+        inputs[i].defaultValue = "zeros like " + src;
+      else if (d.kind == TFC_INPUT_DEFAULT_NOT_EQUAL)
+        inputs[i].defaultValue = src + " != " + std::to_string(d.value);
+    }
   }
 };
 
@@ -155,6 +164,7 @@ static tfrun_status_t *tensorInfo(const tfrun_model_t *m, size_t i, tfrun_tensor
   out->dims = infos[i].dims.data();
   out->max_dims = infos[i].maxDims.data();
   out->dim_names = infos[i].dimNames.data();
+  out->default_value = infos[i].defaultValue.c_str();
   return nullptr;
 }
 

@@ -8,6 +8,7 @@
 #include "runtime/model.h"
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -266,12 +267,51 @@ static Status parse(const uint8_t *data, size_t size, std::unique_ptr<Model> &m,
     m->gen.pad = r.i64();
     m->gen.maxLen = r.i64();
   }
+  std::vector<std::array<uint64_t, 3>> defaults; // input, kind, source (value below)
+  std::vector<int64_t> defaultValues;
+  if (h.version >= 4) {
+    uint32_t nd = r.count(20);
+    for (uint32_t i = 0; i < nd && r.ok(); ++i) {
+      defaults.push_back({r.u32(), r.u32(), r.u32()});
+      defaultValues.push_back(r.i64());
+    }
+  }
   if (!r.ok() || !r.atEnd())
     return invalid("model.bin metadata is truncated or malformed");
   if (m->functions[0].name != "forward")
     return invalid("model.bin's first function is not forward");
   if (m->gen.present && !m->find("decode_step"))
     return invalid("model.bin has generation metadata but no decode_step");
+  // Optional inputs: each names another, required input of the same shape.
+  {
+    const Function &fwd = m->functions[0];
+    m->inputDefaults.assign(fwd.inputs.size(), {});
+    for (size_t i = 0; i < defaults.size(); ++i) {
+      const auto [in, kind, src] = defaults[i];
+      const std::string which = "optional input record " + std::to_string(i);
+      if (in >= fwd.inputs.size() || src >= fwd.inputs.size() || in == src)
+        return invalid(which + " names a missing input");
+      if (kind != TFC_INPUT_DEFAULT_ZEROS && kind != TFC_INPUT_DEFAULT_NOT_EQUAL)
+        return invalid(which + " has unknown kind " + std::to_string(kind));
+      if (m->inputDefaults[in].kind)
+        return invalid(which + ": input '" + fwd.inputs[in].name + "' has two defaults");
+      m->inputDefaults[in] = {(uint32_t)kind, (uint32_t)src, defaultValues[i]};
+    }
+    for (size_t i = 0; i < fwd.inputs.size(); ++i) {
+      const InputDefault &d = m->inputDefaults[i];
+      if (!d.kind)
+        continue;
+      // The loader checked the bindings below this point only for the values;
+      // check these here, before the shapes are compared.
+      if (fwd.inputs[i].value >= fwd.values.size() || fwd.inputs[d.source].value >= fwd.values.size())
+        return invalid("an optional input names a missing value");
+      if (m->inputDefaults[d.source].kind ||
+          fwd.values[fwd.inputs[i].value].dims != fwd.values[fwd.inputs[d.source].value].dims)
+        return invalid("optional input '" + fwd.inputs[i].name + "' is made from '" +
+                       fwd.inputs[d.source].name +
+                       "', which is optional too or has another shape");
+    }
+  }
   if (m->gen.present && m->functions[0].findInput(m->gen.target) < 0)
     return invalid("model.bin's generation target '" + m->gen.target +
                    "' is not an input of forward");

@@ -64,6 +64,14 @@ struct GenerationInfo {
   int64_t maxLen = 0; ///< KV-cache positions
 };
 
+/// How an optional @forward input is made when the caller leaves it out
+/// (tfc_input_default_t); kind 0: required.
+struct InputDefault {
+  uint32_t kind = 0;
+  uint32_t source = 0; ///< the @forward input it is made from (same shape)
+  int64_t value = 0;   ///< NOT_EQUAL: the id compared with (pad_id)
+};
+
 /// An immutable, validated model. Shared by sessions on any thread.
 struct Model {
   std::string producer, name;
@@ -72,6 +80,7 @@ struct Model {
   std::vector<Function> functions; ///< functions[0] is @forward
   uint64_t stateSize = 0;          ///< session state (KV caches), bytes
   GenerationInfo gen;
+  std::vector<InputDefault> inputDefaults; ///< per @forward input
   std::vector<uint8_t> bytes;       ///< owned copy (buffer loads), 64-byte aligned base
   void *mapping = nullptr;          ///< read-only mmap of the file (file loads)
   size_t mappingSize = 0;

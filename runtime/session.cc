@@ -73,6 +73,7 @@ Status Session::setInput(const char *name, uint32_t dtype, const int64_t *shape,
   if (!data)
     return Status::invalidArgument(std::string("input '") + name + "' has no data (null pointer)");
   Input &in = inputs[idx];
+  in.defaulted = false;
   in.shape.assign(shape, shape + rank);
   in.ids.resize(n);
   for (size_t i = 0; i < n; ++i)
@@ -82,7 +83,25 @@ Status Session::setInput(const char *name, uint32_t dtype, const int64_t *shape,
   return Status::ok();
 }
 
+void Session::fillDefaults() {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const InputDefault &d = m->inputDefaults[i];
+    Input &in = inputs[i];
+    if (!d.kind || (in.bound && !in.defaulted))
+      continue;
+    const Input &src = inputs[d.source];
+    in.bound = in.defaulted = src.bound;
+    if (!src.bound)
+      continue; // "input 'SOURCE' is not bound" comes from the run
+    in.shape = src.shape;
+    in.ids.resize(src.ids.size());
+    for (size_t k = 0; k < src.ids.size(); ++k)
+      in.ids[k] = d.kind == TFC_INPUT_DEFAULT_ZEROS ? 0 : src.ids[k] != d.value ? 1 : 0;
+  }
+}
+
 Status Session::run() {
+  fillDefaults();
   const Function &f = m->forward();
   std::vector<BoundInput> ins(f.inputs.size());
   for (size_t i = 0; i < f.inputs.size(); ++i) {

@@ -32,6 +32,7 @@ struct Session {
   /// The inputs the user bound (by @forward's input names), token ids widened to i64.
   struct Input {
     bool bound = false;
+    bool defaulted = false; ///< made from its source by fillDefaults, not set by the caller
     std::vector<int64_t> shape;
     std::vector<int64_t> ids;
   };
@@ -103,6 +104,9 @@ struct Session {
                   const void *data);
   /// @forward on the bound inputs.
   Status run();
+  /// Makes every optional input the caller left out from its source input
+  /// (Model::inputDefaults), again before each run, as the source may change.
+  void fillDefaults();
   /// KV caches for |rows| rows of |len| positions: the layout of every cache
   /// slot of decode_step, and memory for it (grown, zeroed, when it is larger
   /// than what the session has). At most the declared maxima.

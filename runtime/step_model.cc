@@ -220,6 +220,7 @@ private:
 Status Session::generate(const tfrun_generate_options_t &o) {
   Session *s = this;
   const Model &m = *s->m;
+  fillDefaults();
   s->generated.clear();
   s->scores.clear();
   if (!m.gen.present)

@@ -24,6 +24,14 @@
  * are rejected. */
 #define TFC_FORMAT_VERSION 4u
 #define TFC_FORMAT_MIN_VERSION 2u
+/* How an optional @forward input is made when the caller leaves it out
+ * (format version 4; docs/model-bin.md): zeros shaped like its source input
+ * (token_type_ids), or source != value as 1/0 (an attention_mask from pad_id). */
+typedef enum tfc_input_default_t {
+  TFC_INPUT_DEFAULT_ZEROS = 1,
+  TFC_INPUT_DEFAULT_NOT_EQUAL = 2,
+} tfc_input_default_t;
+
 /* Weight data is aligned to this many bytes so it can be mmapped and used in place. */
 #define TFC_WEIGHT_ALIGN 64u
 

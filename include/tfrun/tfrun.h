@@ -90,6 +90,10 @@ typedef struct tfrun_tensor_info_t {
   const int64_t *dims;
   const int64_t *max_dims;
   const char *const *dim_names; /* "" for a constant dim */
+  /* Inputs: "" when the input is required; else how it is made when left
+   * unbound, e.g. "zeros like input_ids" or "input_ids != 0" (an attention
+   * mask from pad_id). Outputs: "". */
+  const char *default_value;
 } tfrun_tensor_info_t;
 tfrun_status_t *tfrun_model_input_info(const tfrun_model_t *model, size_t index,
                                        tfrun_tensor_info_t *out_info);

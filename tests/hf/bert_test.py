@@ -56,10 +56,19 @@ def last_hidden(model):
 
 
 def check(name, ckpt_dir, reference, config, lengths=(7, 4, 1), seq=7, extra=(),
-          output="last_hidden_state"):
+          output="last_hidden_state", given=("input_ids", "token_type_ids", "attention_mask"),
+          all_ones_mask=False):
+    """tfrun gets the inputs in |given| only; the optional ones it lacks it makes
+    (zeros, input_ids != pad_id), and transformers gets those values."""
     ids, types, mask = padded_batch(config.vocab_size, config.type_vocab_size, lengths, seq)
+    if "token_type_ids" not in given:
+        types = np.zeros_like(ids)
+    if all_ones_mask:
+        mask = np.ones_like(ids)
     files = {}
     for k, v in (("input_ids", ids), ("token_type_ids", types), ("attention_mask", mask)):
+        if k not in given:
+            continue
         files[k] = os.path.join(work, f"{name}-{k}.npy")
         np.save(files[k], v)
     binp = os.path.join(work, f"{name}.bin")
@@ -101,6 +110,12 @@ m = make(cfg)
 d = os.path.join(work, "bert")
 m.save_pretrained(d)
 check("bert", d, last_hidden(m), cfg)
+# Optional inputs: input_ids alone (padded: the mask is input_ids != pad_id).
+check("bert-ids-only", d, last_hidden(m), cfg, given=("input_ids",))
+check("bert-no-types", d, last_hidden(m), cfg, given=("input_ids", "attention_mask"))
+# A mask the caller gives wins over the default: all ones attends to the padding.
+check("bert-ones-mask", d, last_hidden(m), cfg, given=("input_ids", "attention_mask"),
+      all_ones_mask=True)
 check("bert-pooler", d, lambda **kw: m(**kw).pooler_output, cfg, extra=("--head", "pooler"),
       output="pooler_output")
 

@@ -190,9 +190,19 @@ void printInfo(const std::string &path, const tfrun_model_t *model,
   std::printf("model: %s\n", tfrun_model_name(model));
   std::printf("file: %s (%.1f MB)\n", path.c_str(), bytes / 1e6);
   std::printf("inputs:");
-  for (size_t i = 0; i < tfrun_model_input_count(model); ++i)
+  std::string optional;
+  for (size_t i = 0; i < tfrun_model_input_count(model); ++i) {
     std::printf("%s %s", i ? "," : "", tfrun_model_input_name(model, i));
-  std::printf("  (token ids, int64 or int32 [batch, seq])\noutputs:");
+    tfrun_tensor_info_t ti;
+    if (tfrun_status_t *st = tfrun_model_input_info(model, i, &ti))
+      tfrun_status_release(st);
+    else if (*ti.default_value)
+      optional += std::string(optional.empty() ? "" : "; ") + ti.name + " = " + ti.default_value;
+  }
+  std::printf("  (token ids, int64 or int32 [batch, seq])\n");
+  if (!optional.empty())
+    std::printf("optional inputs: %s when not given\n", optional.c_str());
+  std::printf("outputs:");
   for (size_t i = 0; i < tfrun_model_output_count(model); ++i)
     std::printf("%s %s", i ? "," : "", tfrun_model_output_name(model, i));
   std::printf("  (f32)\n");
@@ -392,6 +402,8 @@ int main(int argc, char **argv) {
         return failStatus(st);
       }
       std::string name = ti.name;
+      if (*ti.default_value)
+        continue; // made from its source input by the runtime
       std::vector<int64_t> shape(ti.rank);
       int64_t n = 1;
       for (size_t d = 0; d < ti.rank; ++d) {
