@@ -60,6 +60,11 @@ const std::vector<Family> &families() {
        {{"position_embedding_type", {"\"absolute\""}},
         {"is_decoder", {"false"}},
         {"add_cross_attention", {"false"}}}},
+      {"distilbert",
+       {"distilbert"},
+       "embeddings.word_embeddings.weight",
+       {"distilbert."},
+       {{"sinusoidal_pos_embds", {"false"}}}},
   };
   return f;
 }

@@ -15,6 +15,10 @@ and the output heads (models/hf/bert.heads.yaml, `--head`):
   - a sentence-transformers directory (modules.json with Pooling and Normalize):
     its default head against mean pooling + F.normalize, as sentence-transformers
     computes them; mean_pooling and cls_pooling with --head.
+and DistilBERT (models/hf/distilbert.yaml): DistilBertModel on a padded batch with
+and without the attention_mask, a DistilBertForSequenceClassification checkpoint
+(`distilbert.` prefix, pre_classifier + ReLU + classifier) and a
+sentence-transformers layout of it.
 Usage: bert_test.py TFC TFRUN WORKDIR   (run by ctest through tests/hf/run.sh)
 """
 import os
@@ -23,7 +27,8 @@ import sys
 
 import numpy as np
 import torch
-from transformers import BertConfig, BertForSequenceClassification, BertModel
+from transformers import (BertConfig, BertForSequenceClassification, BertModel,
+                          DistilBertConfig, DistilBertForSequenceClassification, DistilBertModel)
 
 TOL = 1e-4
 tfc, tfrun, work = sys.argv[1:4]
@@ -188,7 +193,37 @@ print(f"--head pool: exit {r.returncode}, {r.stderr.strip()!r}")
 if r.returncode == 0 or r.stderr.strip() != want:
     failures.append("--head pool")
 
-# 6. --set still overrides config.json: a wrong heads compiles, and differs.
+# 6. DistilBERT: no token types, so tfrun gets input_ids (and the mask) only.
+def no_types(f):
+    return lambda token_type_ids, **kw: f(**kw)
+
+
+dcfg = DistilBertConfig(dim=32, n_heads=4, hidden_dim=64, n_layers=2, vocab_size=100,
+                        max_position_embeddings=64, attn_implementation="eager")
+dcfg.type_vocab_size = 1  # for padded_batch: no token types
+m = make(dcfg, DistilBertModel, seed=4)
+d = os.path.join(work, "distilbert")
+m.save_pretrained(d)
+check("distilbert", d, no_types(last_hidden(m)), dcfg, given=("input_ids", "attention_mask"))
+check("distilbert-ids-only", d, no_types(last_hidden(m)), dcfg, given=("input_ids",))
+dcfg = DistilBertConfig(**{k: getattr(dcfg, k) for k in ("dim", "n_heads", "hidden_dim", "n_layers",
+                                                          "vocab_size", "max_position_embeddings")},
+                        num_labels=4, attn_implementation="eager")
+dcfg.type_vocab_size = 1
+m = make(dcfg, DistilBertForSequenceClassification, seed=5)
+d = os.path.join(work, "distilbert-seqcls")
+m.save_pretrained(d)
+check("distilbert-seqcls-logits", d, no_types(lambda **kw: m(**kw).logits), dcfg,
+      given=("input_ids", "attention_mask"), output="logits")
+st = os.path.join(work, "distilbert-st")
+shutil.copytree(os.path.join(work, "distilbert"), st)
+shutil.copy(os.path.join(work, "minilm-st", "modules.json"), st)
+shutil.copytree(os.path.join(work, "minilm-st", "1_Pooling"), os.path.join(st, "1_Pooling"))
+m = DistilBertModel.from_pretrained(os.path.join(work, "distilbert"), attn_implementation="eager").eval()
+check("distilbert-st-embedding", st, no_types(mean_pooled(m, True)), dcfg,
+      given=("input_ids", "attention_mask"), output="sentence_embedding")
+
+# 7. --set still overrides config.json: a wrong heads compiles, and differs.
 r = subprocess.run([tfc, "compile", os.path.join(work, "bert"), "--set", "heads=2",
                     "-o", os.path.join(work, "bert-heads2.bin")], capture_output=True, text=True)
 print(f"--set heads=2 over config.json's 4: exit {r.returncode}")
