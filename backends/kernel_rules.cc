@@ -492,7 +492,11 @@ std::string Call::check() {
     cachedAttention();
     break;
   case TFC_KERNEL_POSITIONS:
-    dtype(out, "the output", {kI64});
+    // With a second int (padding_idx): RoBERTa's positions of ids [B, S], [B, S].
+    if (dtype(out, "the output", {kI64}) && ints.size() > 1)
+      inputs(1) && rank(*in[0], "the ids", 2) && dtype(*in[0], "the ids", {kI64, kI32}) &&
+          same(out, "the output", in[0]->shape) &&
+          TFC_REQUIRE(ints[1] >= 0, "padding_idx " + std::to_string(ints[1]) + " is negative");
     break;
   case TFC_KERNEL_NOPEAK_MASK:
     rank(out, "the output", 3) &&

@@ -60,6 +60,13 @@ const std::vector<Family> &families() {
        {{"position_embedding_type", {"\"absolute\""}},
         {"is_decoder", {"false"}},
         {"add_cross_attention", {"false"}}}},
+      {"roberta",
+       {"roberta", "xlm-roberta"},
+       "embeddings.word_embeddings.weight",
+       {"roberta."},
+       {{"position_embedding_type", {"\"absolute\""}},
+        {"is_decoder", {"false"}},
+        {"add_cross_attention", {"false"}}}},
       {"distilbert",
        {"distilbert"},
        "embeddings.word_embeddings.weight",
@@ -313,7 +320,11 @@ bool describeDirectory(const std::string &dirIn, DirModel &out, DirError &err,
 
   // The family.
   auto mt = cfg.find("model_type");
-  std::string familyList = joinNames(bundledFamilies());
+  std::vector<std::string> types;
+  for (const auto &f : families())
+    types.insert(types.end(), f.modelTypes.begin(), f.modelTypes.end());
+  std::sort(types.begin(), types.end());
+  std::string familyList = joinNames(types);
   if (mt == cfg.end() || !mt->is_string())
     return fail(cfgPath, "config.json has no \"model_type\" string; tfc has descriptions "
                          "for the model types: " + familyList);

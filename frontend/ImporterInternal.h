@@ -31,6 +31,7 @@
 #include "llvm/ADT/StringRef.h"
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>

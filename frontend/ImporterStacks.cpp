@@ -137,7 +137,8 @@ FailureOr<Value> Importer::emitEmbedding(const Node &stack, Value tokens) {
     const Node &p = *pn;
     if (failed(expectMap(p, "positional")) ||
         failed(checkKeys(p, "positional",
-                         {"kind", "variant", "max_len", "weight", "buffer", "index"})))
+                         {"kind", "variant", "max_len", "weight", "buffer", "index",
+                          "padding_idx"})))
       return failure();
     auto kn = require(p, "kind", "positional");
     if (failed(kn))
@@ -160,7 +161,19 @@ FailureOr<Value> Importer::emitEmbedding(const Node &stack, Value tokens) {
           return failure();
         byBatch = *v == "batch";
       }
-      int64_t needed = byBatch ? maxBatch : maxLen;
+      // RoBERTa's positions: real tokens numbered from padding_idx + 1, padding
+      // at row padding_idx, so the table needs padding_idx + 1 more rows.
+      std::optional<int64_t> paddingIdx; // read back as getPaddingIdxAttr().getInt()
+      if (const Node *pi = p.get("padding_idx")) {
+        if (byBatch)
+          return error(*pi, "padding_idx numbers positions along the sequence; it does not "
+                            "combine with index: batch");
+        auto v = evalInt(*pi, "padding_idx", 0);
+        if (failed(v))
+          return failure();
+        paddingIdx = *v;
+      }
+      int64_t needed = (byBatch ? maxBatch : maxLen) + (paddingIdx ? *paddingIdx + 1 : 0);
       if (rows < needed)
         return error(p, "positional table has " + Twine(rows) +
                              " rows but the model accepts " +
@@ -202,8 +215,10 @@ FailureOr<Value> Importer::emitEmbedding(const Node &stack, Value tokens) {
           ws.accept(*s);
         }
       }
-      Value pos = *make<td::PositionsOp>(loc(p), {tokens},
-                                          {i64("axis", byBatch ? 0 : 1)});
+      SmallVector<NamedAttribute> posAttrs{i64("axis", byBatch ? 0 : 1)};
+      if (paddingIdx)
+        posAttrs.push_back(i64("padding_idx", *paddingIdx));
+      Value pos = *make<td::PositionsOp>(loc(p), {tokens}, posAttrs);
       auto pe = make<td::EmbeddingOp>(loc(p), {tab, pos});
       if (failed(pe))
         return failure();

@@ -107,6 +107,8 @@ void CachedAttentionOp::appendKernelAttributes(std::vector<int64_t> &ints,
 
 void PositionsOp::appendKernelAttributes(std::vector<int64_t> &ints, std::vector<double> &) {
   ints.push_back(kernelAxis(*this, (int64_t)getAxis()));
+  if (IntegerAttr pad = getPaddingIdxAttr())
+    ints.push_back(pad.getInt()); // a second int: RoBERTa's padded positions (abi.h)
 }
 
 //===----------------------------------------------------------------------------===//

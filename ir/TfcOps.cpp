@@ -172,6 +172,14 @@ TFC_INFER(PositionsOp) {
   if (axis < 0)
     return emitOptionalError(loc, "axis ", (int64_t)a.getAxis(),
                              " is out of range for rank ", in.getRank());
+  if (IntegerAttr pad = a.getPaddingIdxAttr()) { // signed: I64Attr's getter is unsigned
+    if (in.getRank() != 2 || axis != 1)
+      return emitOptionalError(loc, "positions with padding_idx need [batch, seq] ids and "
+                                    "axis 1");
+    if (pad.getInt() < 0)
+      return emitOptionalError(loc, "padding_idx must be >= 0, got ", pad.getInt());
+    return pushTensor(types, in.getShape(), IntegerType::get(ctx, 64));
+  }
   SmallVector<int64_t> shape(in.getRank(), 1);
   shape[axis] = in.getDimSize(axis);
   return pushTensor(types, shape, IntegerType::get(ctx, 64));

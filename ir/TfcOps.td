@@ -180,11 +180,17 @@ def Tfc_PositionsOp : Tfc_KernelAttrOp<"positions", "POSITIONS"> {
     dims are all 1 except `axis`, holding arange(d_axis). Positions for a learned or
     sinusoidal table are `positions(ids) {axis = 1}`.
 
+    With `padding_idx` (ids [B, S], axis 1) the result is [B, S], RoBERTa's
+    position ids (transformers' create_position_ids_from_input_ids): the real
+    tokens (ids != padding_idx) are numbered padding_idx + 1, padding_idx + 2, ...
+    in order, and padding gets padding_idx.
+
     ```mlir
     %p = tfc.positions %ids {axis = 1 : i64} : tensor<?x?xi64> -> tensor<1x?xi64>
+    %q = tfc.positions %ids {axis = 1 : i64, padding_idx = 1 : i64} : tensor<?x?xi64> -> tensor<?x?xi64>
     ```
   }];
-  let arguments = (ins Tfc_AnyTensor:$input, I64Attr:$axis);
+  let arguments = (ins Tfc_AnyTensor:$input, I64Attr:$axis, OptionalAttr<I64Attr>:$padding_idx);
   let results = (outs Tfc_IdTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
 }

@@ -60,7 +60,9 @@ bool matchPositions(Value v, Parts &p) {
   if (!emb || !emb->hasOneUse())
     return false;
   auto pos = emb.getIds().getDefiningOp<PositionsOp>();
-  if (!pos || pos.getInput() != p.tok.getIds())
+  // RoBERTa's padded positions depend on the ids: the fused kernel numbers
+  // positions 0, 1, 2, ..., so those stay a positions op and a lookup.
+  if (!pos || pos.getInput() != p.tok.getIds() || pos.getPaddingIdx())
     return false;
   p.posTable = emb.getTable();
   p.posAxis = (int64_t)pos.getAxis();

@@ -599,6 +599,19 @@ std::string dispatch(uint32_t kernel, const std::vector<const Tensor *> &in, Ten
   }
   case TFC_KERNEL_POSITIONS: {
     int64_t *o = out.as<int64_t>();
+    if (ints.size() > 1) { // RoBERTa: real tokens numbered from padding_idx + 1
+      const Tensor &ids = *in[0];
+      const int64_t pad = ints[1], rows = ids.shape[0], seq = ids.shape[1];
+      for (int64_t b = 0; b < rows; ++b) {
+        int64_t count = 0;
+        for (int64_t i = 0; i < seq; ++i) {
+          const int64_t id = ids.dtype == TFC_DTYPE_I32 ? ids.as<int32_t>()[b * seq + i]
+                                                        : ids.as<int64_t>()[b * seq + i];
+          o[b * seq + i] = id != pad ? pad + ++count : pad;
+        }
+      }
+      return "";
+    }
     for (int64_t i = 0, n = out.numel(); i < n; ++i)
       o[i] = i;
     return "";

@@ -199,6 +199,9 @@ std::string launchConvertF32(const float *src, void *dst, uint32_t dtype, int64_
                              cudaStream_t s);
 /// out[i] = i (positions), i64 or i32.
 std::string launchIota(void *out, uint32_t dtype, int64_t n, cudaStream_t s);
+/// RoBERTa's positions of ids [rows, seq] (kernel_rules.h checked the shapes).
+std::string launchPaddedPositions(const void *ids, uint32_t idType, void *out, int64_t rows,
+                                  int64_t seq, int64_t pad, cudaStream_t s);
 /// out[i, j] = j <= i, S x S bytes.
 std::string launchNopeak(void *out, int64_t seq, cudaStream_t s);
 

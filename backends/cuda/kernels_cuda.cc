@@ -615,6 +615,9 @@ std::string dispatch(Context &ctx, uint32_t kernel, const std::vector<const Tens
   case TFC_KERNEL_POSITIONS:
     if (!isInt(out.dtype))
       return "positions must be i64 or i32";
+    if (ints.size() > 1)
+      return launchPaddedPositions(in[0]->data, in[0]->dtype, out.data, in[0]->shape[0],
+                                   in[0]->shape[1], ints[1], ctx.stream);
     return launchIota(out.data, out.dtype, out.numel(), ctx.stream);
   case TFC_KERNEL_NOPEAK_MASK:
     if (out.shape.size() != 3 || out.shape[1] != out.shape[2] || out.dtype != TFC_DTYPE_BOOL)

@@ -380,6 +380,19 @@ __global__ void iotaKernel(void *out, uint32_t dtype, int64_t n) {
     storeD(out, dtype, i, static_cast<double>(i));
 }
 
+// RoBERTa's positions: one thread per row, a running count of real tokens.
+__global__ void paddedPositionsKernel(const void *ids, uint32_t idType, int64_t *out,
+                                      int64_t rows, int64_t seq, int64_t pad) {
+  const int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (b >= rows)
+    return;
+  int64_t count = 0;
+  for (int64_t i = 0; i < seq; ++i) {
+    const int64_t id = static_cast<int64_t>(loadD(ids, idType, b * seq + i));
+    out[b * seq + i] = id != pad ? pad + ++count : pad;
+  }
+}
+
 __global__ void nopeakKernel(unsigned char *out, int64_t seq) {
   const int64_t n = seq * seq;
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -475,6 +488,15 @@ std::string launchIota(void *out, uint32_t dtype, int64_t n, cudaStream_t s) {
   if (n <= 0)
     return "";
   iotaKernel<<<gridFor(n), kThreads, 0, s>>>(out, dtype, n);
+  return launched("positions kernel");
+}
+
+std::string launchPaddedPositions(const void *ids, uint32_t idType, void *out, int64_t rows,
+                                  int64_t seq, int64_t pad, cudaStream_t s) {
+  if (rows <= 0 || seq <= 0)
+    return "";
+  paddedPositionsKernel<<<static_cast<unsigned>((rows + kThreads - 1) / kThreads), kThreads, 0,
+                          s>>>(ids, idType, static_cast<int64_t *>(out), rows, seq, pad);
   return launched("positions kernel");
 }
 

@@ -62,7 +62,8 @@ typedef enum tfc_dtype_t {
  * - MATMUL ints: transpose_b. COMPARE ints: predicate. MASKED_FILL floats:
  *   value. TRANSPOSE ints: perm. SLICE ints: axis, start, size (any dtype; out
  *   = in). REDUCE_MEAN / REDUCE_SUM ints: axis, keepdim. GELU ints: approximate
- *   (0 erf, 1 tanh). SOFTMAX / LOG_SOFTMAX / POSITIONS ints: axis.
+ *   (0 erf, 1 tanh). SOFTMAX / LOG_SOFTMAX / POSITIONS ints: axis. POSITIONS may add
+ *   padding_idx: RoBERTa's positions of ids [B, S] (input 0), output [B, S].
  * - RESHAPE and UNSQUEEZE are views: no data movement.
  * - LAYER_NORM ints: variant; floats: eps. x and the output are f32 or bf16.
  * - ATTENTION ints: mask_kind, num_heads, pad_id; floats: scale, mask_value.

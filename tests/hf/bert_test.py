@@ -28,7 +28,9 @@ import sys
 import numpy as np
 import torch
 from transformers import (BertConfig, BertForSequenceClassification, BertModel,
-                          DistilBertConfig, DistilBertForSequenceClassification, DistilBertModel)
+                          DistilBertConfig, DistilBertForSequenceClassification, DistilBertModel,
+                          RobertaConfig, RobertaForSequenceClassification, RobertaModel,
+                          XLMRobertaConfig, XLMRobertaModel)
 
 TOL = 1e-4
 tfc, tfrun, work = sys.argv[1:4]
@@ -43,15 +45,16 @@ def run(*cmd):
     return r
 
 
-def padded_batch(vocab, type_vocab, lengths, seq):
-    """Ids in [1, vocab) with trailing padding (id 0, mask 0), mixed token types."""
+def padded_batch(vocab, type_vocab, lengths, seq, pad=0):
+    """Ids in [0, vocab) but pad, with trailing padding (pad, mask 0), mixed token types."""
     g = np.random.default_rng(len(lengths) * 100 + seq)
-    ids = g.integers(1, vocab, size=(len(lengths), seq), dtype=np.int64)
+    ids = g.integers(0, vocab - 1, size=(len(lengths), seq), dtype=np.int64)
+    ids[ids >= pad] += 1  # never the pad id
     mask = np.zeros_like(ids)
     types = np.zeros_like(ids)
     for b, n in enumerate(lengths):
         mask[b, :n] = 1
-        ids[b, n:] = 0
+        ids[b, n:] = pad
         types[b, n // 2:n] = min(1, type_vocab - 1)
     return ids, types, mask
 
@@ -65,7 +68,8 @@ def check(name, ckpt_dir, reference, config, lengths=(7, 4, 1), seq=7, extra=(),
           all_ones_mask=False):
     """tfrun gets the inputs in |given| only; the optional ones it lacks it makes
     (zeros, input_ids != pad_id), and transformers gets those values."""
-    ids, types, mask = padded_batch(config.vocab_size, config.type_vocab_size, lengths, seq)
+    ids, types, mask = padded_batch(config.vocab_size, config.type_vocab_size, lengths, seq,
+                                    pad=config.pad_token_id or 0)
     if "token_type_ids" not in given:
         types = np.zeros_like(ids)
     if all_ones_mask:
@@ -223,7 +227,39 @@ m = DistilBertModel.from_pretrained(os.path.join(work, "distilbert"), attn_imple
 check("distilbert-st-embedding", st, no_types(mean_pooled(m, True)), dcfg,
       given=("input_ids", "attention_mask"), output="sentence_embedding")
 
-# 7. --set still overrides config.json: a wrong heads compiles, and differs.
+# 7. RoBERTa and XLM-RoBERTa: positions numbered from pad_token_id + 1 over the
+# real tokens, padding (id 1) at row 1; roberta-base's 514 positions and one type.
+rsmall = dict(hidden_size=32, num_attention_heads=4, intermediate_size=64, num_hidden_layers=2,
+              vocab_size=100, max_position_embeddings=18, type_vocab_size=1,
+              layer_norm_eps=1e-5, attn_implementation="eager")
+rcfg = RobertaConfig(**rsmall)
+m = make(rcfg, RobertaModel, seed=6)
+d = os.path.join(work, "roberta")
+m.save_pretrained(d)
+check("roberta", d, last_hidden(m), rcfg, lengths=(16, 9, 2), seq=16)
+check("roberta-ids-only", d, last_hidden(m), rcfg, lengths=(16, 9, 2), seq=16, given=("input_ids",))
+check("roberta-pooler", d, lambda **kw: m(**kw).pooler_output, rcfg, lengths=(16, 9, 2), seq=16,
+      extra=("--head", "pooler"), output="pooler_output")
+rcfg = RobertaConfig(**rsmall, num_labels=3)
+m = make(rcfg, RobertaForSequenceClassification, seed=7)
+d = os.path.join(work, "roberta-seqcls")
+m.save_pretrained(d)
+check("roberta-seqcls-logits", d, lambda **kw: m(**kw).logits, rcfg, output="logits")
+xcfg = XLMRobertaConfig(**{**rsmall, "vocab_size": 250})
+m = make(xcfg, XLMRobertaModel, seed=8)
+d = os.path.join(work, "xlm-roberta")
+m.save_pretrained(d)
+check("xlm-roberta", d, last_hidden(m), xcfg, lengths=(5, 16, 12), seq=16)
+# A sequence longer than max_position_embeddings - pad_token_id - 1 = 16 is the
+# declared maximum's error, not a read past the position table.
+np.save(os.path.join(work, "long.npy"), np.full((1, 17), 5, np.int64))
+r = subprocess.run([tfrun, os.path.join(work, "xlm-roberta.bin"), "--input",
+                    "input_ids=" + os.path.join(work, "long.npy")], capture_output=True, text=True)
+print(f"17 tokens: exit {r.returncode}, {r.stderr.strip()!r}")
+if r.returncode == 0 or "beyond the declared maximum seq_len = 16" not in r.stderr:
+    failures.append("roberta max_len")
+
+# 8. --set still overrides config.json: a wrong heads compiles, and differs.
 r = subprocess.run([tfc, "compile", os.path.join(work, "bert"), "--set", "heads=2",
                     "-o", os.path.join(work, "bert-heads2.bin")], capture_output=True, text=True)
 print(f"--set heads=2 over config.json's 4: exit {r.returncode}")

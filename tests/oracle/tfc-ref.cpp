@@ -462,6 +462,18 @@ LogicalResult Interpreter::eval(Operation *op) {
         if (failed(axis))
           return failure();
         Tensor t;
+        if (auto padAttr = o.getPaddingIdxAttr()) { // RoBERTa's, from the ids
+          const int64_t pad = padAttr.getInt();
+          t.shape = x.shape;
+          for (int64_t b = 0; b < x.shape[0]; ++b) {
+            int64_t count = 0;
+            for (int64_t i = 0; i < x.shape[1]; ++i)
+              t.data.push_back(x.data[b * x.shape[1] + i] != (double)pad
+                                   ? (double)(pad + ++count)
+                                   : (double)pad);
+          }
+          return done(t);
+        }
         t.shape.assign(x.shape.size(), 1);
         t.shape[*axis] = x.shape[*axis];
         for (int64_t i = 0; i < x.shape[*axis]; ++i)

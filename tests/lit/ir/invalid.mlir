@@ -179,6 +179,22 @@ func.func @positions_axis(%ids: tensor<1x2xi64>) {
 
 // -----
 
+func.func @positions_padding_axis(%ids: tensor<1x2xi64>) {
+  // expected-error @+1 {{positions with padding_idx need [batch, seq] ids and axis 1}}
+  %0 = tfc.positions %ids {axis = 0, padding_idx = 1} : tensor<1x2xi64> -> tensor<1x2xi64>
+  return
+}
+
+// -----
+
+func.func @positions_padding_negative(%ids: tensor<1x2xi64>) {
+  // expected-error @+1 {{padding_idx must be >= 0, got -1}}
+  %0 = tfc.positions %ids {axis = 1, padding_idx = -1} : tensor<1x2xi64> -> tensor<1x2xi64>
+  return
+}
+
+// -----
+
 func.func @nopeak_rank(%ids: tensor<2xi64>) {
   // expected-error @+1 {{nopeak_mask expects [batch, seq] ids, got rank 1}}
   %0 = tfc.nopeak_mask %ids : tensor<2xi64> -> tensor<1x2x2xi1>

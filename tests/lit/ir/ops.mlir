@@ -37,6 +37,14 @@ func.func @variants(%ids: tensor<?x?xi64>) -> (tensor<8x4xf32>, tensor<8x4xf32>,
   return %a, %b, %p : tensor<8x4xf32>, tensor<8x4xf32>, tensor<?x1xi64>
 }
 
+// RoBERTa's positions: [batch, seq], from the ids.
+// CHECK-LABEL: func.func @padded_positions(
+func.func @padded_positions(%ids: tensor<?x?xi64>) -> tensor<?x?xi64> {
+  // CHECK: tfc.positions %{{.*}} {axis = 1 : i64, padding_idx = 1 : i64} : tensor<?x?xi64> -> tensor<?x?xi64>
+  %p = tfc.positions %ids {axis = 1, padding_idx = 1} : tensor<?x?xi64> -> tensor<?x?xi64>
+  return %p : tensor<?x?xi64>
+}
+
 // CHECK-LABEL: func.func @primitive(
 // CHECK-SAME: %[[IDS:[a-z0-9]+]]: tensor<?x?xi64>, %[[X:[a-z0-9]+]]: tensor<?x?x8xf32>, %[[W:[a-z0-9]+]]: tensor<16x8xf32>, %[[B:[a-z0-9]+]]: tensor<16xf32>, %[[G:[a-z0-9]+]]: tensor<8xf32>, %[[S:[a-z0-9]+]]: tensor<?x4x?x?xf32>, %[[K:[a-z0-9]+]]: tensor<?x?xi1>
 func.func @primitive(%ids: tensor<?x?xi64>, %x: tensor<?x?x8xf32>, %w: tensor<16x8xf32>, %b: tensor<16xf32>, %g: tensor<8xf32>, %s: tensor<?x4x?x?xf32>, %k: tensor<?x?xi1>) {

@@ -1089,6 +1089,20 @@ TEST_P(KernelTest, Positions) {
   expectEqual(byRow, {0, 1, 2, 3}, "positions along axis 0");
 }
 
+/// RoBERTa's positions (a second int, padding_idx 1): the real tokens of each row
+/// numbered from 2 in order, padding at 1, also padding in the middle; i32 ids too.
+TEST_P(KernelTest, PaddedPositions) {
+  for (uint32_t idType : {TFC_DTYPE_I64, TFC_DTYPE_I32}) {
+    HostTensor ids = tensor(idType, {3, 5}, {0, 7, 9, 1, 1, /**/ 1, 4, 1, 5, 6, /**/ 8, 8, 8, 8, 8});
+    HostTensor out(TFC_DTYPE_I64, {3, 5});
+    ASSERT_EQ(run(TFC_KERNEL_POSITIONS, {&ids}, out, {1, 1}), "");
+    expectEqual(out, {2, 3, 4, 1, 1, /**/ 1, 2, 1, 3, 4, /**/ 2, 3, 4, 5, 6}, "padded positions");
+  }
+  HostTensor ids = tensor(TFC_DTYPE_I64, {3, 5}, std::vector<double>(15, 1));
+  HostTensor wrong(TFC_DTYPE_I64, {1, 5});
+  EXPECT_NE(run(TFC_KERNEL_POSITIONS, {&ids}, wrong, {1, 1}), "");
+}
+
 TEST_P(KernelTest, NopeakMask) {
   HostTensor ids = tensor(TFC_DTYPE_I64, {2, 6}, std::vector<double>(12, 1));
   HostTensor out(TFC_DTYPE_BOOL, {1, 6, 6});
