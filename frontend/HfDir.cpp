@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <set>
@@ -67,6 +68,14 @@ const std::vector<Family> &families() {
        {{"position_embedding_type", {"\"absolute\""}},
         {"is_decoder", {"false"}},
         {"add_cross_attention", {"false"}}}},
+      {"marian",
+       {"marian"},
+       "model.shared.weight",
+       {},
+       {{"share_encoder_decoder_embeddings", {"true"}},
+        {"tie_word_embeddings", {"true"}},
+        {"normalize_before", {"false"}},
+        {"static_position_embeddings", {"true"}}}},
       {"distilbert",
        {"distilbert"},
        "embeddings.word_embeddings.weight",
@@ -82,6 +91,8 @@ const std::map<std::string, std::string> kActivations = {
     {"gelu_new", "gelu_tanh"},
     {"gelu_pytorch_tanh", "gelu_tanh"},
     {"relu", "relu"},
+    {"swish", "silu"},
+    {"silu", "silu"},
 };
 
 bool endsWith(const std::string &s, const std::string &suffix) {
@@ -362,6 +373,12 @@ bool describeDirectory(const std::string &dirIn, DirModel &out, DirError &err,
   if (!cfg.contains("num_labels"))
     if (auto l = cfg.find("id2label"); l != cfg.end() && l->is_object() && !l->empty())
       cfg["num_labels"] = l->size();
+
+  // Values the family computes from config.json: Marian's embedding scale.
+  if (cfg.contains("scale_embedding") && cfg["scale_embedding"].is_boolean()) {
+    const double d = cfg.value("d_model", 512.0);
+    cfg["embed_scale"] = cfg["scale_embedding"].get<bool>() ? std::sqrt(d) : 1.0;
+  }
 
   std::string text = bundledFamilyText(fam->name);
   if (!fillFromConfig(text, cfg, cfgText, cfgPath, err))

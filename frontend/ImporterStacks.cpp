@@ -194,7 +194,7 @@ FailureOr<Value> Importer::emitEmbedding(const Node &stack, Value tokens) {
       } else {
         td::PEVariant variant = td::PEVariant::standard;
         if (const Node *vn2 = p.get("variant")) {
-          auto v = getChoice(*vn2, "variant", {"standard", "exp2i", "exp2i_cos_next"});
+          auto v = getChoice(*vn2, "variant", {"standard", "exp2i", "exp2i_cos_next", "split"});
           if (failed(v))
             return failure();
           variant = *td::symbolizePEVariant(*v);

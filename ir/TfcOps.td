@@ -85,7 +85,10 @@ def Tfc_PEVariant : I32EnumAttr<"PEVariant", "sinusoidal table variant", [
     // sin/cos(pos / 10000^(2i/d)) with i the even column index, same exponent (seed 001)
     I32EnumAttrCase<"exp2i", 1>,
     // sin(pos / 10000^(2i/d)), cos(pos / 10000^(2(i+1)/d)) (seed 003)
-    I32EnumAttrCase<"exp2i_cos_next", 2>]> {
+    I32EnumAttrCase<"exp2i_cos_next", 2>,
+    // Marian's (and fairseq's) layout: column k < d/2 is sin(pos / 10000^(2k/d)),
+    // column d/2 + k the cos of the same angle; numpy double, stored as f32
+    I32EnumAttrCase<"split", 3>]> {
   let cppNamespace = "::mlir::tfc";
   let genSpecializedAttr = 0;
 }
@@ -394,9 +397,11 @@ class Tfc_ReduceOp<string mnemonic, string what, string kernel>
 def Tfc_ReduceMeanOp : Tfc_ReduceOp<"reduce_mean", "mean", "REDUCE_MEAN">;
 def Tfc_ReduceSumOp : Tfc_ReduceOp<"reduce_sum", "sum", "REDUCE_SUM">;
 
+// Elementwise (MLIR's trait): passes that ask whether an op mixes positions
+// (tfc-derive-generation) know every unary op from it, without a list to extend.
 class Tfc_UnaryOp<string mnemonic, string what, string kernel,
                   list<Trait> traits = []>
-    : Tfc_KernelOp<mnemonic, kernel, traits> {
+    : Tfc_KernelOp<mnemonic, kernel, !listconcat(traits, [Elementwise])> {
   let summary = "elementwise " # what;
   let arguments = (ins Tfc_FloatTensor:$input);
   let results = (outs Tfc_FloatTensor:$result);

@@ -125,14 +125,25 @@ std::string Deriver::positionWiseProblem(Operation *op) const {
       return "target token types are not supported in decode_step";
     return "";
   }
-  if (isa<LinearOp, FusedLinearOp, LayerNormOp, ReluOp, GeluOp, SqrtOp, CastOp, NotOp,
-          EmbeddingOp>(op))
+  // One operand, position by position: the unary ops (Elementwise, from
+  // Tfc_UnaryOp) and these.
+  if ((op->hasTrait<OpTrait::Elementwise>() && op->getNumOperands() == 1) ||
+      isa<LinearOp, FusedLinearOp, LayerNormOp, GeluOp, CastOp, NotOp, EmbeddingOp>(op))
     return "";
   if (isa<AddOp, SubOp, MulOp, DivOp, AndOp, CompareOp, MaskedFillOp, SelectOp>(op)) {
     int64_t r = rankOf(op->getResult(0));
-    for (Value v : op->getOperands())
-      if (!dependsOnTarget(v) && rankOf(v) >= r - 1 && rankOf(v) > 1)
-        return "an elementwise operand varies along the positions but is not the target's";
+    for (Value v : op->getOperands()) {
+      if (dependsOnTarget(v) || rankOf(v) < r - 1 || rankOf(v) <= 1)
+        continue;
+      // Broadcast from the right: the operand's dim under the result's
+      // position axis (r - 2); a static 1 there (Marian's [1, vocab]
+      // final_logits_bias) is the same for every position.
+      auto t = v.getType().dyn_cast<RankedTensorType>();
+      const int64_t axis = rankOf(v) - 2;
+      if (t && axis >= 0 && t.getDimSize(axis) == 1)
+        continue;
+      return "an elementwise operand varies along the positions but is not the target's";
+    }
     return "";
   }
   if (auto s = dyn_cast<SoftmaxOp>(op))

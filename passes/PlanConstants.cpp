@@ -44,6 +44,15 @@ std::vector<float> sinusoidTable(td::PEVariant variant, int64_t rows, int64_t di
         pe[p * dim + i] = std::sin(arg);
         pe[p * dim + i + 1] = std::cos(arg);
       }
+  } else if (variant == td::PEVariant::split) {
+    // MarianSinusoidalPositionalEmbedding: numpy in double, stored as f32.
+    const int64_t half = dim / 2;
+    for (int64_t p = 0; p < rows; ++p)
+      for (int64_t k = 0; k < half; ++k) {
+        const double angle = (double)p / std::pow(10000.0, 2.0 * k / dim);
+        pe[p * dim + k] = (float)std::sin(angle);
+        pe[p * dim + half + k] = (float)std::cos(angle);
+      }
   } else {
     // Tutorials 001/003: Python's math.sin/cos in double, stored as f32.
     for (int64_t p = 0; p < rows; ++p)

@@ -305,6 +305,14 @@ FailureOr<Tensor> Interpreter::sinusoid(td::SinusoidTableOp op) {
         c = std::cos(p / std::pow(10000.0, (2.0 * (next ? i + 1 : i)) / dim));
         break;
       }
+      case td::PEVariant::split: {
+        // Marian: columns k and d/2 + k hold sin and cos of one angle.
+        const int64_t k = i / 2;
+        const double angle = p / std::pow(10000.0, (2.0 * k) / dim);
+        t.data[p * dim + k] = static_cast<float>(std::sin(angle));
+        t.data[p * dim + dim / 2 + k] = static_cast<float>(std::cos(angle));
+        continue;
+      }
       default:
         return op.emitError() << "tfc-ref does not know this table variant";
       }
