@@ -138,7 +138,7 @@ FailureOr<Value> Importer::emitEmbedding(const Node &stack, Value tokens) {
     if (failed(expectMap(p, "positional")) ||
         failed(checkKeys(p, "positional",
                          {"kind", "variant", "max_len", "weight", "buffer", "index",
-                          "padding_idx"})))
+                          "padding_idx", "offset"})))
       return failure();
     auto kn = require(p, "kind", "positional");
     if (failed(kn))
@@ -173,7 +173,19 @@ FailureOr<Value> Importer::emitEmbedding(const Node &stack, Value tokens) {
           return failure();
         paddingIdx = *v;
       }
-      int64_t needed = (byBatch ? maxBatch : maxLen) + (paddingIdx ? *paddingIdx + 1 : 0);
+      // BART's learned positions: row = position + offset (its table has 2 rows
+      // more than positions, never used); a compile-time slice of the table.
+      int64_t offset = 0;
+      if (const Node *on = p.get("offset")) {
+        if (*kind != "learned" || paddingIdx)
+          return error(*on, "offset applies to a learned table without padding_idx");
+        auto v = evalInt(*on, "offset", 0);
+        if (failed(v))
+          return failure();
+        offset = *v;
+      }
+      int64_t needed =
+          (byBatch ? maxBatch : maxLen) + (paddingIdx ? *paddingIdx + 1 : 0) + offset;
       if (rows < needed)
         return error(p, "positional table has " + Twine(rows) +
                              " rows but the model accepts " +
@@ -191,6 +203,14 @@ FailureOr<Value> Importer::emitEmbedding(const Node &stack, Value tokens) {
         if (failed(t))
           return failure();
         tab = *t;
+        if (offset > 0) {
+          auto sl = make<td::SliceOp>(loc(p), {tab},
+                                      {i64("axis", 0), i64("start", offset),
+                                       i64("size", rows - offset)});
+          if (failed(sl))
+            return failure();
+          tab = *sl;
+        }
       } else {
         td::PEVariant variant = td::PEVariant::standard;
         if (const Node *vn2 = p.get("variant")) {

@@ -250,6 +250,10 @@ Status Session::generate(const tfrun_generate_options_t &o) {
     bool isTarget = fwd.inputs[i].name == m.gen.target;
     if (isTarget == encDec)
       continue; // enc-dec: the sources; decoder-only: the prompt
+    // An optional input (an attention_mask, token types) is no source of
+    // tokens: its 1s may equal pad_id (BART's is 1).
+    if (i < m.inputDefaults.size() && m.inputDefaults[i].kind)
+      continue;
     if (!s->inputs[i].bound)
       return Status::invalidArgument("input '" + fwd.inputs[i].name + "' is not bound");
     const auto &in = s->inputs[i];
