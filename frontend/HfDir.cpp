@@ -247,19 +247,25 @@ bool setParamText(std::string &yaml, const std::string &name, const std::string 
   return false;
 }
 
-std::map<std::string, std::string> familyHeads(const std::string &family) {
-  std::map<std::string, std::string> heads;
-  const char *text = bundledFamilyText(family + ".heads");
-  if (!text)
-    return heads;
+std::map<std::string, Head> familyHeads(const std::string &family) {
+  std::map<std::string, Head> heads;
   static const std::string kTag = "\n# head: ";
-  std::string t = std::string("\n") + text;
-  for (size_t at = t.find(kTag); at != std::string::npos;) {
-    size_t nameEnd = t.find('\n', at + kTag.size());
-    std::string name = t.substr(at + kTag.size(), nameEnd - at - kTag.size());
-    size_t next = t.find(kTag, nameEnd);
-    heads[name] = t.substr(nameEnd + 1, (next == std::string::npos ? t.size() : next) - nameEnd - 1);
-    at = next;
+  // The family's own heads first, so they win over a shared one of that name.
+  for (const std::string file : {family + ".heads", std::string("pooling.heads")}) {
+    const char *text = bundledFamilyText(file);
+    // The shared pooling heads serve the families that have heads of their own.
+    if (!text || (file == "pooling.heads" && heads.empty()))
+      continue;
+    std::string t = std::string("\n") + text;
+    for (size_t at = t.find(kTag); at != std::string::npos;) {
+      size_t nameEnd = t.find('\n', at + kTag.size());
+      std::string name = t.substr(at + kTag.size(), nameEnd - at - kTag.size());
+      size_t next = t.find(kTag, nameEnd);
+      heads.emplace(name, Head{t.substr(nameEnd + 1, (next == std::string::npos ? t.size() : next) -
+                                                          nameEnd - 1),
+                               "models/hf/" + file + ".yaml"});
+      at = next;
+    }
   }
   return heads;
 }
@@ -270,7 +276,7 @@ namespace {
 /// naming a Pooling module) its pooling, normalized if a Normalize module
 /// follows; anything else the family's first head.
 std::string defaultHead(const std::string &dir, const json &cfg,
-                        const std::map<std::string, std::string> &heads) {
+                        const std::map<std::string, Head> &heads) {
   if (auto a = cfg.find("architectures"); a != cfg.end() && a->is_array())
     for (const auto &arch : *a)
       if (arch.is_string() && endsWith(arch.get<std::string>(), "ForSequenceClassification") &&
@@ -392,7 +398,7 @@ bool describeDirectory(const std::string &dirIn, DirModel &out, DirError &err,
     return false;
 
   // The output head replaces the description's `output:` section.
-  const std::map<std::string, std::string> heads = familyHeads(fam->name);
+  const std::map<std::string, Head> heads = familyHeads(fam->name);
   std::string head = headIn.empty() ? defaultHead(dir, cfg, heads) : headIn;
   if (!head.empty()) {
     auto h = heads.find(head);
@@ -406,8 +412,8 @@ bool describeDirectory(const std::string &dirIn, DirModel &out, DirError &err,
     size_t o = text.find("\noutput:");
     if (o == std::string::npos)
       return fail(cfgPath, std::string("models/hf/") + fam->name + ".yaml has no output: section");
-    text = text.substr(0, o + 1) + "# head: " + head + " (models/hf/" + fam->name +
-           ".heads.yaml)\n" + h->second;
+    text = text.substr(0, o + 1) + "# head: " + head + " (" + h->second.file + ")\n" +
+           h->second.text;
     out.head = head;
   }
 

@@ -35,9 +35,16 @@ struct DirModel {
   std::string head;       ///< the output head used, e.g. "last_hidden_state"
 };
 
-/// The output heads of bundled family |family| (models/hf/<family>.heads.yaml):
-/// name -> the `output:` section it stands for.
-std::map<std::string, std::string> familyHeads(const std::string &family);
+/// An output head: the `output:` section it stands for, and the bundled file.
+struct Head {
+  std::string text;
+  std::string file; ///< e.g. "models/hf/bert.heads.yaml"
+};
+
+/// The output heads of bundled family |family|: its own
+/// (models/hf/<family>.heads.yaml) and, for a family that has heads, the shared
+/// pooling heads (models/hf/pooling.heads.yaml). None for a family without.
+std::map<std::string, Head> familyHeads(const std::string &family);
 
 /// The bundled family descriptions' names (models/hf/<name>.yaml), sorted.
 std::vector<std::string> bundledFamilies();

@@ -27,6 +27,7 @@ import sys
 
 import numpy as np
 import torch
+from hfcommon import run
 from transformers import (BertConfig, BertForSequenceClassification, BertModel,
                           DistilBertConfig, DistilBertForSequenceClassification, DistilBertModel,
                           RobertaConfig, RobertaForSequenceClassification, RobertaModel,
@@ -37,12 +38,6 @@ tfc, tfrun, work = sys.argv[1:4]
 os.makedirs(work, exist_ok=True)
 failures = []
 
-
-def run(*cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"FAILED: {' '.join(cmd)}\n{r.stdout}{r.stderr}")
-    return r
 
 
 def padded_batch(vocab, type_vocab, lengths, seq, pad=0):

@@ -21,11 +21,11 @@ compiles each directory with tfc and checks:
 Usage: seq2seq_test.py TFC TFRUN WORKDIR   (run by ctest through tests/hf/run.sh)
 """
 import os
-import subprocess
 import sys
 
 import numpy as np
 import torch
+from hfcommon import run
 from transformers import BartConfig, BartForConditionalGeneration, MarianConfig, MarianMTModel
 
 TOL_REL = 5e-5
@@ -33,12 +33,6 @@ tfc, tfrun, work = sys.argv[1:4]
 os.makedirs(work, exist_ok=True)
 failures = []
 
-
-def run(*cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"FAILED: {' '.join(cmd)}\n{r.stdout}{r.stderr}")
-    return r
 
 
 def family(tag, m, V, PAD, EOS, START):
@@ -92,26 +86,36 @@ def family(tag, m, V, PAD, EOS, START):
     N = 8
     np.save(os.path.join(work, tag + "-src.npy"), src)
     np.save(os.path.join(work, tag + "-mask.npy"), mask)
-    out = os.path.join(work, tag + "-gen")
-    os.makedirs(out, exist_ok=True)
-    run(tfrun, binp, "--threads", "1", "--generate", "--max-len", str(N), "--output-dir", out,
-        "--input", "input_ids=" + os.path.join(work, tag + "-src.npy"),
-        "--input", "attention_mask=" + os.path.join(work, tag + "-mask.npy"))
-    ids, lens = np.load(os.path.join(out, "ids.npy")), np.load(os.path.join(out, "lengths.npy"))
-    scores = np.load(os.path.join(out, "scores.npy"))
-    got = [[int(t) for t in ids[b, :lens[b]]] for b in range(len(lengths))]
+    def generated(what, *flags):
+        """tfrun --generate's tokens (eos and pad dropped) and scores."""
+        out = os.path.join(work, f"{tag}-{what}")
+        os.makedirs(out, exist_ok=True)
+        run(tfrun, binp, "--threads", "1", "--generate", "--max-len", str(N), *flags,
+            "--output-dir", out, "--input", "input_ids=" + os.path.join(work, tag + "-src.npy"),
+            "--input", "attention_mask=" + os.path.join(work, tag + "-mask.npy"))
+        ids, lens = np.load(os.path.join(out, "ids.npy")), np.load(os.path.join(out, "lengths.npy"))
+        return ([[int(t) for t in ids[b, :lens[b]]] for b in range(len(lengths))],
+                np.load(os.path.join(out, "scores.npy")))
+
+    def reference(beams):
+        """transformers' generate: its result and each row's new tokens up to eos."""
+        with torch.no_grad():
+            res = m.generate(input_ids=torch.from_numpy(src), attention_mask=torch.from_numpy(mask),
+                             num_beams=beams, do_sample=False, max_new_tokens=N,
+                             forced_eos_token_id=None, output_scores=True,
+                             return_dict_in_generate=True)
+        rows = []
+        for row in res.sequences.numpy():
+            toks = [int(t) for t in row[1:]]  # after decoder_start_token_id
+            rows.append(toks[:toks.index(EOS) + 1] if EOS in toks else toks)
+        return res, rows
+
+    got, scores = generated("gen")
+    res, rows = reference(1)
     with torch.no_grad():
-        res = m.generate(input_ids=torch.from_numpy(src), attention_mask=torch.from_numpy(mask),
-                         num_beams=1, do_sample=False, max_new_tokens=N, forced_eos_token_id=None,
-                         output_scores=True, return_dict_in_generate=True)
         steps = m.compute_transition_scores(res.sequences, res.scores, normalize_logits=True).numpy()
-    seqs = res.sequences.numpy()
-    want, want_scores = [], []
-    for b, row in enumerate(seqs):
-        toks = [int(t) for t in row[1:]]  # after decoder_start_token_id
-        n = toks.index(EOS) + 1 if EOS in toks else len(toks)  # eos counts in the score
-        want_scores.append(float(steps[b, :n].sum()))
-        want.append(toks[:n - 1] if EOS in toks else toks)
+    want = [r[:-1] if r and r[-1] == EOS else r for r in rows]
+    want_scores = [float(steps[b, :len(r)].sum()) for b, r in enumerate(rows)]  # eos counts
     serr = float(np.abs(scores - np.array(want_scores)).max())
     ok = got == want and serr <= 1e-3
     print(f"{tag}-greedy scores: tfc {np.round(scores, 5).tolist()} transformers "
@@ -120,25 +124,10 @@ def family(tag, m, V, PAD, EOS, START):
     if not ok:
         failures.append(f"{tag}-greedy")
 
-    # Beam search, 4 beams, length penalty 1 (transformers' default), with and
-    # without early stopping (the same here: no hypothesis finishes before N).
-    out = os.path.join(work, tag + "-beam")
-    os.makedirs(out, exist_ok=True)
-    run(tfrun, binp, "--threads", "1", "--generate", "--beam", "4", "--max-len", str(N),
-        "--output-dir", out, "--input", "input_ids=" + os.path.join(work, tag + "-src.npy"),
-        "--input", "attention_mask=" + os.path.join(work, tag + "-mask.npy"))
-    ids, lens = np.load(os.path.join(out, "ids.npy")), np.load(os.path.join(out, "lengths.npy"))
-    scores = np.load(os.path.join(out, "scores.npy"))
-    got = [[int(t) for t in ids[b, :lens[b]]] for b in range(len(lengths))]
-    with torch.no_grad():
-        res = m.generate(input_ids=torch.from_numpy(src), attention_mask=torch.from_numpy(mask),
-                         num_beams=4, do_sample=False, max_new_tokens=N, forced_eos_token_id=None,
-                         output_scores=True, return_dict_in_generate=True)
-    want = []
-    for row in res.sequences.numpy():
-        toks = [int(t) for t in row[1:]]
-        toks = toks[:toks.index(EOS)] if EOS in toks else toks
-        want.append([t for t in toks if t != PAD])
+    # Beam search, 4 beams, length penalty 1 (transformers' default).
+    got, scores = generated("beam", "--beam", "4")
+    res, rows = reference(4)
+    want = [[t for t in (r[:-1] if r and r[-1] == EOS else r) if t != PAD] for r in rows]
     serr = float(np.abs(scores - res.sequences_scores.numpy()).max())
     ok = got == want and serr <= 1e-3
     print(f"{tag}-beam4: tfc {got} transformers {want}, score difference {serr:.2g} "
