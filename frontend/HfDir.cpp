@@ -381,6 +381,33 @@ bool describeDirectory(const std::string &dirIn, DirModel &out, DirError &err,
                              "); it changes the outputs, so it is not ignored", l, c);
   }
 
+  // The generation settings that change tokens: generation_config.json's win
+  // over config.json's (transformers reads them from there first).
+  std::string genPath = dir + "/generation_config.json", genText;
+  if (isFile(genPath) && readText(genPath, genText)) {
+    json gen;
+    try {
+      gen = json::parse(genText);
+    } catch (const std::exception &e) {
+      return fail(genPath, std::string("invalid JSON: ") + e.what());
+    }
+    for (const char *f : {"decoder_start_token_id", "bos_token_id", "eos_token_id", "pad_token_id",
+                          "forced_bos_token_id", "forced_eos_token_id"}) {
+      auto it = gen.is_object() ? gen.find(f) : gen.end();
+      if (it == gen.end() || it->is_null())
+        continue;
+      json v = *it;
+      if (v.is_array() && v.size() == 1)
+        v = v[0]; // [2]: one id
+      if (!v.is_number_integer()) {
+        auto [l, c] = keyPos(genText, f);
+        return fail(genPath, std::string(f) + ": " + it->dump() +
+                                 " is not supported (tfc takes one token id)", l, c);
+      }
+      cfg[f] = v;
+    }
+  }
+
   // The classifier's size: num_labels, else id2label's (transformers writes
   // the latter).
   if (!cfg.contains("num_labels"))

@@ -196,6 +196,10 @@ LogicalResult Importer::loadParams() {
   for (const char *id : {"bos_id", "eos_id", "pad_id"})
     if (paramNodes.count(id) && failed(paramInt(id, *paramNodes[id], 0)))
       return failure();
+  // transformers' forced_bos_token_id / forced_eos_token_id: an id, or -1 for none.
+  for (const char *id : {"forced_bos_id", "forced_eos_id"})
+    if (paramNodes.count(id) && failed(paramInt(id, *paramNodes[id], -1)))
+      return failure();
   return success();
 }
 

@@ -444,6 +444,8 @@ FailureOr<std::string> Writer::run(PlanStats *stats) {
     body.i64(param("eos_id", -1));
     body.i64(param("pad_id", 0));
     body.i64(gen.getAs<IntegerAttr>("max_len").getInt());
+    body.i64(param("forced_bos_id", -1)); // version 4
+    body.i64(param("forced_eos_id", -1));
   } else {
     body.u32(0);
   }

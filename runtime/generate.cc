@@ -51,6 +51,16 @@ template <typename... Args> std::string format(const char *fmt, Args... args) {
 /// NaN ranks below everything, so the orders below stay strict weak orders.
 inline float key(float x) { return std::isnan(x) ? -std::numeric_limits<float>::infinity() : x; }
 
+/// The token step |t| (0-based new-token index) must be, or -1: forced_bos
+/// first, eos at the last step when forced_eos is set.
+int64_t forcedToken(const SearchOptions &opt, int64_t t) {
+  if (t == 0 && opt.forced_bos >= 0)
+    return opt.forced_bos;
+  if (t + 1 == opt.max_len && opt.forced_eos >= 0)
+    return opt.forced_eos;
+  return -1;
+}
+
 /// log(sum(exp(l))) in f32 (the sum accumulated in f64): log_softmax(l)[v] = l[v] - this.
 float logSumExp(const float *l, int64_t vocab) {
   float mx = -std::numeric_limits<float>::infinity();
@@ -228,8 +238,12 @@ Status singleRowSearch(StepModel &model, const std::vector<std::vector<int64_t>>
         continue;
       }
       const float *l = logits + static_cast<int64_t>(r) * vocab;
-      const int64_t tok = opt.sample ? sampler->draw(l, opt, rngs[b]) : argmax(l, vocab);
-      out.scores[b] += l[tok] - logSumExp(l, vocab);
+      const int64_t forced = forcedToken(opt, static_cast<int64_t>(out.ids[b].size()));
+      const int64_t tok = forced >= 0 ? forced
+                          : opt.sample ? sampler->draw(l, opt, rngs[b])
+                                       : argmax(l, vocab);
+      if (forced < 0)
+        out.scores[b] += l[tok] - logSumExp(l, vocab);
       bool done = tok == opt.eos;
       if (!done) {
         out.ids[b].push_back(tok);
@@ -342,8 +356,11 @@ Status beamSearchImpl(StepModel &model, const std::vector<std::vector<int64_t>> 
         const float *l = logits + (row0 + h) * vocab;
         const float lse = logSumExp(l, vocab);
         const float s = it.live[h].score;
+        const int64_t forced = forcedToken(opt, t);
         for (int64_t v = 0; v < vocab; ++v)
-          logp[v] = key(s + (l[v] - lse));
+          logp[v] = forced < 0    ? key(s + (l[v] - lse))
+                    : v == forced ? s
+                                  : -std::numeric_limits<float>::infinity();
         std::iota(idx.begin(), idx.end(), 0);
         if (perRow < vocab)
           std::nth_element(idx.begin(), idx.begin() + (perRow - 1), idx.end(),
@@ -463,6 +480,12 @@ Status validateSearch(const StepModel &model, const std::vector<std::vector<int6
   if (opt.eos < 0 || opt.eos >= vocab)
     return invalidArg(
         format("eos id %" PRId64 " is outside the vocabulary [0, %" PRId64 ")", opt.eos, vocab));
+  if (opt.forced_bos >= vocab || opt.forced_bos < -1)
+    return invalidArg(format("forced bos id %" PRId64 " is outside the vocabulary [0, %" PRId64
+                             ")", opt.forced_bos, vocab));
+  if (opt.forced_eos != -1 && opt.forced_eos != opt.eos)
+    return invalidArg(format("forced eos id %" PRId64 " is not the eos id %" PRId64,
+                             opt.forced_eos, opt.eos));
   return {};
 }
 

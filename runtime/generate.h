@@ -46,6 +46,11 @@ struct SearchOptions {
   float top_p = 1.0f;          ///< in (0, 1]; 1 = off
   uint64_t seed = 0;
   int64_t bos = 1, eos = 2, pad = 0;
+  /// transformers' forced_bos_token_id / forced_eos_token_id (-1: none): the
+  /// first new token is forced_bos, and the max_len-th is eos when forced_eos
+  /// is set (it must equal eos). A forced token's log-probability counts as 0,
+  /// as transformers' logits processors make it.
+  int64_t forced_bos = -1, forced_eos = -1;
 };
 
 struct SearchResult {

@@ -266,6 +266,12 @@ static Status parse(const uint8_t *data, size_t size, std::unique_ptr<Model> &m,
     m->gen.eos = r.i64();
     m->gen.pad = r.i64();
     m->gen.maxLen = r.i64();
+    if (h.version >= 4) {
+      m->gen.forcedBos = r.i64();
+      m->gen.forcedEos = r.i64();
+      if (m->gen.forcedBos < -1 || m->gen.forcedEos < -1)
+        return invalid("model.bin's forced token ids must be -1 (none) or ids");
+    }
   }
   std::vector<std::array<uint64_t, 3>> defaults; // input, kind, source (value below)
   std::vector<int64_t> defaultValues;

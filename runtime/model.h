@@ -62,6 +62,8 @@ struct GenerationInfo {
   std::string target; ///< the @forward input that holds the target tokens
   int64_t bos = -1, eos = -1, pad = 0;
   int64_t maxLen = 0; ///< KV-cache positions
+  /// transformers' forced_bos_token_id / forced_eos_token_id; -1: none.
+  int64_t forcedBos = -1, forcedEos = -1;
 };
 
 /// How an optional @forward input is made when the caller leaves it out

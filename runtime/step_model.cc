@@ -233,6 +233,8 @@ Status Session::generate(const tfrun_generate_options_t &o) {
   opt.bos = o.bos_id >= 0 ? o.bos_id : m.gen.bos;
   opt.eos = o.eos_id >= 0 ? o.eos_id : m.gen.eos;
   opt.pad = o.pad_id >= 0 ? o.pad_id : m.gen.pad;
+  opt.forced_bos = m.gen.forcedBos;
+  opt.forced_eos = m.gen.forcedEos >= 0 ? opt.eos : -1; // the eos in use (--eos-id too)
   opt.beam = o.beam_width;
   opt.length_penalty = o.length_penalty;
   opt.sample = o.sample != 0;

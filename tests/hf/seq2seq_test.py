@@ -38,7 +38,7 @@ failures = []
 def family(tag, m, V, PAD, EOS, START):
     """Logits, greedy and beam search of model |m| against tfc's compile of its directory."""
     d = os.path.join(work, tag)
-    m.save_pretrained(d)
+    m.save_pretrained(d)  # generation_config.json too: tfc reads its token settings
     import copy
     m64 = copy.deepcopy(m).double()
     binp = os.path.join(work, tag + ".bin")
@@ -98,11 +98,14 @@ def family(tag, m, V, PAD, EOS, START):
                 np.load(os.path.join(out, "scores.npy")))
 
     def reference(beams):
-        """transformers' generate: its result and each row's new tokens up to eos."""
+        """transformers' generate: its result and each row's new tokens up to eos.
+        Beam search stops, as tfc's does, once the beam has as many finished
+        hypotheses as beams (early_stopping=True; transformers' default, False,
+        goes on while a live hypothesis might still do better)."""
         with torch.no_grad():
             res = m.generate(input_ids=torch.from_numpy(src), attention_mask=torch.from_numpy(mask),
                              num_beams=beams, do_sample=False, max_new_tokens=N,
-                             forced_eos_token_id=None, output_scores=True,
+                             early_stopping=beams > 1, output_scores=True,
                              return_dict_in_generate=True)
         rows = []
         for row in res.sequences.numpy():
@@ -157,9 +160,13 @@ family("marian", perturb(MarianMTModel(MarianConfig(
     decoder_start_token_id=V - 1, scale_embedding=True, activation_function="swish",
     **small)).eval()), V, PAD=V - 1, EOS=0, START=V - 1)
 torch.manual_seed(1)
-family("bart", perturb(BartForConditionalGeneration(BartConfig(
+bart = perturb(BartForConditionalGeneration(BartConfig(
     vocab_size=V, pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2,
-    forced_bos_token_id=None, **small)).eval()), V, PAD=1, EOS=2, START=2)
+    **small)).eval())
+# bart-large-cnn's generation setting: the first new token is forced to bos (0);
+# transformers keeps it in generation_config.json, where tfc reads it.
+bart.generation_config.forced_bos_token_id = 0
+family("bart", bart, V, PAD=1, EOS=2, START=2)
 
 print(f"{len(failures)} failed")
 sys.exit(1 if failures else 0)
