@@ -209,7 +209,7 @@ void printReport(ModuleOp module) {
       layers.push_back({layer, {}});
     layers.back().second[what]++;
   };
-  int attention = 0, norms = 0, leftover = 0;
+  int attention = 0, norms = 0, leftover = 0, causal = 0;
   // The fusion report describes @forward; the derived entry points reuse its ops.
   Operation *scope = module;
   if (auto fwd = module.lookupSymbol<func::FuncOp>("forward"))
@@ -217,6 +217,8 @@ void printReport(ModuleOp module) {
   scope->walk([&](Operation *op) {
     if (auto a = dyn_cast<mlir::tfc::AttentionOp>(op)) {
       ++attention;
+      causal += a.getMaskKind() == mlir::tfc::MaskKind::causal ||
+                a.getMaskKind() == mlir::tfc::MaskKind::padding_causal;
       bump(layerOf(op), ("attention(" + mlir::tfc::stringifyMaskKind(a.getMaskKind()) +
                          ", heads=" + Twine((int64_t)a.getNumHeads()) + ")")
                             .str());
@@ -246,9 +248,11 @@ void printReport(ModuleOp module) {
        << "decode_step, " << cached << " self-attention KV caches\n";
   } else if (noFusion || noGeneration) {
     os << "  generation: off (" << (noFusion ? "--no-fusion" : "--no-generation") << ")\n";
-  } else {
-    os << "  generation: none (no causal self-attention to decode with, or see the warning)\n";
+  } else if (causal > 0) {
+    os << "  generation: none (see the warning)\n";
   }
+  // An encoder-only model (no causal self-attention) has nothing to generate
+  // with, and the report does not bring generation up.
 }
 
 /// `--require-fusion`: any remaining softmax over [batch, heads, q, k] scores is
