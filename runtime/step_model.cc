@@ -102,7 +102,7 @@ public:
         for (const Cache &c : caches)
           seen |= c.offset == v.offset;
         if (!seen)
-          caches.push_back({v.offset, v.dims[1], v.dims[2], (uint32_t)vi});
+          caches.push_back({v.offset, v.dims[2], (uint32_t)vi});
       }
     }
     return Status::ok();
@@ -113,7 +113,6 @@ public:
     const ValueDesc &v = m.functions[decIdx].values[m.functions[decIdx].inputs[tokensIdx].value];
     return v.dims[0] >= 0 ? v.dims[0] : m.symbolMax[-(v.dims[0] + 1)];
   }
-  int64_t cacheLen() const { return caches.empty() ? 0 : caches[0].len; }
 
   Status step(const int64_t *tokens, int64_t n, int64_t p, const float **logits) override {
     if (n != rows)
@@ -191,7 +190,7 @@ private:
   };
   struct Cache {
     uint64_t offset;
-    int64_t len, width;
+    int64_t width; ///< the positions are the session's (stateLen)
     uint32_t value; ///< a decode_step value in this slot
     /// Bytes per element where the cache lives (a device session's compute
     /// dtype may differ from model.bin's f32).
