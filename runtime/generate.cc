@@ -24,6 +24,8 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/generate.h"
 
+#include "backends/cpu/search_cpu.h"
+
 #include "tfrun/tfrun.h"
 
 #include <algorithm>
@@ -66,19 +68,19 @@ bool bansTokens(const SearchOptions &opt) {
   return opt.suppress >= 0 || opt.min_length > 0 || opt.no_repeat_ngram > 0;
 }
 
-/// Sets to -inf the scores |x| of the tokens transformers' logits processors
-/// ban after the decoder sequence |seq| (its prompt or start token, then the
-/// new tokens): bad_words_ids' single token, eos while seq is shorter than
-/// min_length (MinLengthLogitsProcessor), and each token that would repeat an
-/// n-gram of seq (NoRepeatNGramLogitsProcessor).
-void banTokens(const SearchOptions &opt, const std::vector<int64_t> &seq, int64_t vocab,
-               float *x) {
-  const float ninf = -std::numeric_limits<float>::infinity();
+/// The tokens transformers' logits processors ban after the decoder sequence
+/// |seq| (its prompt or start token, then the new tokens): bad_words_ids'
+/// single token, eos while seq is shorter than min_length
+/// (MinLengthLogitsProcessor), and each token that would repeat an n-gram of
+/// seq (NoRepeatNGramLogitsProcessor). banTokens sets their scores to -inf.
+void bannedIds(const SearchOptions &opt, const std::vector<int64_t> &seq, int64_t vocab,
+               std::vector<int64_t> &out) {
+  out.clear();
   if (opt.suppress >= 0 && opt.suppress < vocab)
-    x[opt.suppress] = ninf;
+    out.push_back(opt.suppress);
   const int64_t L = static_cast<int64_t>(seq.size());
   if (L < opt.min_length && opt.eos >= 0 && opt.eos < vocab)
-    x[opt.eos] = ninf;
+    out.push_back(opt.eos);
   const int64_t n = opt.no_repeat_ngram;
   if (n > 0 && L + 1 >= n)
     for (int64_t i = 0; i + n <= L; ++i) {
@@ -87,22 +89,21 @@ void banTokens(const SearchOptions &opt, const std::vector<int64_t> &seq, int64_
         same = seq[i + k] == seq[L - n + 1 + k];
       const int64_t v = seq[i + n - 1];
       if (same && v >= 0 && v < vocab)
-        x[v] = ninf;
+        out.push_back(v);
     }
 }
 
-/// log(sum(exp(l))) in f32 (the sum accumulated in f64): log_softmax(l)[v] = l[v] - this.
-float logSumExp(const float *l, int64_t vocab) {
-  float mx = -std::numeric_limits<float>::infinity();
-  for (int64_t v = 0; v < vocab; ++v)
-    mx = std::max(mx, key(l[v]));
-  if (!std::isfinite(mx))
-    return mx;
-  double s = 0;
-  for (int64_t v = 0; v < vocab; ++v)
-    s += std::exp(l[v] - mx);
-  return mx + static_cast<float>(std::log(s));
+void banTokens(const SearchOptions &opt, const std::vector<int64_t> &seq, int64_t vocab,
+               float *x) {
+  thread_local std::vector<int64_t> ids;
+  bannedIds(opt, seq, vocab, ids);
+  for (int64_t v : ids)
+    x[v] = -std::numeric_limits<float>::infinity();
 }
+
+/// log(sum(exp(l))): log_softmax(l)[v] = l[v] - this (one vectorized pass;
+/// backends/cpu/search_cpu.h).
+float logSumExp(const float *l, int64_t vocab) { return tfc::cpu::rowLogSumExp(l, vocab); }
 
 /// The first maximum (the lowest id wins a tie).
 int64_t argmax(const float *l, int64_t vocab) {
@@ -352,8 +353,9 @@ Status beamSearchImpl(StepModel &model, const std::vector<std::vector<int64_t>> 
   tokens.reserve(batch * K);
   from.reserve(batch * K);
   stillActive.reserve(batch);
-  std::vector<float> logp(vocab);
-  std::vector<int32_t> idx(vocab);
+  std::vector<float> top;
+  std::vector<int32_t> topIdx;
+  std::vector<int64_t> banned;
   std::vector<Cand> cands;
   cands.reserve(K * perRow);
 
@@ -400,32 +402,50 @@ Status beamSearchImpl(StepModel &model, const std::vector<std::vector<int64_t>> 
       const int64_t n = static_cast<int64_t>(it.live.size());
       // Each hypothesis's best min(K, vocab) candidates contain the item's best K.
       cands.clear();
+      const int64_t forced = forcedToken(opt, t);
       for (int64_t h = 0; h < n; ++h) {
         const float *l = logits + (row0 + h) * vocab;
-        const float lse = logSumExp(l, vocab);
         const float s = it.live[h].score;
-        const int64_t forced = forcedToken(opt, t);
-        for (int64_t v = 0; v < vocab; ++v)
-          logp[v] = forced < 0    ? key(s + (l[v] - lse))
-                    : v == forced ? s
-                                  : -std::numeric_limits<float>::infinity();
-        if (bans && forced < 0) {
-          // transformers' processors run on the log-probabilities.
+        const float ninf = -std::numeric_limits<float>::infinity();
+        if (forced >= 0) {
+          // Every other token is -inf; the forced one keeps the score.
+          for (int64_t v = 0; v < perRow; ++v) {
+            const int64_t tok = v == 0 ? forced : (v <= forced ? v - 1 : v);
+            cands.push_back({v == 0 ? s : ninf, h * vocab + tok});
+          }
+          continue;
+        }
+        banned.clear();
+        if (bans) {
+          // transformers' processors run on the log-probabilities: the
+          // banned tokens become -inf.
           seq.assign(prompts[b].begin(), prompts[b].end());
           const size_t at = seq.size();
           for (int32_t nd = it.live[h].node; nd >= 0; nd = it.nodes[nd].parent)
             seq.push_back(it.nodes[nd].token);
           std::reverse(seq.begin() + at, seq.end());
-          banTokens(opt, seq, vocab, logp.data());
+          bannedIds(opt, seq, vocab, banned);
+          std::sort(banned.begin(), banned.end());
+          banned.erase(std::unique(banned.begin(), banned.end()), banned.end());
         }
-        std::iota(idx.begin(), idx.end(), 0);
-        if (perRow < vocab)
-          std::nth_element(idx.begin(), idx.begin() + (perRow - 1), idx.end(),
-                           [&](int32_t a, int32_t c) {
-                             return logp[a] > logp[c] || (logp[a] == logp[c] && a < c);
-                           });
-        for (int64_t i = 0; i < perRow; ++i)
-          cands.push_back({logp[idx[i]], h * vocab + idx[i]});
+        // log_softmax keeps the row's order: the best raw logits are the best
+        // candidates, and only they need l - lse. A banned token is skipped
+        // (and refilled from the ones after it), then added back at -inf
+        // where the row has too few others.
+        const float lse = logSumExp(l, vocab);
+        const int want = static_cast<int>(std::min<int64_t>(perRow + banned.size(), vocab));
+        top.resize(want);
+        topIdx.resize(want);
+        const int got = tfc::cpu::rowTopK(l, vocab, want, topIdx.data(), top.data());
+        int64_t taken = 0;
+        for (int i = 0; i < got && taken < perRow; ++i) {
+          if (!banned.empty() && std::binary_search(banned.begin(), banned.end(), topIdx[i]))
+            continue;
+          cands.push_back({key(s + (top[i] - lse)), h * vocab + topIdx[i]});
+          ++taken;
+        }
+        for (size_t i = 0; taken < perRow && i < banned.size(); ++i, ++taken)
+          cands.push_back({ninf, h * vocab + banned[i]});
       }
       const int64_t take = std::min<int64_t>(M, static_cast<int64_t>(cands.size()));
       std::partial_sort(cands.begin(), cands.begin() + take, cands.end(),

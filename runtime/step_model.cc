@@ -27,6 +27,12 @@ namespace {
 class SessionStepModel : public StepModel {
 public:
   explicit SessionStepModel(Session *s) : s(s), m(*s->m) {}
+  ~SessionStepModel() override {
+    if (scratch)
+      s->dev->release(scratch);
+  }
+  SessionStepModel(const SessionStepModel &) = delete;
+  SessionStepModel &operator=(const SessionStepModel &) = delete;
 
   /// Runs @encode (if any) and sets up the per-row inputs of decode_step.
   Status start(int64_t batch) {
@@ -38,6 +44,9 @@ public:
       return Status::invalidModel("decode_step has no outputs (it must return the logits)");
     const Function &fwd = m.forward();
     rows = batch;
+    rowItem.resize(batch);
+    for (int64_t r = 0; r < batch; ++r)
+      rowItem[r] = r;
     int encIdx = m.find("encode") ? (int)index("encode") : -1;
     if (encIdx >= 0) {
       const Function &enc = m.functions[encIdx];
@@ -142,38 +151,58 @@ public:
     for (int64_t r = 0; r < n; ++r)
       if (from[r] < 0 || from[r] >= rows)
         return Status::internal("select from a missing row");
-    std::vector<char> tmp;
-    for (RowInput &ri : rowInputs) {
-      tmp.resize(ri.rowBytes * n);
-      for (int64_t r = 0; r < n; ++r)
-        std::memcpy(tmp.data() + r * ri.rowBytes, ri.data.data() + from[r] * ri.rowBytes,
-                    ri.rowBytes);
-      ri.data.swap(tmp);
+    // The per-row inputs (encoder memory, source ids) depend only on the batch
+    // item a row belongs to: a reorder among an item's own rows (what beam
+    // search does at almost every step) leaves them as they are. They are
+    // gathered only when rows are fanned out or dropped.
+    newItem.resize(n);
+    for (int64_t r = 0; r < n; ++r)
+      newItem[r] = rowItem[from[r]];
+    if (newItem != rowItem) {
+      for (RowInput &ri : rowInputs) {
+        tmp.resize(ri.rowBytes * n);
+        for (int64_t r = 0; r < n; ++r)
+          std::memcpy(tmp.data() + r * ri.rowBytes, ri.data.data() + from[r] * ri.rowBytes,
+                      ri.rowBytes);
+        ri.data.swap(tmp);
+      }
+      rowItem.swap(newItem);
     }
-    // The caches: only positions [0, lastPos] hold data. Gather the rows into
-    // scratch memory on the device, then back.
+    // The caches: only positions [0, lastPos] hold data. The rows that change
+    // (from[r] != r) are gathered into scratch memory on the device, all reads
+    // before any write, then copied back; the scratch stays for later steps.
     int64_t used = lastPos + 1;
     if (n > s->stateRows && s->state)
       return Status::internal(std::to_string(n) + " rows exceed the KV cache's " +
                               std::to_string(s->stateRows));
-    if (used > 0 && s->state) {
+    moved.clear();
+    for (int64_t r = 0; r < n; ++r)
+      if (from[r] != r)
+        moved.push_back(r);
+    if (used > 0 && s->state && !moved.empty()) {
       Device &d = *s->dev;
       for (const Cache &c : caches) {
         const uint64_t es = c.elemSize(s, decIdx);
         const uint64_t rowBytes = (uint64_t)s->stateLen * c.width * es;
         const uint64_t usedBytes = (uint64_t)used * c.width * es;
-        void *scratch = nullptr;
-        TFC_RETURN_IF_ERROR(d.alloc(usedBytes * n, &scratch));
+        const uint64_t need = usedBytes * moved.size();
+        if (need > scratchBytes) {
+          if (scratch)
+            d.release(scratch);
+          scratch = nullptr;
+          scratchBytes = 0;
+          TFC_RETURN_IF_ERROR(d.alloc(need, &scratch));
+          scratchBytes = need;
+        }
         char *base = static_cast<char *>(s->state) + s->stateSlots.at(c.offset);
+        char *tmpRows = static_cast<char *>(scratch);
         Status st;
-        for (int64_t r = 0; r < n && st.isOk(); ++r)
-          st = d.copy(static_cast<char *>(scratch) + r * usedBytes, base + from[r] * rowBytes,
-                      usedBytes);
-        for (int64_t r = 0; r < n && st.isOk(); ++r)
-          st = d.copy(base + r * rowBytes, static_cast<char *>(scratch) + r * usedBytes, usedBytes);
+        for (size_t i = 0; i < moved.size() && st.isOk(); ++i)
+          st = d.copy(tmpRows + i * usedBytes, base + from[moved[i]] * rowBytes, usedBytes);
+        for (size_t i = 0; i < moved.size() && st.isOk(); ++i)
+          st = d.copy(base + moved[i] * rowBytes, tmpRows + i * usedBytes, usedBytes);
         if (st.isOk())
           st = d.sync();
-        d.release(scratch);
         TFC_RETURN_IF_ERROR(st);
       }
     }
@@ -212,6 +241,11 @@ private:
   int tokensIdx = -1, posIdx = -1;
   std::vector<RowInput> rowInputs;
   std::vector<Cache> caches;
+  /// The batch item of each row; buffers select() reuses across steps.
+  std::vector<int64_t> rowItem, newItem, moved;
+  std::vector<char> tmp;
+  void *scratch = nullptr;
+  uint64_t scratchBytes = 0;
   int64_t rows = 0, vocab = 0, pos = 0, lastPos = -1;
 };
 

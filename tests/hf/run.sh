@@ -2,7 +2,7 @@
 # ctest's entry to the Hugging Face tests: runs tests/hf/SCRIPT (bert_test.py by
 # default) in the venv tests/hf/setup_venv.sh makes (transformers, PyPI torch).
 # Without that venv it prints why and exits 77, which ctest reports as skipped.
-# Usage: tests/hf/run.sh TFC TFRUN WORKDIR [SCRIPT]
+# Usage: tests/hf/run.sh TFC TFRUN WORKDIR [SCRIPT [ARGS...]]
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 VENV=${BENCH_VENV:-$ROOT/build/bench-venv}
@@ -16,4 +16,4 @@ rm -rf "$3"
 # Not from the source tree: a triton/ folder beside the script would shadow the package.
 cd "$(dirname "$3")"
 HF_HUB_OFFLINE=1 TRANSFORMERS_VERBOSITY=error "$VENV/bin/with-libs" "$VENV/bin/python" \
-  "$ROOT/tests/hf/${4:-bert_test.py}" "$1" "$2" "$3"
+  "$ROOT/tests/hf/${4:-bert_test.py}" "$1" "$2" "$3" "${@:5}"
