@@ -180,6 +180,40 @@ struct FuseEpilogue : public OpRewritePattern<LinearOp> {
   }
 };
 
+/// add(linear(x, W), c) with c a constant [N] or [1, ..., 1, N] (Marian's and
+/// BART's final_logits_bias) -> linear(x, W, c as [N]): the bias joins the
+/// GEMM's epilogue instead of a pass over the [rows, vocab] logits.
+struct FoldLinearBias : public OpRewritePattern<AddOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(AddOp add, PatternRewriter &rewriter) const override {
+    for (auto [a, c] : {std::pair<Value, Value>{add.getLhs(), add.getRhs()},
+                        {add.getRhs(), add.getLhs()}}) {
+      auto l = a.getDefiningOp<LinearOp>();
+      if (!l || l.getBias() || !l->hasOneUse() || a.getType() != add.getType())
+        continue;
+      if (!c.getDefiningOp<WeightOp>() && !c.getDefiningOp<ConstantOp>())
+        continue;
+      auto ct = c.getType().cast<RankedTensorType>();
+      auto lt = a.getType().cast<RankedTensorType>();
+      const int64_t n = lt.getShape().back();
+      if (!ct.hasStaticShape() || ct.getRank() < 1 || ct.getRank() > lt.getRank() ||
+          n == ShapedType::kDynamic || ct.getShape().back() != n ||
+          ct.getElementType() != lt.getElementType() ||
+          llvm::any_of(ct.getShape().drop_back(), [](int64_t d) { return d != 1; }))
+        continue;
+      rewriter.setInsertionPoint(add);
+      Value bias = c;
+      if (ct.getRank() != 1)
+        bias = rewriter.create<ReshapeOp>(add.getLoc(), c, rewriter.getDenseI64ArrayAttr({n}));
+      rewriter.replaceOpWithNewOp<LinearOp>(add, l.getInput(), l.getWeight(), bias);
+      rewriter.eraseOp(l);
+      return success();
+    }
+    return rewriter.notifyMatchFailure(add, "not a linear plus a constant [N] bias");
+  }
+};
+
 /// Applies one pattern over |f| in program order.
 template <typename PatternT>
 void applyInOrder(func::FuncOp f) {
@@ -198,6 +232,7 @@ struct FuseProjectionsPass
     func::FuncOp f = getOperation();
     applyInOrder<NormalizeConv1D>(f);
     applyInOrder<PackAttentionProjections>(f);
+    applyInOrder<FoldLinearBias>(f);
     applyInOrder<FuseEpilogue>(f);
   }
 };
