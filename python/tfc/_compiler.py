@@ -16,7 +16,7 @@ import os
 import re
 import subprocess
 from pathlib import Path
-from typing import Mapping, Optional, Union
+from typing import Mapping, Optional, Sequence, Union
 
 from ._errors import CompileError, InvalidArgument
 
@@ -68,7 +68,8 @@ def parse_diagnostics(stderr: str) -> list:
 
 
 def run_compiler(source: PathLike, output: Path, *, weights: Optional[PathLike],
-                 set: Optional[Mapping[str, object]], precision: str, fusion: bool) -> tuple:
+                 set: Optional[Mapping[str, object]], precision: str, fusion: bool,
+                 extra: Sequence[str] = ()) -> tuple:
     """Compiles |source| to |output| (model.bin); returns (report text, warnings).
     Raises CompileError with the first error."""
     if precision not in _PRECISIONS:
@@ -86,6 +87,7 @@ def run_compiler(source: PathLike, output: Path, *, weights: Optional[PathLike],
     if not fusion:
         cmd.append("--no-fusion")
     cmd += _set_args(set)
+    cmd += list(extra)
     proc = subprocess.run(cmd, capture_output=True, text=True)
     diags = parse_diagnostics(proc.stderr)
     if proc.returncode != 0:

@@ -293,11 +293,18 @@ def compile(source: PathLike, *, weights: Optional[PathLike] = None,
     ``precision``: "f32", "bf16" or "int8"; ``fusion``: False compiles the unfused
     model. Raises tfc.CompileError with the diagnostic's file, line and column.
     """
+    return _compile(source, weights=weights, set=set, precision=precision, fusion=fusion)
+
+
+def _compile(source: PathLike, *, weights: Optional[PathLike] = None,
+             set: Optional[Mapping[str, object]] = None, precision: str = "f32",
+             fusion: bool = True, _extra: Sequence[str] = ()) -> Model:
+    """compile() with more compiler flags (_extra, e.g. the text helpers' --head)."""
     tmp = Path(tempfile.mkdtemp(prefix="tfc-"))
     try:
         out = tmp / "model.bin"
         report, warnings = run_compiler(source, out, weights=weights, set=set,
-                                        precision=precision, fusion=fusion)
+                                        precision=precision, fusion=fusion, extra=_extra)
         model = Model(_tfc.Model.load(str(out)), out, report, warnings)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -11,7 +11,7 @@ export BENCH_VENV=${BENCH_VENV:-$ROOT/build/bench-venv}
 "$ROOT/bench/peers/setup_venv.sh"
 vpy="$BENCH_VENV/bin/python"
 need=()
-for p in transformers tokenizers; do
+for p in transformers tokenizers sentencepiece tqdm; do
   "$vpy" -m pip --disable-pip-version-check show -q "$p" >/dev/null 2>&1 || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then
