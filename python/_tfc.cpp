@@ -106,8 +106,11 @@ struct Session {
 
   ~Session() { tfrun_session_release(s); }
 
-  /// Binds the inputs; the GIL is released, the arrays stay referenced by the caller.
+  /// Binds exactly |inputs| (what earlier calls bound is cleared first: each
+  /// Python call stands alone, as in ONNX Runtime's run); the GIL is released,
+  /// the arrays stay referenced by the caller.
   Failure bind(const std::vector<std::pair<std::string, Input>> &inputs) {
+    tfrun_session_clear_inputs(s);
     for (const auto &[name, a] : inputs) {
       tfrun_dtype_t dt;
       if (a.dtype() == nb::dtype<int64_t>())

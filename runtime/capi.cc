@@ -268,6 +268,16 @@ tfrun_status_t *tfrun_session_set_input(tfrun_session_t *s, const char *name, tf
   return guarded([&] { return s->s->setInput(name, (uint32_t)dt, shape, rank, data); });
 }
 
+void tfrun_session_clear_inputs(tfrun_session_t *s) {
+  if (!s)
+    return;
+  for (auto &in : s->s->inputs) {
+    in.bound = in.defaulted = false;
+    in.shape.clear();
+    in.ids.clear();
+  }
+}
+
 tfrun_status_t *tfrun_session_run(tfrun_session_t *s) {
   if (!s)
     return makeStatus(TFRUN_INVALID_ARGUMENT, "session is null");

@@ -28,7 +28,8 @@ extern "C" {
 #endif
 
 #define TFRUN_API_VERSION 4 /* 3: tfrun_session_memory_info, tfrun_model_input_info;
-                              4: tfrun_session_generate_stream */
+                              4: tfrun_session_generate_stream,
+                                 tfrun_session_clear_inputs */
 
 /* Status codes. Append-only. */
 typedef enum tfrun_code_t {
@@ -144,6 +145,10 @@ const char *tfrun_session_device(const tfrun_session_t *session);
 tfrun_status_t *tfrun_session_set_input(tfrun_session_t *session, const char *name,
                                         tfrun_dtype_t dtype, const int64_t *shape,
                                         size_t rank, const void *data);
+/* Unbinds every input (API version 4): the next run or generate sees only what
+ * is bound after this, and optional inputs get their defaults again. A bound
+ * input otherwise stays bound across runs. NULL is a no-op. */
+void tfrun_session_clear_inputs(tfrun_session_t *session);
 /* Runs the plan on the bound inputs (all inputs must be bound). */
 tfrun_status_t *tfrun_session_run(tfrun_session_t *session);
 /* The f32 output |name| of the last run: data, shape and rank (owned by the session). */

@@ -413,6 +413,25 @@ TEST_F(RuntimeTest, GreedyGenerateEqualsForwardLoop) {
   tfrun_session_release(s);
 }
 
+// tfrun_session_clear_inputs: a bound input stays bound across runs until it.
+TEST_F(RuntimeTest, ClearInputsUnbinds) {
+  tfrun_session_t *s = nullptr;
+  ASSERT_EQ(tfrun_session_create(model, 1, &s), nullptr);
+  std::vector<float> first = runOnce(s);
+  {
+    StatusGuard again{tfrun_session_run(s)}; // the same inputs, still bound
+    EXPECT_EQ(again.s, nullptr);
+  }
+  tfrun_session_clear_inputs(s);
+  StatusGuard g{tfrun_session_run(s)};
+  ASSERT_NE(g.s, nullptr);
+  EXPECT_EQ(tfrun_status_code(g.s), TFRUN_INVALID_ARGUMENT);
+  EXPECT_STREQ(tfrun_status_message(g.s), "input 'src' is not bound");
+  EXPECT_EQ(runOnce(s), first);
+  tfrun_session_clear_inputs(nullptr);
+  tfrun_session_release(s);
+}
+
 // tfrun_session_generate_stream: greedy streams each item's tokens in order
 // with their log-probabilities, summing to the score; a nonzero return stops
 // that item only; beam search streams the final tokens of each item.
