@@ -25,5 +25,5 @@ fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/tfc-python-text.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 cd "$work"  # outside the tree: only the installed tfc can be imported
-HF_HUB_OFFLINE=1 TRANSFORMERS_VERBOSITY=error "$VENV/bin/with-libs" "$VENV/bin/python" \
+TFC_SOURCE_DIR="$ROOT" HF_HUB_OFFLINE=1 TRANSFORMERS_VERBOSITY=error "$VENV/bin/with-libs" "$VENV/bin/python" \
   "$ROOT/tests/python/text_test.py"

@@ -19,9 +19,12 @@ installs the package (`pip install --no-deps .`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import os
+import re
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -38,6 +41,7 @@ from transformers import pipeline  # noqa: E402
 
 transformers.logging.set_verbosity_error()
 WORK = Path(tempfile.mkdtemp(prefix="tfc-text-"))
+ROOT = Path(os.environ["TFC_SOURCE_DIR"])
 
 WORDS = ("the a small big red green house tree river cat dog bird runs sleeps sings "
          "quickly slowly today yesterday and but with under over near far city road "
@@ -118,9 +122,71 @@ def perturb(m):
     return m
 
 
+@functools.lru_cache(None)
+def bert_cls_dir() -> Path:
+    from transformers import BertConfig, BertForSequenceClassification
+
+    d = WORK / "bert-cls"
+    tok = wordpiece_tokenizer(d)
+    torch.manual_seed(0)
+    cfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2,
+                     num_attention_heads=4, intermediate_size=64, max_position_embeddings=64,
+                     id2label={0: "sad", 1: "happy", 2: "neutral"},
+                     label2id={"sad": 0, "happy": 1, "neutral": 2}, attn_implementation="eager")
+    perturb(BertForSequenceClassification(cfg).eval()).save_pretrained(d)
+    return d
+
+
+@functools.lru_cache(None)
+def distilbert_cls_dir() -> Path:
+    from transformers import DistilBertConfig, DistilBertForSequenceClassification
+
+    d = WORK / "distilbert-cls"
+    tok = wordpiece_tokenizer(d)
+    torch.manual_seed(1)
+    cfg = DistilBertConfig(vocab_size=tok.vocab_size, dim=32, n_layers=2, n_heads=4,
+                           hidden_dim=64, max_position_embeddings=64,
+                           id2label={0: "NEGATIVE", 1: "POSITIVE"},
+                           label2id={"NEGATIVE": 0, "POSITIVE": 1}, attn_implementation="eager")
+    perturb(DistilBertForSequenceClassification(cfg).eval()).save_pretrained(d)
+    return d
+
+
+@functools.lru_cache(None)
+def bert_dir() -> Path:
+    from transformers import BertConfig, BertModel
+
+    d = WORK / "bert"
+    tok = wordpiece_tokenizer(d)
+    torch.manual_seed(2)
+    cfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2,
+                     num_attention_heads=4, intermediate_size=64, max_position_embeddings=64,
+                     attn_implementation="eager")
+    perturb(BertModel(cfg).eval()).save_pretrained(d)
+    return d
+
+
+@functools.lru_cache(None)
+def marian():
+    from transformers import MarianConfig, MarianMTModel
+
+    d = WORK / "marian"
+    tok = marian_tokenizer(d)
+    V = len(tok.encoder)
+    torch.manual_seed(3)
+    cfg = MarianConfig(vocab_size=V, decoder_vocab_size=V, pad_token_id=V - 1,
+                       eos_token_id=0, decoder_start_token_id=V - 1, d_model=32,
+                       encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                       decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
+                       max_position_embeddings=64, scale_embedding=True,
+                       activation_function="swish", attn_implementation="eager", init_std=0.5)
+    m = perturb(MarianMTModel(cfg).eval())
+    m.save_pretrained(d)
+    return d, m, tok
+
+
 class Encoders(unittest.TestCase):
-    def classifier_check(self, d, model):
-        model.save_pretrained(d)
+    def classifier_check(self, d):
         ref = pipeline("text-classification", model=str(d), tokenizer=str(d), device="cpu")
         enc = tfc.Encoder(d, batch_size=2)
         got = enc.classify(TEXTS)
@@ -138,40 +204,13 @@ class Encoders(unittest.TestCase):
             enc.embed(TEXTS)
 
     def test_bert_classify(self):
-        from transformers import BertConfig, BertForSequenceClassification
-
-        d = WORK / "bert-cls"
-        tok = wordpiece_tokenizer(d)
-        torch.manual_seed(0)
-        cfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2,
-                         num_attention_heads=4, intermediate_size=64, max_position_embeddings=64,
-                         id2label={0: "sad", 1: "happy", 2: "neutral"},
-                         label2id={"sad": 0, "happy": 1, "neutral": 2},
-                         attn_implementation="eager")
-        self.classifier_check(d, perturb(BertForSequenceClassification(cfg).eval()))
+        self.classifier_check(bert_cls_dir())
 
     def test_distilbert_classify(self):
-        from transformers import DistilBertConfig, DistilBertForSequenceClassification
-
-        d = WORK / "distilbert-cls"
-        tok = wordpiece_tokenizer(d)
-        torch.manual_seed(1)
-        cfg = DistilBertConfig(vocab_size=tok.vocab_size, dim=32, n_layers=2, n_heads=4,
-                               hidden_dim=64, max_position_embeddings=64,
-                               id2label={0: "no", 1: "yes"}, label2id={"no": 0, "yes": 1},
-                               attn_implementation="eager")
-        self.classifier_check(d, perturb(DistilBertForSequenceClassification(cfg).eval()))
+        self.classifier_check(distilbert_cls_dir())
 
     def test_bert_embed(self):
-        from transformers import BertConfig, BertModel
-
-        d = WORK / "bert"
-        tok = wordpiece_tokenizer(d)
-        torch.manual_seed(2)
-        cfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2,
-                         num_attention_heads=4, intermediate_size=64, max_position_embeddings=64,
-                         attn_implementation="eager")
-        perturb(BertModel(cfg).eval()).save_pretrained(d)
+        d = bert_dir()
         ref = pipeline("feature-extraction", model=str(d), tokenizer=str(d), device="cpu")
         want = np.stack([np.asarray(ref(t)[0]).mean(axis=0) for t in TEXTS])
         want /= np.linalg.norm(want, axis=1, keepdims=True)
@@ -197,7 +236,6 @@ class Encoders(unittest.TestCase):
 
 class Translators(unittest.TestCase):
     def seq2seq_check(self, d, model, tok, max_new):
-        model.save_pretrained(d)
         tr = tfc.Translator(d, batch_size=2)
         for beam in (1, 4):
             want = []
@@ -215,20 +253,8 @@ class Translators(unittest.TestCase):
         return tr
 
     def test_marian(self):
-        from transformers import MarianConfig, MarianMTModel
-
-        d = WORK / "marian"
-        tok = marian_tokenizer(d)
-        V = len(tok.encoder)
-        torch.manual_seed(3)
-        cfg = MarianConfig(vocab_size=V, decoder_vocab_size=V, pad_token_id=V - 1,
-                           eos_token_id=0, decoder_start_token_id=V - 1, d_model=32,
-                           encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
-                           decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
-                           max_position_embeddings=64, scale_embedding=True,
-                           activation_function="swish", attn_implementation="eager",
-                           init_std=0.5)
-        self.seq2seq_check(d, perturb(MarianMTModel(cfg).eval()), tok, 12)
+        d, m, tok = marian()
+        self.seq2seq_check(d, m, tok, 12)
 
     def test_bart(self):
         from transformers import BartConfig, BartForConditionalGeneration
@@ -242,6 +268,7 @@ class Translators(unittest.TestCase):
                          decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
                          max_position_embeddings=64, attn_implementation="eager", init_std=0.5)
         m = perturb(BartForConditionalGeneration(cfg).eval())
+        m.save_pretrained(d)
         tr = self.seq2seq_check(d, m, tok, 12)
         err = io.StringIO()
         with contextlib.redirect_stderr(err):
@@ -274,6 +301,42 @@ class Generators(unittest.TestCase):
         new = gen.generate_text(prompts, max_len=10, return_full_text=False)
         self.assertEqual([p + n for p, n in zip(prompts, new)], want)
         self.assertTrue(all(n for n in new))
+
+
+class Examples(unittest.TestCase):
+    """docs/python.md's examples, run as written but for the model directories."""
+
+    def example(self, name: str, dirs: dict) -> str:
+        doc = (ROOT / "docs" / "python.md").read_text()
+        m = re.search(rf"<!-- example: {name} -->\n```python\n(.*?)```", doc, re.S)
+        self.assertIsNotNone(m, f"docs/python.md has no example '{name}'")
+        code = m.group(1)
+        for old, new in dirs.items():
+            self.assertIn(f'"{old}"', code)
+            code = code.replace(f'"{old}"', repr(str(new)))
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return r.stdout
+
+    def test_translate(self):
+        d, _, _ = marian()
+        out = self.example("translate", {"opus-mt-en-de": d})
+        want = tfc.Translator(d).translate(["The house is small.", "Where is the cat?"], beam=4,
+                                           max_len=32)
+        self.assertEqual(out, f"{want}\n")
+
+    def test_embed(self):
+        d = bert_dir()
+        out = self.example("embed", {"all-MiniLM-L6-v2": d})
+        e = tfc.Encoder(d).embed(["A cat sleeps.", "A dog runs.", "The cat is sleeping."])
+        self.assertEqual(out, f"{e.shape} {np.round(e @ e.T, 3)}\n")
+        self.assertIn("1.", out)
+
+    def test_classify(self):
+        d = distilbert_cls_dir()
+        out = self.example("classify", {"distilbert-sst2": d})
+        got = tfc.Encoder(d).classify(["What a lovely day!", "This is terrible."])
+        self.assertEqual(out, "".join(f"{r['label']} {round(r['score'], 4)}\n" for r in got))
 
 
 if __name__ == "__main__":
