@@ -294,9 +294,12 @@ class Translator:
         rows = [ids for ids, _ in self.tokenizer.encode(self.family.source_texts(texts,
                                                                                   self.prefix))]
         if self.family.name == "mbart":
-            # transformers' MBartTokenizer: tokens, </s>, the source language code.
+            # transformers' MBartTokenizer: tokens, </s>, the source language code. A
+            # saved tokenizer.json appends the code it was saved with: replace it.
             code = self.tokenizer.token_id(self.src_lang)
-            rows = [r[:-1] + [r[-1], code] if r and r[-1] != code else r for r in rows]
+            codes = {self.tokenizer.token_id(c) for c in self.tokenizer.config.get(
+                "additional_special_tokens", []) or []} - {None}
+            rows = [r[:-1] + [code] if r and r[-1] in codes else r + [code] for r in rows]
         return rows
 
     def translate(self, texts: Union[str, Sequence[str]], beam: int = 4,
