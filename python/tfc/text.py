@@ -173,23 +173,27 @@ def _tokenizer(directory: Path):
 
 # --- shared plumbing -------------------------------------------------------------------
 
+def _tokenizer_dir(dir_or_bin: PathLike, tokenizer: Optional[PathLike]) -> Path:
+    """The directory with the tokenizer files and config.json: |tokenizer|, else the
+    model directory itself."""
+    path = Path(os.fspath(dir_or_bin))
+    if path.is_dir():
+        return Path(os.fspath(tokenizer)) if tokenizer is not None else path
+    if path.suffix == ".bin" and path.is_file():
+        if tokenizer is None:
+            raise InvalidArgument(f"'{path}' is a model.bin: give the Hugging Face directory "
+                                  f"with its tokenizer and config.json as tokenizer=DIR")
+        return Path(os.fspath(tokenizer))
+    raise InvalidArgument(f"'{path}' is neither a Hugging Face model directory nor a model.bin")
+
+
 def _open(dir_or_bin: PathLike, tokenizer: Optional[PathLike], threads: Optional[int],
           device: str, compile_args: dict) -> Tuple[Model, Session, Path, dict]:
     """Compiles a Hugging Face directory (or loads a model.bin) and finds its tokenizer
     directory and config.json."""
+    tok_dir = _tokenizer_dir(dir_or_bin, tokenizer)
     path = Path(os.fspath(dir_or_bin))
-    if path.is_dir():
-        model = compile(path, **compile_args)
-        tok_dir = Path(os.fspath(tokenizer)) if tokenizer is not None else path
-    elif path.suffix == ".bin" and path.exists():
-        if tokenizer is None:
-            raise InvalidArgument(f"'{path}' is a model.bin: give the Hugging Face directory "
-                                  f"with its tokenizer and config.json as tokenizer=DIR")
-        model = load(path)
-        tok_dir = Path(os.fspath(tokenizer))
-    else:
-        raise InvalidArgument(f"'{path}' is neither a Hugging Face model directory nor a "
-                              f"model.bin")
+    model = compile(path, **compile_args) if path.is_dir() else load(path)
     config = _read_json(tok_dir / "config.json")
     return model, model.session(threads=threads, device=device), tok_dir, config
 
@@ -262,8 +266,7 @@ class Translator:
                  src_lang: Optional[str] = None, tgt_lang: Optional[str] = None,
                  prefix: Optional[str] = None, threads: Optional[int] = None,
                  device: str = "cpu", batch_size: int = 16, precision: str = "f32") -> None:
-        path = Path(os.fspath(dir_or_bin))
-        tok_dir = Path(os.fspath(tokenizer)) if tokenizer is not None else path
+        tok_dir = _tokenizer_dir(dir_or_bin, tokenizer)
         config = _read_json(tok_dir / "config.json")
         family = config.get("model_type")
         if family not in _SEQ2SEQ:

@@ -209,6 +209,22 @@ class Encoders(unittest.TestCase):
     def test_distilbert_classify(self):
         self.classifier_check(distilbert_cls_dir())
 
+    def test_roberta_classify(self):
+        """Byte-level BPE, pad id 1 and positions from 2: padding must not shift anything."""
+        from transformers import RobertaConfig, RobertaForSequenceClassification
+
+        d = WORK / "roberta-cls"
+        tok = bpe_tokenizer(d, ["<s>", "<pad>", "</s>", "<unk>"], template="<s> $A </s>")
+        torch.manual_seed(6)
+        cfg = RobertaConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2,
+                            num_attention_heads=4, intermediate_size=64,
+                            max_position_embeddings=66, type_vocab_size=1, pad_token_id=1,
+                            bos_token_id=0, eos_token_id=2,
+                            id2label={0: "a", 1: "b", 2: "c", 3: "d"},
+                            label2id={"a": 0, "b": 1, "c": 2, "d": 3}, attn_implementation="eager")
+        perturb(RobertaForSequenceClassification(cfg).eval()).save_pretrained(d)
+        self.classifier_check(d)
+
     def test_bert_embed(self):
         d = bert_dir()
         ref = pipeline("feature-extraction", model=str(d), tokenizer=str(d), device="cpu")
@@ -254,7 +270,16 @@ class Translators(unittest.TestCase):
 
     def test_marian(self):
         d, m, tok = marian()
-        self.seq2seq_check(d, m, tok, 12)
+        tr = self.seq2seq_check(d, m, tok, 12)
+        # A model.bin compiled from the directory, with the directory as the tokenizer.
+        tr.model.save(WORK / "marian.bin")
+        from_bin = tfc.Translator(WORK / "marian.bin", tokenizer=d, batch_size=4)
+        self.assertEqual(from_bin.translate(TEXTS, beam=4, max_len=12),
+                         tr.translate(TEXTS, beam=4, max_len=12))
+        with self.assertRaises(tfc.InvalidArgument) as cm:
+            tfc.Translator(WORK / "marian.bin")
+        self.assertIn("give the Hugging Face directory with its tokenizer and config.json as "
+                      "tokenizer=DIR", str(cm.exception))
 
     def test_bart(self):
         from transformers import BartConfig, BartForConditionalGeneration
