@@ -109,6 +109,7 @@ private:
   bool layerNorm();
   bool attention();
   bool cachedAttention();
+  bool relativeBias(const Tensor &table, int64_t heads, size_t at);
 
   KernelBackend be;
   uint32_t kernel;
@@ -348,17 +349,19 @@ bool Call::aroundAxis(const Tensor &x, int64_t axis, int64_t &outer, int64_t &le
 
 bool Call::layerNorm() {
   const Tensor &x = *in[0];
-  if (!inputs(3) || !range(ints[0], 0, 1, "the variant") || !finite(floats[0], "eps") ||
+  // rms_norm (2) has no shift.
+  if (!range(ints[0], 0, 2, "the variant") || !inputs(ints[0] == 2 ? 2 : 3) ||
+      !finite(floats[0], "eps") ||
       !TFC_REQUIRE(!x.shape.empty() && x.shape.back() >= 1, "the input " + str(x.shape) +
                                                             " has no axis to normalize"))
     return false;
   const int64_t d = x.shape.back();
   return same(out, "the output", x.shape) &&
-         TFC_REQUIRE(in[1]->numel() == d && in[2]->numel() == d,
-                 "the scale and shift are " + str(in[1]->shape) + " and " + str(in[2]->shape) +
-                     ", not [" + std::to_string(d) + "]") &&
+         TFC_REQUIRE(in[1]->numel() == d && in.back()->numel() == d,
+                 "the scale and shift are " + str(in[1]->shape) + " and " +
+                     str(in.back()->shape) + ", not [" + std::to_string(d) + "]") &&
          dtype(x, "the input", {kF32, kBF16}) && dtype(out, "the output", {kF32, kBF16}) &&
-         dtype(*in[1], "the scale", {kF32}) && dtype(*in[2], "the shift", {kF32});
+         dtype(*in[1], "the scale", {kF32}) && dtype(*in.back(), "the shift", {kF32});
 }
 
 bool Call::attention() {
@@ -382,8 +385,17 @@ bool Call::attention() {
   if (!ok)
     return false;
   const int64_t mask = ints[0];
+  // T5's relative position bias (ints 3..5): the table is the last input.
+  const bool bias = ints.size() > 3 && ints[3] != 0;
+  if (bias && !(TFC_REQUIRE(ints.size() >= 6, "lacks the position bias attributes") &&
+                flag(3, "has_bias") && flag(4, "bidirectional") &&
+                TFC_REQUIRE(mask != 4, "takes a position bias with an additive mask") &&
+                TFC_REQUIRE(in.size() >= 4, "lacks its position bias table") &&
+                relativeBias(*in.back(), heads, 4)))
+    return false;
+  const size_t nb = bias ? 1 : 0;
   if (mask == 1 || mask == 3) // key padding: the key tokens [B, Sk]
-    return inputs(4) && same(*in[3], "the key tokens", {b, sk}) &&
+    return inputs(4 + nb) && same(*in[3], "the key tokens", {b, sk}) &&
            TFC_REQUIRE(in[3]->dtype == kI64, "attention key tokens must be i64");
   if (mask == 4) { // additive: broadcasts to [B, H, Sq, Sk]
     const Tensor &m = *in[3];
@@ -402,14 +414,29 @@ bool Call::attention() {
                        std::to_string(sq) + ", " + std::to_string(sk) + "]") &&
            dtype(m, "the additive mask", {kF32});
   }
-  return inputs(3) && dtypeEq(q, k, "q and k") && dtypeEq(q, v, "q and v") &&
+  return inputs(3 + nb) && dtypeEq(q, k, "q and k") && dtypeEq(q, v, "q and v") &&
          dtype(q, "q", {kF32, kBF16}) && dtype(out, "the output", {kF32, kBF16});
+}
+
+/// A relative position bias table [num_buckets, heads] f32 with its bucket
+/// parameters ints[at] (bidirectional) and ints[at + 1] (max_distance), as
+/// tfc/relative_bucket.h needs them.
+bool Call::relativeBias(const Tensor &t, int64_t heads, size_t at) {
+  if (!rank(t, "the position bias table", 2) ||
+      !TFC_REQUIRE(t.shape[1] == heads, "the position bias table " + str(t.shape) + " is not [" +
+                                            "num_buckets, " + std::to_string(heads) + "]") ||
+      !TFC_REQUIRE(t.dtype == kF32, "the position bias table must be f32"))
+    return false;
+  const int64_t exact = ints[at] ? t.shape[0] / 4 : t.shape[0] / 2;
+  return TFC_REQUIRE(exact >= 1 && ints[at + 1] > exact,
+                     std::to_string(t.shape[0]) + " buckets with max_distance " +
+                         std::to_string(ints[at + 1]) + " are not a bucketing");
 }
 
 bool Call::cachedAttention() {
   // q, k, v [B, T, *], k_cache [R, L, Dk], v_cache [R, L, Dv], pos.
   const Tensor &q = *in[0], &k = *in[1], &v = *in[2], &kc = *in[3], &vc = *in[4];
-  bool ok = inputs(6) && rank(q, "q", 3) && rank(k, "k", 3) && rank(v, "v", 3) &&
+  bool ok = TFC_REQUIRE(in.size() >= 6, "lacks q, k, v, the caches or pos") && rank(q, "q", 3) && rank(k, "k", 3) && rank(v, "v", 3) &&
             rank(kc, "the key cache", 3) && rank(vc, "the value cache", 3) &&
             rank(out, "the output", 3) &&
             TFC_REQUIRE(ints[0] >= 1, "the head count " + std::to_string(ints[0]) +
@@ -418,6 +445,12 @@ bool Call::cachedAttention() {
   if (!ok)
     return false;
   const int64_t heads = ints[0], b = q.shape[0], t = q.shape[1];
+  const bool bias = ints.size() > 1 && ints[1] != 0;
+  if (bias ? !(TFC_REQUIRE(ints.size() >= 4, "lacks the position bias attributes") &&
+               flag(1, "has_bias") && flag(2, "bidirectional") && inputs(7) &&
+               relativeBias(*in[6], heads, 2))
+           : !inputs(6))
+    return false;
   return TFC_REQUIRE(k.shape[0] == b && v.shape[0] == b && k.shape[1] == t && v.shape[1] == t,
                  "q " + str(q.shape) + ", k " + str(k.shape) + " and v " + str(v.shape) +
                      " disagree on the batch or the new positions") &&
@@ -490,6 +523,13 @@ std::string Call::check() {
     break;
   case TFC_KERNEL_CACHED_ATTENTION:
     cachedAttention();
+    break;
+  case TFC_KERNEL_RELATIVE_POSITION_BIAS:
+    // table [num_buckets, H], query ids [B, Sq], key ids [B, Sk] -> [1, H, Sq, Sk]
+    if (inputs(3) && flag(0, "bidirectional") && rank(*in[1], "the query ids", 2) &&
+        rank(*in[2], "the key ids", 2) && relativeBias(*in[0], in[0]->shape.size() == 2 ? in[0]->shape[1] : 0, 0))
+      same(out, "the output", {1, in[0]->shape[1], in[1]->shape[1], in[2]->shape[1]}) &&
+          dtype(out, "the output", {kF32});
     break;
   case TFC_KERNEL_POSITIONS:
     // With a second int (padding_idx): RoBERTa's positions of ids [B, S], [B, S].

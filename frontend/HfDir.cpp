@@ -88,6 +88,16 @@ const std::vector<Family> &families() {
        "embeddings.word_embeddings.weight",
        {"distilbert."},
        {{"sinusoidal_pos_embds", {"false"}}}},
+      {"mbart",
+       {"mbart"},
+       "model.shared.weight",
+       {},
+       {{"tie_word_embeddings", {"true"}}}},
+      {"t5",
+       {"t5", "mt5"},
+       "shared.weight",
+       {},
+       {{"is_decoder", {"false"}}, {"is_encoder_decoder", {"true"}}}},
   };
   return f;
 }
@@ -140,6 +150,51 @@ std::pair<int, int> keyPos(const std::string &text, const std::string &key) {
   return {0, 0};
 }
 
+/// Whether |line|'s `# when:` condition holds (true without one).
+bool keepWhen(const std::string &line, const json &cfg) {
+  static const std::string kTag = "# when: ";
+  size_t at = line.find(kTag);
+  if (at == std::string::npos)
+    return true;
+  std::string cond = line.substr(at + kTag.size());
+  for (const char *op : {"==", "!="}) {
+    size_t o = cond.find(op);
+    if (o == std::string::npos)
+      continue;
+    auto trim = [](std::string t) {
+      t.erase(0, t.find_first_not_of(' '));
+      t.erase(t.find_last_not_of(" \r") + 1);
+      return t;
+    };
+    const std::string field = trim(cond.substr(0, o)), want = trim(cond.substr(o + 2));
+    // Only `# when: FIELD OP VALUE` closing the line is a condition (not prose
+    // that mentions it): one identifier, one value without spaces.
+    if (field.empty() || want.empty() || want.find(' ') != std::string::npos ||
+        field.find_first_not_of("abcdefghijklmnopqrstuvwxyz_0123456789") != std::string::npos)
+      return true;
+    auto it = cfg.find(field);
+    const std::string have = it == cfg.end() ? "null" : it->dump();
+    return (have == want) == (op[0] == '=');
+  }
+  return true;
+}
+
+/// A line's `# when: FIELD == VALUE` (or !=) condition against |cfg|; a line
+/// without one is kept. VALUE is JSON (true, false, 3, "relu"); a field the
+/// config lacks compares as null. A kept line that starts with `# alt: ` (an
+/// alternative the family file leaves commented, so that it stays valid YAML
+/// on its own) is uncommented.
+bool keepLine(std::string &line, const json &cfg) {
+  static const std::string kAlt = "# alt: ";
+  const size_t ind = line.find_first_not_of(' ');
+  const bool alt = ind != std::string::npos && line.compare(ind, kAlt.size(), kAlt) == 0;
+  if (!keepWhen(line, cfg))
+    return false;
+  if (alt)
+    line.erase(ind, kAlt.size());
+  return true;
+}
+
 std::string quoteYaml(const std::string &s) {
   std::string q = "\"";
   for (char c : s) {
@@ -166,6 +221,8 @@ bool fillFromConfig(std::string &text, const json &cfg, const std::string &cfgTe
   std::istringstream lines(text);
   std::string line;
   while (std::getline(lines, line)) {
+    if (!keepLine(line, cfg))
+      continue;
     size_t tag = line.find(kTag);
     size_t colon = line.find(": ");
     if (tag != std::string::npos && colon != std::string::npos && colon < tag) {
@@ -408,6 +465,12 @@ bool describeDirectory(const std::string &dirIn, DirModel &out, DirError &err,
     }
   }
 
+  // transformers starts decoding from bos_token_id when there is no
+  // decoder_start_token_id (mBART's configs).
+  if ((!cfg.contains("decoder_start_token_id") || cfg["decoder_start_token_id"].is_null()) &&
+      cfg.contains("bos_token_id") && cfg["bos_token_id"].is_number_integer())
+    cfg["decoder_start_token_id"] = cfg["bos_token_id"];
+
   // The classifier's size: num_labels, else id2label's (transformers writes
   // the latter).
   if (!cfg.contains("num_labels"))
@@ -418,6 +481,30 @@ bool describeDirectory(const std::string &dirIn, DirModel &out, DirError &err,
   if (cfg.contains("scale_embedding") && cfg["scale_embedding"].is_boolean()) {
     const double d = cfg.value("d_model", 512.0);
     cfg["embed_scale"] = cfg["scale_embedding"].get<bool>() ? std::sqrt(d) : 1.0;
+  }
+
+  // T5: what T5Config derives from feed_forward_proj ("relu", "gated-gelu",
+  // ...), the decoder depth, and the tied output's d_model^-0.5 rescale.
+  if (std::string(fam->name) == "t5") {
+    std::string ffp = cfg.value("feed_forward_proj", std::string("relu"));
+    const bool gated = ffp.compare(0, 6, "gated-") == 0;
+    std::string act = gated ? ffp.substr(6) : ffp;
+    if (act.empty() || act.find('-') != std::string::npos) {
+      auto [l, c] = keyPos(cfgText, "feed_forward_proj");
+      return fail(cfgPath, "feed_forward_proj: \"" + ffp + "\" is not ACT or gated-ACT", l, c);
+    }
+    cfg["is_gated_act"] = gated;
+    cfg["dense_act_fn"] = ffp == "gated-gelu" ? "gelu_new" : act; // as T5Config
+    if (!cfg.contains("num_decoder_layers") || cfg["num_decoder_layers"].is_null())
+      cfg["num_decoder_layers"] = cfg.value("num_layers", 6);
+    if (!cfg.contains("tie_word_embeddings") || !cfg["tie_word_embeddings"].is_boolean())
+      cfg["tie_word_embeddings"] = true;
+    // transformers 5 writes scale_decoder_outputs (and always ties); older
+    // configs say untied (v1.1's own lm_head, no rescale) with tie_word_embeddings.
+    bool scaled = cfg["tie_word_embeddings"].get<bool>();
+    if (auto it = cfg.find("scale_decoder_outputs"); it != cfg.end() && it->is_boolean())
+      scaled = it->get<bool>();
+    cfg["out_scale"] = scaled ? 1.0 / std::sqrt(cfg.value("d_model", 512.0)) : 1.0;
   }
 
   std::string text = bundledFamilyText(fam->name);

@@ -136,19 +136,22 @@ FailureOr<Value> Importer::emitNorm(const Node &n, Value x, StringRef what) {
     return failure();
   std::string kind = "layer_norm";
   if (const Node *k = n.get("kind")) {
-    auto v = getChoice(*k, "norm kind", {"layer_norm", "std_norm"});
+    auto v = getChoice(*k, "norm kind", {"layer_norm", "std_norm", "rms_norm"});
     if (failed(v))
       return failure();
     kind = *v;
   }
   bool stdNorm = kind == "std_norm";
+  bool rmsNorm = kind == "rms_norm";
+  if (rmsNorm && n.get("shift"))
+    return error(*n.keyNode("shift"), "an rms_norm has no shift");
   auto nameNode = require(n, "name", what);
   if (failed(nameNode))
     return failure();
   auto name = getString(**nameNode, "name");
   if (failed(name))
     return failure();
-  double eps = stdNorm ? 1e-6 : 1e-5;
+  double eps = stdNorm || rmsNorm ? 1e-6 : 1e-5;
   if (const Node *e = n.get("eps")) {
     auto v = evalNum(*e, "eps");
     if (failed(v))
@@ -174,14 +177,27 @@ FailureOr<Value> Importer::emitNorm(const Node &n, Value x, StringRef what) {
                         ") features, but its input is " + typeStr(xt));
   std::string prefix = qualify(*name) + ".";
   auto g = weight(n, prefix + gain, {dModel}, WeightRole::Gain);
-  auto s = weight(n, prefix + shift, {dModel}, WeightRole::Shift);
-  if (failed(g) || failed(s))
+  if (failed(g))
     return failure();
   Location l = loc(n, prefix.substr(0, prefix.size() - 1));
   auto red = [&](auto tag, Value v) {
     using OpT = decltype(tag);
     return make<OpT>(l, {v}, {i64("axis", -1), attr("keepdim", b.getBoolAttr(true))});
   };
+  if (rmsNorm) {
+    // T5LayerNorm: weight * x / sqrt(mean(x^2) + eps); no mean, no shift.
+    Value sq = *make<td::MulOp>(l, {x, x});
+    auto ms = red(td::ReduceMeanOp(), sq);
+    if (failed(ms))
+      return failure();
+    Value ve = *make<td::AddOp>(l, {*ms, constF(l, eps)});
+    Value sd = *make<td::SqrtOp>(l, {ve});
+    Value xn = *make<td::DivOp>(l, {x, sd});
+    return make<td::MulOp>(l, {xn, *g});
+  }
+  auto s = weight(n, prefix + shift, {dModel}, WeightRole::Shift);
+  if (failed(s))
+    return failure();
   // mean, centered input.
   auto mean = red(td::ReduceMeanOp(), x);
   if (failed(mean))
@@ -217,7 +233,8 @@ FailureOr<Value> Importer::emitAttention(const Node &n, Value x,
   if (failed(expectMap(n, "attention")) ||
       failed(checkKeys(n, "attention",
                        {"type", "mask", "q", "k", "v", "qkv", "out", "heads",
-                        "scale", "divide_by", "mask_value", "mask_mode", "name"})))
+                        "head_dim", "scale", "divide_by", "mask_value", "mask_mode",
+                        "position_bias", "name"})))
     return failure();
   Location l = loc(n);
   if (const Node *nm = n.get("name")) {
@@ -250,10 +267,38 @@ FailureOr<Value> Importer::emitAttention(const Node &n, Value x,
       return failure();
     heads = *v;
   }
-  if (dModel % heads != 0)
-    return error(n, "d_model " + Twine(dModel) + " is not divisible by heads " +
-                         Twine(heads));
-  int64_t dk = dModel / heads;
+  if (heads <= 0)
+    return error(n, "heads must be positive, got " + Twine(heads));
+  // The per-head width: d_model / heads, or `head_dim` (T5's d_kv), when the
+  // projections' inner size heads * head_dim differs from d_model.
+  int64_t dk;
+  if (const Node *hd = n.get("head_dim")) {
+    auto v = evalInt(*hd, "head_dim");
+    if (failed(v))
+      return failure();
+    if (*v <= 0)
+      return error(*hd, "head_dim must be positive, got " + Twine(*v));
+    dk = *v;
+  } else {
+    if (dModel % heads != 0)
+      return error(n, "d_model " + Twine(dModel) + " is not divisible by heads " +
+                           Twine(heads));
+    dk = dModel / heads;
+  }
+  const int64_t inner = heads * dk;
+  if (n.get("qkv") && inner != dModel)
+    return error(*n.keyNode("head_dim"), "a packed 'qkv' needs heads * head_dim == d_model");
+  bool posBias = false;
+  if (const Node *pb = n.get("position_bias")) {
+    auto v = getBool(*pb, "position_bias");
+    if (failed(v))
+      return failure();
+    posBias = *v;
+    if (posBias && !env.posBias)
+      return error(*pb, "position_bias needs the stack's 'relative_attention_bias'");
+    if (posBias && cross)
+      return error(*pb, "a relative position bias is for self-attention");
+  }
 
   // Mask.
   std::string maskKind = "none";
@@ -315,7 +360,7 @@ FailureOr<Value> Importer::emitAttention(const Node &n, Value x,
         auto spec = parseLinear(*pn, key);
         if (failed(spec))
           return failure();
-        auto r = applyLinear(*spec, in, dModel, dModel);
+        auto r = applyLinear(*spec, in, dModel, inner);
         if (failed(r))
           return failure();
         *val = *r;
@@ -358,6 +403,13 @@ FailureOr<Value> Importer::emitAttention(const Node &n, Value x,
       div = f->value;
     }
     s = *make<td::DivOp>(l, {s, constF(l, div)});
+  }
+  if (posBias) {
+    // T5: scores + position_bias, before the mask.
+    auto r = make<td::AddOp>(l, {s, env.posBias});
+    if (failed(r))
+      return failure();
+    s = *r;
   }
 
   // Mask, built as the tutorials build it: (tokens != pad).unsqueeze(-2), the
@@ -424,15 +476,18 @@ FailureOr<Value> Importer::emitAttention(const Node &n, Value x,
     return failure();
   // Merge heads: [B, H, Sq, dk] -> [B, Sq, H, dk] -> [B, Sq, D].
   Value ot = *make<td::TransposeOp>(l, {*o}, {arr("perm", {0, 2, 1, 3})});
-  auto merged = make<td::ReshapeOp>(l, {ot}, {arr("shape", {0, 0, dModel})});
+  auto merged = make<td::ReshapeOp>(l, {ot}, {arr("shape", {0, 0, inner})});
   if (failed(merged))
     return failure();
   if (const Node *on = n.get("out")) {
     auto spec = parseLinear(*on, "out");
     if (failed(spec))
       return failure();
-    return applyLinear(*spec, *merged, dModel, dModel);
+    return applyLinear(*spec, *merged, inner, dModel);
   }
+  if (inner != dModel)
+    return error(n, "heads * head_dim (" + Twine(inner) + ") differs from d_model (" +
+                         Twine(dModel) + "): the attention needs an 'out' projection");
   return *merged;
 }
 
@@ -442,7 +497,7 @@ FailureOr<Value> Importer::emitAttention(const Node &n, Value x,
 
 FailureOr<Value> Importer::emitFeedForward(const Node &n, Value x) {
   if (failed(expectMap(n, "feed_forward")) ||
-      failed(checkKeys(n, "feed_forward", {"fc1", "fc2", "activation", "d_ff"})))
+      failed(checkKeys(n, "feed_forward", {"fc1", "fc2", "gate", "activation", "d_ff"})))
     return failure();
   int64_t dff;
   if (const Node *d = n.get("d_ff")) {
@@ -478,6 +533,23 @@ FailureOr<Value> Importer::emitFeedForward(const Node &n, Value x) {
   auto h = applyLinear(*fc1, x, dModel, dff);
   if (failed(h))
     return failure();
+  if (const Node *gn = n.get("gate")) {
+    // A gated feed-forward (T5 v1.1's wi_0 / wi_1, GLU variants):
+    // fc2(act(gate(x)) * fc1(x)).
+    auto gate = parseLinear(*gn, "gate");
+    if (failed(gate))
+      return failure();
+    auto gv = applyLinear(*gate, x, dModel, dff);
+    if (failed(gv))
+      return failure();
+    auto ga = buildActivation(actName, loc(n), *gv);
+    if (failed(ga))
+      return failure();
+    auto prod = make<td::MulOp>(loc(n), {*ga, *h});
+    if (failed(prod))
+      return failure();
+    return applyLinear(*fc2, *prod, dff, dModel);
+  }
   auto a = buildActivation(actName, loc(n), *h);
   if (failed(a))
     return failure();

@@ -66,6 +66,7 @@ struct StackEnv {
   Value memoryTokens;  // encoder token ids, for the cross-attention padding mask
   Value mask;          // the stack's attention_mask input [B, S] (0 = padding), if any
   Value memoryMask;    // the encoder's attention_mask, for cross-attention, if any
+  Value posBias;       // the stack's relative position bias [1, H, S, S] (T5), if any
 };
 
 class Importer {

@@ -259,12 +259,51 @@ FailureOr<Value> Importer::emitStack(const Node &n, StringRef which, StackEnv &e
   if (failed(expectMap(n, which)) ||
       failed(checkKeys(n, which,
                        {"input", "attention_mask", "embedding", "positional",
-                        "token_types", "embedding_norm", "layers", "final_norm"})))
+                        "token_types", "embedding_norm", "relative_attention_bias",
+                        "layers", "final_norm"})))
     return failure();
   auto x = emitEmbedding(n, env.tokens);
   if (failed(x))
     return failure();
   Value h = *x;
+  if (const Node *rb = n.get("relative_attention_bias")) {
+    // T5: one bucketed relative position bias per stack, [1, H, S, S], which
+    // the self-attentions that say `position_bias: true` add to their scores.
+    if (failed(expectMap(*rb, "relative_attention_bias")) ||
+        failed(checkKeys(*rb, "relative_attention_bias",
+                         {"weight", "buckets", "heads", "max_distance", "bidirectional"})))
+      return failure();
+    auto wn = require(*rb, "weight", "relative_attention_bias");
+    auto bn = require(*rb, "buckets", "relative_attention_bias");
+    auto hn = require(*rb, "heads", "relative_attention_bias");
+    auto dn = require(*rb, "max_distance", "relative_attention_bias");
+    auto bi = require(*rb, "bidirectional", "relative_attention_bias");
+    if (failed(wn) || failed(bn) || failed(hn) || failed(dn) || failed(bi))
+      return failure();
+    auto wname = getString(**wn, "weight");
+    auto buckets = evalInt(**bn, "buckets");
+    auto heads = evalInt(**hn, "heads");
+    auto maxDist = evalInt(**dn, "max_distance");
+    auto bidir = getBool(**bi, "bidirectional");
+    if (failed(wname) || failed(buckets) || failed(heads) || failed(maxDist) || failed(bidir))
+      return failure();
+    const int64_t exact = *bidir ? *buckets / 4 : *buckets / 2;
+    if (exact < 1)
+      return error(**bn, "relative_attention_bias needs at least " + Twine(*bidir ? 4 : 2) +
+                             " buckets, got " + Twine(*buckets));
+    if (*maxDist <= exact)
+      return error(**dn, "max_distance must exceed the " + Twine(exact) +
+                             " exact buckets, got " + Twine(*maxDist));
+    auto table = weight(*rb, *wname, {*buckets, *heads}, WeightRole::Matrix);
+    if (failed(table))
+      return failure();
+    auto bias = make<td::RelativePositionBiasOp>(
+        loc(*rb, *wname), {*table, env.tokens, env.tokens},
+        {attr("bidirectional", b.getBoolAttr(*bidir)), i64("max_distance", *maxDist)});
+    if (failed(bias))
+      return failure();
+    env.posBias = *bias;
+  }
   if (const Node *ln = n.get("layers")) {
     if (failed(expectMap(*ln, "layers")) ||
         failed(checkKeys(*ln, "layers", {"count", "name", "blocks"})))

@@ -95,6 +95,8 @@ void AttentionOp::appendKernelAttributes(std::vector<int64_t> &ints,
                                          std::vector<double> &floats) {
   ints.insert(ints.end(),
               {(int64_t)getMaskKind(), (int64_t)getNumHeads(), (int64_t)getPadId()});
+  if (getPositionBias()) // the table is the last input (abi.h)
+    ints.insert(ints.end(), {1, getBiasBidirectional() ? 1 : 0, (int64_t)getBiasMaxDistance()});
   floats.insert(floats.end(),
                 {getScale().convertToDouble(), getMaskValue().convertToDouble()});
 }
@@ -102,7 +104,14 @@ void AttentionOp::appendKernelAttributes(std::vector<int64_t> &ints,
 void CachedAttentionOp::appendKernelAttributes(std::vector<int64_t> &ints,
                                                std::vector<double> &floats) {
   ints.push_back((int64_t)getNumHeads());
+  if (getPositionBias())
+    ints.insert(ints.end(), {1, getBiasBidirectional() ? 1 : 0, (int64_t)getBiasMaxDistance()});
   floats.push_back(getScale().convertToDouble());
+}
+
+void RelativePositionBiasOp::appendKernelAttributes(std::vector<int64_t> &ints,
+                                                    std::vector<double> &) {
+  ints.insert(ints.end(), {getBidirectional() ? 1 : 0, (int64_t)getMaxDistance()});
 }
 
 void PositionsOp::appendKernelAttributes(std::vector<int64_t> &ints, std::vector<double> &) {

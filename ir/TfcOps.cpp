@@ -597,7 +597,12 @@ LogicalResult LayerNormOp::verify() {
   if (x.getRank() < 1)
     return emitOpError("input must have rank >= 1");
   int64_t d = x.getDimSize(x.getRank() - 1);
+  const bool rms = getVariant() == NormVariant::rms_norm;
+  if (rms == (bool)getBeta())
+    return emitOpError(rms ? "rms_norm takes no shift (beta)" : "needs a shift (beta)");
   for (Value p : {getGamma(), getBeta()}) {
+    if (!p)
+      continue;
     auto t = p.getType().cast<RankedTensorType>();
     if (t.getRank() != 1 || !dimsAgree(t.getDimSize(0), d))
       return emitOpError("gain and shift must be [") << d << "], got " << t;
@@ -640,6 +645,26 @@ static LogicalResult verifyHeads(Operation *op, Value query, int64_t heads) {
   return success();
 }
 
+/// The relative position bias table [num_buckets, H] both attention ops and
+/// tfc.relative_position_bias take, with the bucket parameters
+/// tfc/relative_bucket.h needs.
+static LogicalResult verifyPositionBias(Operation *op, Value table, int64_t heads,
+                                        int64_t maxDistance, bool bidirectional) {
+  if (!table)
+    return success();
+  auto t = table.getType().cast<RankedTensorType>();
+  if (t.getRank() != 2 || (heads > 0 && !dimsAgree(t.getDimSize(1), heads)))
+    return op->emitOpError("the relative position bias table must be [num_buckets, ")
+           << heads << "], got " << t;
+  int64_t nb = t.getDimSize(0);
+  int64_t exact = bidirectional ? nb / 4 : nb / 2;
+  if (nb != kDyn && (exact < 1 || maxDistance <= exact))
+    return op->emitOpError("relative position buckets: ")
+           << nb << " buckets need max_distance > " << exact << " (got " << maxDistance
+           << ") and at least " << (bidirectional ? 4 : 2) << " buckets";
+  return success();
+}
+
 LogicalResult AttentionOp::verify() {
   if (failed(verifyHeads(*this, getQuery(), (int64_t)getNumHeads())))
     return failure();
@@ -661,7 +686,8 @@ LogicalResult AttentionOp::verify() {
       return emitOpError("a key_padding mask operand must be [batch, seq] token ids");
     }
   }
-  return success();
+  return verifyPositionBias(*this, getPositionBias(), (int64_t)getNumHeads(),
+                            (int64_t)getBiasMaxDistance(), getBiasBidirectional());
 }
 
 TFC_INFER(CachedAttentionOp) {
@@ -694,7 +720,28 @@ LogicalResult CachedAttentionOp::verify() {
     return failure();
   if (getKCache().getType().cast<RankedTensorType>().getDimSize(1) == kDyn)
     return emitOpError("the cache length must be static");
-  return success();
+  return verifyPositionBias(*this, getPositionBias(), (int64_t)getNumHeads(),
+                            (int64_t)getBiasMaxDistance(), getBiasBidirectional());
+}
+
+TFC_INFER(RelativePositionBiasOp) {
+  if (failed(checkRanked(loc, operands)))
+    return failure();
+  Adaptor a(operands, attrs, regions);
+  auto t = rankedOf(a.getTable());
+  auto q = rankedOf(a.getQuery());
+  auto k = rankedOf(a.getKey());
+  if (t.getRank() != 2)
+    return emitOptionalError(loc, "relative_position_bias expects a [num_buckets, heads] table");
+  if (q.getRank() != 2 || k.getRank() != 2)
+    return emitOptionalError(loc, "relative_position_bias expects [batch, seq] query and key ids");
+  return pushTensor(types, {1, t.getDimSize(1), q.getDimSize(1), k.getDimSize(1)},
+                    t.getElementType());
+}
+
+LogicalResult RelativePositionBiasOp::verify() {
+  return verifyPositionBias(*this, getTable(), -1, (int64_t)getMaxDistance(),
+                            getBidirectional());
 }
 
 #define GET_OP_CLASSES

@@ -73,7 +73,9 @@ def Tfc_NormVariant : I32EnumAttr<"NormVariant", "normalization variant", [
     // gamma * (x - mean) / sqrt(var_biased + eps) + beta  (nn.LayerNorm)
     I32EnumAttrCase<"layer_norm", 0>,
     // gamma * (x - mean) / (std_unbiased + eps) + beta    (the tutorials' Norm)
-    I32EnumAttrCase<"std_norm", 1>]> {
+    I32EnumAttrCase<"std_norm", 1>,
+    // gamma * x / sqrt(mean(x^2) + eps), no centering, no shift (T5's RMSNorm)
+    I32EnumAttrCase<"rms_norm", 2>]> {
   let cppNamespace = "::mlir::tfc";
   let genSpecializedAttr = 0;
 }
@@ -196,6 +198,32 @@ def Tfc_PositionsOp : Tfc_KernelAttrOp<"positions", "POSITIONS"> {
   let arguments = (ins Tfc_AnyTensor:$input, I64Attr:$axis, OptionalAttr<I64Attr>:$padding_idx);
   let results = (outs Tfc_IdTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
+def Tfc_RelativePositionBiasOp
+    : Tfc_KernelAttrOp<"relative_position_bias", "RELATIVE_POSITION_BIAS"> {
+  let summary = "T5's bucketed relative position bias, [1, H, Sq, Sk]";
+  let description = [{
+    `table` is [num_buckets, H] (transformers' relative_attention_bias.weight);
+    `query` [B, Sq] and `key` [B, Sk] give only the lengths. Element (0, h, i, j)
+    is table[bucket(j - i), h], with transformers' _relative_position_bucket:
+    with `bidirectional`, half the buckets are for keys after the query; the
+    first half of the (remaining) buckets are exact distances, the rest grow
+    logarithmically up to `max_distance`. The encoder's is bidirectional, the
+    decoder's not. `tfc-fuse-attention` folds it into `tfc.attention`'s
+    `position_bias` operand (the table), so fused code never builds it.
+
+    ```mlir
+    %b = tfc.relative_position_bias %tab, %src, %src {bidirectional = true, max_distance = 128 : i64} : (tensor<32x8xf32>, tensor<?x?xi64>, tensor<?x?xi64>) -> tensor<1x8x?x?xf32>
+    ```
+  }];
+  let arguments = (ins Tfc_FloatTensor:$table, Tfc_AnyTensor:$query, Tfc_AnyTensor:$key,
+                       BoolAttr:$bidirectional, I64Attr:$max_distance);
+  let results = (outs Tfc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $table `,` $query `,` $key attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
 }
 
 def Tfc_NopeakMaskOp : Tfc_KernelOp<"nopeak_mask", "NOPEAK_MASK"> {
@@ -451,21 +479,23 @@ def Tfc_LogSoftmaxOp : Tfc_KernelAttrOp<"log_softmax", "LOG_SOFTMAX"> {
 //===----------------------------------------------------------------------------===//
 
 def Tfc_LayerNormOp : Tfc_KernelAttrOp<"layer_norm", "LAYER_NORM"> {
-  let summary = "normalization over the last axis, in one of two variants";
+  let summary = "normalization over the last axis, in one of three variants";
   let description = [{
     `layer_norm`: gamma * (x - mean) / sqrt(var + eps) + beta, biased variance.
     `std_norm`:   gamma * (x - mean) / (std + eps) + beta, unbiased std (the
     tutorials' Norm class).
+    `rms_norm`:   gamma * x / sqrt(mean(x^2) + eps), T5's RMSNorm: no centering
+    and no `beta` operand.
 
     ```mlir
     %y = tfc.layer_norm #tfc<norm std_norm> %x, %g, %b {eps = 1.0e-6 : f64} : (tensor<?x?x64xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<?x?x64xf32>
     ```
   }];
   let arguments = (ins Tfc_NormVariantAttr:$variant, Tfc_FloatTensor:$input,
-                       Tfc_FloatTensor:$gamma, Tfc_FloatTensor:$beta, F64Attr:$eps);
+                       Tfc_FloatTensor:$gamma, Optional<Tfc_FloatTensor>:$beta, F64Attr:$eps);
   let results = (outs Tfc_FloatTensor:$result);
   let assemblyFormat = [{
-    $variant $input `,` $gamma `,` $beta attr-dict `:` functional-type(operands, results)
+    $variant $input `,` $gamma (`,` $beta^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }
@@ -516,7 +546,7 @@ def Tfc_TokenEmbeddingOp : Tfc_KernelAttrOp<"token_embedding", "TOKEN_EMBEDDING"
   }];
 }
 
-def Tfc_AttentionOp : Tfc_KernelAttrOp<"attention", "ATTENTION"> {
+def Tfc_AttentionOp : Tfc_KernelAttrOp<"attention", "ATTENTION", [AttrSizedOperandSegments]> {
   let summary = "multi-head scaled dot-product attention with a typed mask";
   let description = [{
     `query` is [B, Sq, D], `key` and `value` are [B, Sk, D]; D splits into
@@ -533,18 +563,29 @@ def Tfc_AttentionOp : Tfc_KernelAttrOp<"attention", "ATTENTION"> {
       to the scaled scores.
     Masked scores are set to `mask_value` (for example -1e9 or -inf) before the softmax.
 
+    The optional `position_bias` is T5's bucketed relative position bias in its
+    compact form, the [num_buckets, H] table: the score of query i (at position
+    i) and key j gets table[bucket(j - i), h] added before the mask, with
+    bucket() as `tfc.relative_position_bias` computes it from
+    `bias_bidirectional` and `bias_max_distance`. No [B, H, Sq, Sk] or
+    [H, Sq, Sk] tensor exists.
+
     ```mlir
     %o = tfc.attention #tfc<mask key_padding> %q, %k, %v, %src {num_heads = 8 : i64, scale = 0.125 : f64, mask_value = -1.0e9 : f64, pad_id = 0 : i64} : (tensor<?x?x512xf32>, tensor<?x?x512xf32>, tensor<?x?x512xf32>, tensor<?x?xi64>) -> tensor<?x?x512xf32>
     ```
   }];
   let arguments = (ins Tfc_MaskKindAttr:$mask_kind, Tfc_FloatTensor:$query,
                        Tfc_FloatTensor:$key, Tfc_FloatTensor:$value,
-                       Optional<Tfc_AnyTensor>:$mask, I64Attr:$num_heads, F64Attr:$scale,
+                       Optional<Tfc_AnyTensor>:$mask,
+                       Optional<Tfc_FloatTensor>:$position_bias,
+                       I64Attr:$num_heads, F64Attr:$scale,
                        DefaultValuedAttr<F64Attr, "-1.0e9">:$mask_value,
-                       DefaultValuedAttr<I64Attr, "0">:$pad_id);
+                       DefaultValuedAttr<I64Attr, "0">:$pad_id,
+                       DefaultValuedAttr<BoolAttr, "false">:$bias_bidirectional,
+                       DefaultValuedAttr<I64Attr, "128">:$bias_max_distance);
   let results = (outs Tfc_FloatTensor:$result);
   let assemblyFormat = [{
-    $mask_kind $query `,` $key `,` $value (`,` $mask^)? attr-dict `:` functional-type(operands, results)
+    $mask_kind $query `,` $key `,` $value (`,` $mask^)? (`bias` `(` $position_bias^ `)`)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }
@@ -563,7 +604,8 @@ def Tfc_CachedAttentionOp : Op<Tfc_Dialect, "cached_attention",
     writes `key` and `value` into rows `pos .. pos+T-1` of the caches *in place*
     (hence its memory effects), then attends from each new query i over cache
     rows `0 .. pos+i` (the causal rule). It never masks padding: a generated prefix
-    has none.
+    has none. An optional `position_bias` table is applied as in
+    `tfc.attention`, with query i at position pos + i.
 
     ```mlir
     %o = tfc.cached_attention %q, %k, %v, %kc, %vc, %pos {num_heads = 8 : i64, scale = 0.125 : f64} : (tensor<?x?x512xf32>, tensor<?x?x512xf32>, tensor<?x?x512xf32>, tensor<?x64x512xf32>, tensor<?x64x512xf32>, tensor<i64>) -> tensor<?x?x512xf32>
@@ -571,10 +613,13 @@ def Tfc_CachedAttentionOp : Op<Tfc_Dialect, "cached_attention",
   }];
   let arguments = (ins Tfc_FloatTensor:$query, Tfc_FloatTensor:$key, Tfc_FloatTensor:$value,
                        Tfc_FloatTensor:$k_cache, Tfc_FloatTensor:$v_cache,
-                       Tfc_IdTensor:$pos, I64Attr:$num_heads, F64Attr:$scale);
+                       Tfc_IdTensor:$pos, Optional<Tfc_FloatTensor>:$position_bias,
+                       I64Attr:$num_heads, F64Attr:$scale,
+                       DefaultValuedAttr<BoolAttr, "false">:$bias_bidirectional,
+                       DefaultValuedAttr<I64Attr, "128">:$bias_max_distance);
   let results = (outs Tfc_FloatTensor:$result);
   let assemblyFormat = [{
-    $query `,` $key `,` $value `,` $k_cache `,` $v_cache `,` $pos attr-dict `:` functional-type(operands, results)
+    $query `,` $key `,` $value `,` $k_cache `,` $v_cache `,` $pos (`bias` `(` $position_bias^ `)`)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

@@ -377,7 +377,10 @@ LogicalResult Deriver::run() {
       Value vc = db->getArgument(cachePos[nextCache++]);
       auto c = ob.create<CachedAttentionOp>(
           a.getLoc(), a.getType(), map.lookup(a.getQuery()), map.lookup(a.getKey()),
-          map.lookup(a.getValue()), kc, vc, pos, a.getNumHeadsAttr(), a.getScaleAttr());
+          map.lookup(a.getValue()), kc, vc, pos,
+          a.getPositionBias() ? map.lookup(a.getPositionBias()) : Value(),
+          a.getNumHeadsAttr(), a.getScaleAttr(), a.getBiasBidirectionalAttr(),
+          a.getBiasMaxDistanceAttr());
       map.map(a.getResult(), c.getResult());
       continue;
     }

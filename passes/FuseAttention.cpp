@@ -8,7 +8,8 @@
 // that was left alone. The match is on the
 // dataflow, not on how the model was written, so the tutorials' variants (divide
 // by sqrt(d_k) or sqrt(d_model), masked_fill with -1e9 or -inf, additive masks,
-// no projections at all) all fuse.
+// no projections at all) all fuse. T5's relative position bias added to the
+// scores becomes the fused op's `position_bias` operand (the compact table).
 //
 //===----------------------------------------------------------------------------===//
 #include "passes/PassUtils.h"
@@ -38,6 +39,7 @@ struct AttentionMatch {
   MaskKind kind = MaskKind::none;
   Value maskOperand;     // token ids (key_padding kinds) or additive tensor
   Value maskedBool;      // general bool mask to turn into an additive one
+  RelativePositionBiasOp bias; // T5's relative position bias added to the scores
   int64_t padId = 0;
   double maskValue = -1e9;
   ReshapeOp merge;       // the head merge: the op the fused op replaces
@@ -194,7 +196,35 @@ FailureOr<AttentionMatch> matchAttention(SoftmaxOp sm, std::string &why) {
     classifyMasked(mf.getMask(), m);
     m.chain.push_back(mf);
     s = mf.getInput();
-  } else if (auto add = s.getDefiningOp<AddOp>()) {
+  }
+  // T5: scores + relative_position_bias (before the mask). The bias op may be
+  // shared by every layer of the stack; the fused op takes its table.
+  if (auto add = s.getDefiningOp<AddOp>()) {
+    for (auto [sc, other] : {std::pair<Value, Value>{add.getLhs(), add.getRhs()},
+                             {add.getRhs(), add.getLhs()}}) {
+      auto rb = other.getDefiningOp<RelativePositionBiasOp>();
+      if (!rb)
+        continue;
+      if (!add->hasOneUse()) {
+        why = "the biased scores have other users";
+        return failure();
+      }
+      m.bias = rb;
+      m.chain.push_back(add);
+      s = sc;
+      break;
+    }
+  }
+  if (m.bias && m.kind == MaskKind::additive) {
+    why = "a relative position bias together with an additive mask is not supported";
+    return failure();
+  }
+  if (m.bias && s.getDefiningOp<MaskedFillOp>()) {
+    why = "the scores are masked before the position bias is added";
+    return failure();
+  }
+  if (m.kind == MaskKind::none && !m.bias) {
+    if (auto add = s.getDefiningOp<AddOp>()) {
     if (!add->hasOneUse()) {
       why = "the masked scores have other users";
       return failure();
@@ -219,6 +249,7 @@ FailureOr<AttentionMatch> matchAttention(SoftmaxOp sm, std::string &why) {
     m.maskOperand = b;
     m.chain.push_back(add);
     s = a;
+    }
   }
   if (auto div = s.getDefiningOp<DivOp>()) {
     auto c = getScalarConstant(div.getRhs());
@@ -288,6 +319,13 @@ FailureOr<AttentionMatch> matchAttention(SoftmaxOp sm, std::string &why) {
     why = "the head merge does not reshape to [batch, seq, heads * d_k]";
     return failure();
   }
+  if (m.bias) {
+    auto t = m.bias.getTable().getType().cast<RankedTensorType>();
+    if (t.getDimSize(1) != heads) {
+      why = "the relative position bias table has a different head count";
+      return failure();
+    }
+  }
   m.q = *q;
   m.k = *k;
   m.v = *v;
@@ -321,8 +359,11 @@ struct FuseAttentionPattern : public OpRewritePattern<SoftmaxOp> {
     // once the merge is replaced; the greedy driver erases it.
     rewriter.replaceOpWithNewOp<AttentionOp>(
         m->merge, m->merge.getType(), MaskKindAttr::get(getContext(), m->kind), m->q, m->k,
-        m->v, mask, rewriter.getI64IntegerAttr(m->heads), rewriter.getF64FloatAttr(m->scale),
-        rewriter.getF64FloatAttr(m->maskValue), rewriter.getI64IntegerAttr(m->padId));
+        m->v, mask, m->bias ? m->bias.getTable() : Value(),
+        rewriter.getI64IntegerAttr(m->heads), rewriter.getF64FloatAttr(m->scale),
+        rewriter.getF64FloatAttr(m->maskValue), rewriter.getI64IntegerAttr(m->padId),
+        rewriter.getBoolAttr(m->bias ? m->bias.getBidirectional() : false),
+        rewriter.getI64IntegerAttr(m->bias ? (int64_t)m->bias.getMaxDistance() : 128));
     return success();
   }
 };

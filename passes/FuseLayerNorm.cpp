@@ -1,11 +1,12 @@
 //===- FuseLayerNorm.cpp - norm primitives into tfc.layer_norm ------------===//
 //
-// Recognizes the two normalizations Transformers in the wild write by hand and
+// Recognizes the three normalizations Transformers in the wild write by hand and
 // turns each into one tfc.layer_norm with a variant attribute, so a model that
 // wrote its Norm in primitives still gets one kernel:
 //
 //   layer_norm: (x - mean) / sqrt(mean((x - mean)^2) + eps) * gamma + beta
 //   std_norm:   gamma * (x - mean) / (sqrt(sum((x - mean)^2) / (N - 1)) + eps) + beta
+//   rms_norm:   x / sqrt(mean(x^2) + eps) * gamma             (T5's RMSNorm, no beta)
 //
 // Commuted operands of add and mul are accepted. The match is rooted at the
 // final add; intermediates other than x, gamma and beta must have no other users.
@@ -164,6 +165,43 @@ std::optional<NormMatch> matchLayerNorm(AddOp root) {
   return m;
 }
 
+/// rms_norm (T5's T5LayerNorm): mul(div(x, sqrt(add(reduce_mean(x*x), eps))), gamma).
+/// Rooted at the mul. An x that is itself centered (x - mean(x)) is the inside
+/// of a layer_norm, which its own pattern fuses at the final add.
+std::optional<NormMatch> matchRmsNorm(MulOp root) {
+  NormMatch m{NormVariant::rms_norm, {}, {}, {}, 0, {root}};
+  auto dd = operandDefinedBy<DivOp>(root);
+  if (!dd)
+    return std::nullopt;
+  auto [div, gamma] = *dd;
+  Value x = div.getLhs();
+  auto sqrt = div.getRhs().getDefiningOp<SqrtOp>();
+  if (!sqrt)
+    return std::nullopt;
+  auto ve = sqrt.getInput().getDefiningOp<AddOp>();
+  if (!ve)
+    return std::nullopt;
+  auto vm = operandDefinedBy<ReduceMeanOp>(ve);
+  if (!vm)
+    return std::nullopt;
+  auto [ms, epsV] = *vm;
+  auto eps = getScalarConstant(epsV);
+  if (!eps || *eps < 0 || !ms.getKeepdim() || !lastAxis(ms, (int64_t)ms.getAxis()) ||
+      !isSquareOf(ms.getInput(), x))
+    return std::nullopt;
+  SmallVector<Operation *> probe;
+  if (matchCentered(x, probe))
+    return std::nullopt;
+  int64_t dim = x.getType().cast<RankedTensorType>().getShape().back();
+  if (!isParamVector(gamma, dim))
+    return std::nullopt;
+  m.chain.append({div, sqrt, ve, ms, ms.getInput().getDefiningOp()});
+  m.x = x;
+  m.gamma = gamma;
+  m.eps = *eps;
+  return m;
+}
+
 /// Every op in the chain except the root may only feed other chain ops.
 bool chainIsPrivate(const NormMatch &m) {
   llvm::SmallPtrSet<Operation *, 16> in(m.chain.begin(), m.chain.end());
@@ -199,10 +237,30 @@ struct FuseLayerNormPattern : public OpRewritePattern<AddOp> {
   }
 };
 
+/// Rooted at the final mul of an rms_norm.
+struct FuseRmsNormPattern : public OpRewritePattern<MulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(MulOp root, PatternRewriter &rewriter) const override {
+    auto m = matchRmsNorm(root);
+    if (!m)
+      return rewriter.notifyMatchFailure(root, "not the last mul of an rms_norm");
+    if (!chainIsPrivate(*m))
+      return rewriter.notifyMatchFailure(root, "a norm intermediate has other users");
+    if (m->x.getType() != root.getType())
+      return rewriter.notifyMatchFailure(root, "the norm changes its input's type");
+    rewriter.replaceOpWithNewOp<LayerNormOp>(root, root.getType(),
+                                             NormVariantAttr::get(getContext(), m->variant),
+                                             m->x, m->gamma, Value(),
+                                             rewriter.getF64FloatAttr(m->eps));
+    return success();
+  }
+};
+
 struct FuseLayerNormPass : public mlir::tfc::impl::FuseLayerNormBase<FuseLayerNormPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<FuseLayerNormPattern>(&getContext());
+    patterns.add<FuseLayerNormPattern, FuseRmsNormPattern>(&getContext());
     // Not converging within the driver's iterations leaves correct IR; as in
     // canonicalize, that is not an error.
     (void)applyPatternsAndFoldGreedily(getOperation(), std::move(patterns),

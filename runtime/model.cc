@@ -91,17 +91,22 @@ std::string checkDtypes(const Function &f, const Instr &in) {
         return "has a reduced-precision positional or type table";
     return out == TFC_DTYPE_F32 ? "" : "must write f32";
   }
-  case TFC_KERNEL_LAYER_NORM:
-    if (n != 3 || !isFloat(val(0).dtype) || !isFloat(out) || val(1).dtype != TFC_DTYPE_F32 ||
-        val(2).dtype != TFC_DTYPE_F32)
-      return "must read f32 or bf16 with f32 gamma and beta";
+  case TFC_KERNEL_LAYER_NORM: {
+    // rms_norm (variant 2) has no beta.
+    const size_t want = !in.ints.empty() && in.ints[0] == 2 ? 2 : 3;
+    if (n != want || !isFloat(val(0).dtype) || !isFloat(out) || val(1).dtype != TFC_DTYPE_F32 ||
+        (want == 3 && val(2).dtype != TFC_DTYPE_F32))
+      return want == 3 ? "must read f32 or bf16 with f32 gamma and beta"
+                       : "must read f32 or bf16 with an f32 gamma and no beta";
     return "";
+  }
   case TFC_KERNEL_ATTENTION:
     if (n < 3 || !isFloat(val(0).dtype) || val(1).dtype != val(0).dtype ||
         val(2).dtype != val(0).dtype || !isFloat(out))
       return "must read q, k and v of one dtype, f32 or bf16";
-    if (n > 3 && isReduced(val(3).dtype))
-      return "has a reduced-precision mask";
+    for (size_t i = 3; i < n; ++i)
+      if (isReduced(val(i).dtype))
+        return "has a reduced-precision mask or position bias";
     return "";
   case TFC_KERNEL_SLICE:
   case TFC_KERNEL_RESHAPE:
@@ -416,8 +421,14 @@ static Status parse(const uint8_t *data, size_t size, std::unique_ptr<Model> &m,
       for (uint32_t v : in.inputs)
         if (v >= nvals)
           return invalid(where + "instruction " + std::to_string(i) + " reads a missing value");
+      // A cached attention with a relative position bias (T5) has a 7th input,
+      // the f32 table, and ints num_heads, 1, bidirectional, max_distance.
+      const bool cachedBias =
+          in.kernel == TFC_KERNEL_CACHED_ATTENTION && in.ints.size() == 4 && in.ints[1] == 1;
       if (in.kernel == TFC_KERNEL_CACHED_ATTENTION &&
-          (in.inputs.size() != 6 || in.ints.size() != 1 || in.floats.size() != 1 ||
+          (in.inputs.size() != (cachedBias ? 7u : 6u) ||
+           in.ints.size() != (cachedBias ? 4u : 1u) || in.floats.size() != 1 ||
+           (cachedBias && f.values[in.inputs[6]].dtype != TFC_DTYPE_F32) ||
            f.values[in.inputs[3]].storage != Storage::State ||
            f.values[in.inputs[4]].storage != Storage::State ||
            f.values[in.inputs[5]].dtype != TFC_DTYPE_I64 || in.ints[0] <= 0))

@@ -45,6 +45,7 @@
 
 #include "backends/cpu/attention_cpu.h"
 #include "backends/cpu/attention_impl.h"
+#include "tfc/relative_bucket.h"
 
 #include <algorithm>
 #include <cassert>
@@ -53,6 +54,7 @@
 #include <limits>
 #include <memory>
 #include <utility>
+#include <vector>
 
 namespace tfc::cpu {
 namespace {
@@ -342,8 +344,33 @@ void runTask(const Problem &pr, Scratch &sc, int64_t b, int64_t h, int64_t qb) {
 
 } // namespace
 
-void attention(const AttentionParams &p, const float *q, const float *k, const float *v,
-               float *out) {
+void attention(const AttentionParams &params, const float *q, const float *k,
+               const float *v, float *out) {
+  const AttentionParams *pp = &params;
+  AttentionParams biased;
+  std::vector<float> distances;
+  if (params.rel_bias && params.q_len > 0 && params.kv_len > 0 &&
+      params.mask != MaskKind::Additive) {
+    // The relative position bias depends on j - i only: one row per head of
+    // the q_len + kv_len - 1 distances, read as an additive mask whose query
+    // stride is -1 (element (h, i, j) at h * n + (q_len - 1) - i + j).
+    biased = params;
+    const int64_t n = params.q_len + params.kv_len - 1, H = params.heads;
+    distances.resize(static_cast<size_t>(H * n));
+    for (int64_t d = 0; d < n; ++d) {
+      const int64_t rel = d - (params.q_len - 1) - params.q_pos_offset;
+      const int64_t row = tfc_relative_bucket(rel, params.rel_bidirectional ? 1 : 0,
+                                              params.rel_buckets, params.rel_max_distance);
+      for (int64_t h = 0; h < H; ++h)
+        distances[h * n + d] = params.rel_bias[row * H + h];
+    }
+    biased.additive = distances.data() + (params.q_len - 1);
+    biased.add_stride_b = 0;
+    biased.add_stride_h = n;
+    biased.add_stride_q = -1;
+    pp = &biased;
+  }
+  const AttentionParams &p = *pp;
   const int64_t dk = p.head_dim;
   const int64_t dv = p.v_head_dim > 0 ? p.v_head_dim : p.head_dim;
   if (p.batch <= 0 || p.q_len <= 0 || p.heads <= 0 || dv <= 0)
@@ -360,7 +387,8 @@ void attention(const AttentionParams &p, const float *q, const float *k, const f
   }
   const bool keyPad = p.mask == MaskKind::KeyPadding || p.mask == MaskKind::PaddingCausal;
   const bool causal = p.mask == MaskKind::Causal || p.mask == MaskKind::PaddingCausal;
-  const bool additive = p.mask == MaskKind::Additive;
+  // The position bias (expanded above) is read through the additive slot.
+  const bool additive = p.mask == MaskKind::Additive || pp == &biased;
   assert(!keyPad || p.key_tokens);
   assert(!additive || p.additive);
 

@@ -86,6 +86,15 @@ struct AttentionParams {
   /// Per-head width of V and of the output, when it differs from head_dim
   /// (the dialect allows value [B, Sk, Dv]); 0 means head_dim.
   int64_t v_head_dim = 0;
+  /// T5's relative position bias, null otherwise: a [rel_buckets, heads]
+  /// table; query i (at position i + q_pos_offset) and key j get
+  /// rel_bias[bucket(j - i - q_pos_offset) * heads + h] added to their scaled
+  /// score before the mask (tfc/relative_bucket.h). Not with Additive. The
+  /// kernel expands it per call into heads x (q_len + kv_len - 1) floats, one
+  /// per head and distance, so no [Sq, Sk] bias exists.
+  const float *rel_bias = nullptr;
+  int64_t rel_buckets = 0, rel_max_distance = 128;
+  bool rel_bidirectional = false;
 };
 
 /// Computes, for every batch b, head h and query row i,

@@ -15,6 +15,7 @@
 #include "backends/kernel_rules.h"
 #include "tfc/abi.h"
 #include "tfc/bf16.h"
+#include "tfc/relative_bucket.h"
 
 #include <algorithm>
 #include <cmath>
@@ -198,6 +199,15 @@ float *outF32(Tensor &out, std::vector<float> &buf) {
 void finishOut(Tensor &out, const std::vector<float> &buf) {
   if (out.dtype == TFC_DTYPE_BF16)
     f32ToBf16(buf.data(), out.as<uint16_t>(), out.numel());
+}
+
+/// An attention's relative position bias (T5): the [num_buckets, H] table.
+void setRelativeBias(AttentionParams &p, const Tensor &table, int64_t bidirectional,
+                     int64_t maxDistance) {
+  p.rel_bias = table.as<float>();
+  p.rel_buckets = table.shape[0];
+  p.rel_bidirectional = bidirectional != 0;
+  p.rel_max_distance = maxDistance;
 }
 
 } // namespace
@@ -511,8 +521,11 @@ std::string dispatch(uint32_t kernel, const std::vector<const Tensor *> &in, Ten
     int64_t d = x.shape.back();
     int64_t rows = x.numel() / d;
     thread_local std::vector<float> xbuf, ybuf;
-    layerNorm(ints[0] == 1 ? NormVariant::StdNorm : NormVariant::LayerNorm, rows, d,
-              asF32(x, xbuf), d, in[1]->as<float>(), in[2]->as<float>(), (float)floats[0],
+    const NormVariant variant = ints[0] == 1   ? NormVariant::StdNorm
+                                : ints[0] == 2 ? NormVariant::RmsNorm
+                                               : NormVariant::LayerNorm;
+    layerNorm(variant, rows, d, asF32(x, xbuf), d, in[1]->as<float>(),
+              in.size() > 2 ? in[2]->as<float>() : nullptr, (float)floats[0],
               outF32(out, ybuf), d);
     finishOut(out, ybuf);
     return "";
@@ -553,6 +566,8 @@ std::string dispatch(uint32_t kernel, const std::vector<const Tensor *> &in, Ten
       if (full[3] != p.kv_len)
         return "additive mask does not cover every key";
     }
+    if (ints.size() > 5 && ints[3]) // T5's relative position bias: the last input
+      setRelativeBias(p, *in.back(), ints[4], ints[5]);
     // bf16 q/k/v are widened once (the kernel's arithmetic is f32 either way).
     thread_local std::vector<float> qb, kb, vb, ob;
     attention(p, asF32(q, qb), asF32(k, kb), asF32(v, vb), outF32(out, ob));
@@ -594,7 +609,23 @@ std::string dispatch(uint32_t kernel, const std::vector<const Tensor *> &in, Ten
     p.scale = (float)floats[0];
     p.mask = MaskKind::Causal;
     p.mask_value = -INFINITY;
+    if (ints.size() > 3 && ints[1])
+      setRelativeBias(p, *in[6], ints[2], ints[3]);
     attention(p, q.as<float>(), kcache, vcache, out.as<float>());
+    return "";
+  }
+  case TFC_KERNEL_RELATIVE_POSITION_BIAS: {
+    // out[0, h, i, j] = table[bucket(j - i), h]
+    const Tensor &t = *in[0];
+    const int64_t nb = t.shape[0], H = t.shape[1], sq = out.shape[2], sk = out.shape[3];
+    const float *tab = t.as<float>();
+    float *o = out.as<float>();
+    for (int64_t i = 0; i < sq; ++i)
+      for (int64_t j = 0; j < sk; ++j) {
+        const int64_t row = tfc_relative_bucket(j - i, ints[0] ? 1 : 0, nb, ints[1]);
+        for (int64_t h = 0; h < H; ++h)
+          o[(h * sq + i) * sk + j] = tab[row * H + h];
+      }
     return "";
   }
   case TFC_KERNEL_POSITIONS: {

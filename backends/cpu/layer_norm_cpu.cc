@@ -21,9 +21,12 @@ namespace {
 void normalizeRow(NormVariant v, int64_t dim, const float *x, const float *gamma,
                   const float *beta, float eps, float *y) {
   double sum = 0.0;
+  if (v != NormVariant::RmsNorm) {
 #pragma omp simd reduction(+ : sum)
-  for (int64_t j = 0; j < dim; ++j)
-    sum += x[j];
+    for (int64_t j = 0; j < dim; ++j)
+      sum += x[j];
+  }
+  // rms_norm does not center: its "mean" is 0 and ss is the sum of squares.
   const double mean = sum / static_cast<double>(dim);
 
   double ss = 0.0;
@@ -34,7 +37,7 @@ void normalizeRow(NormVariant v, int64_t dim, const float *x, const float *gamma
   }
 
   double inv;
-  if (v == NormVariant::LayerNorm) {
+  if (v == NormVariant::LayerNorm || v == NormVariant::RmsNorm) {
     inv = 1.0 / std::sqrt(ss / static_cast<double>(dim) + static_cast<double>(eps));
   } else {
     // Unbiased: dim == 1 divides 0 by 0, NaN, like torch.std.

@@ -26,6 +26,8 @@ enum class NormVariant : int32_t {
   LayerNorm = 0,
   /// gamma * (x - mean) / (std_unbiased + eps) + beta    (the tutorials' Norm)
   StdNorm = 1,
+  /// gamma * x / sqrt(mean(x^2) + eps), no centering, no beta (T5's RMSNorm)
+  RmsNorm = 2,
 };
 
 /// Normalizes each of the `rows` rows of `dim` floats of x (row r at

@@ -36,6 +36,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "backends/cuda/cuda_device.cuh"
+#include "tfc/relative_bucket.h"
 
 #include <cmath>
 
@@ -174,6 +175,11 @@ __global__ void __launch_bounds__(kThreadsPerBlock) attentionKernel(AttnArgs a) 
         }
         if (additive && i < a.qLen)
           s[r] += loadF(a.add, a.addType, b * a.addB + h * a.addH + i * a.addQ + j);
+        if (a.relBias)
+          s[r] += a.relBias[tfc_relative_bucket(j - i - qOffset, a.relBidirectional,
+                                                a.relBuckets, a.relMaxDistance) *
+                                a.heads +
+                            h];
         if (pad)
           s[r] = mv;
         if (causal && j > i + qOffset)

@@ -204,6 +204,10 @@ std::string launchPaddedPositions(const void *ids, uint32_t idType, void *out, i
                                   int64_t seq, int64_t pad, cudaStream_t s);
 /// out[i, j] = j <= i, S x S bytes.
 std::string launchNopeak(void *out, int64_t seq, cudaStream_t s);
+/// T5's relative position bias [1, H, sq, sk] f32 from its [buckets, H] table.
+std::string launchRelativeBias(const float *table, int64_t buckets, int64_t heads, float *out,
+                               int64_t sq, int64_t sk, int bidirectional, int64_t maxDistance,
+                               cudaStream_t s);
 
 // --- Attention (attention_cuda.cu) ----------------------------------------
 
@@ -234,6 +238,12 @@ struct AttnArgs {
   const void *pos = nullptr;
   uint32_t posType = 0;
   int64_t cacheLen = 0;
+  /// T5's relative position bias: the [relBuckets, heads] f32 table, or null;
+  /// score (i, j) gets relBias[bucket(j - i - qOffset) * heads + h] added
+  /// before the masks (tfc/relative_bucket.h).
+  const float *relBias = nullptr;
+  int64_t relBuckets = 0, relMaxDistance = 128;
+  int32_t relBidirectional = 0;
 };
 std::string launchAttention(const AttnArgs &a, cudaStream_t s);
 

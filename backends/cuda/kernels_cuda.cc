@@ -168,6 +168,18 @@ std::string unary(Context &ctx, uint32_t kernel, int64_t mode, const Tensor &x, 
 }
 
 /// ATTENTION's operands as kernels_cpu.cc reads them.
+/// An attention's relative position bias (T5): its [num_buckets, H] f32 table.
+std::string setRelativeBias(AttnArgs &a, const Tensor &table, int64_t bidirectional,
+                            int64_t maxDistance) {
+  if (table.dtype != TFC_DTYPE_F32 || table.shape.size() != 2 || table.shape[1] != a.heads)
+    return "attention: the position bias table must be [num_buckets, heads] f32";
+  a.relBias = static_cast<const float *>(table.data);
+  a.relBuckets = table.shape[0];
+  a.relBidirectional = bidirectional ? 1 : 0;
+  a.relMaxDistance = maxDistance;
+  return "";
+}
+
 std::string attention(Context &ctx, const std::vector<const Tensor *> &in, Tensor &out,
                       const std::vector<int64_t> &ints, const std::vector<double> &floats) {
   const Tensor &q = *in[0], &k = *in[1], &v = *in[2];
@@ -234,6 +246,11 @@ std::string attention(Context &ctx, const std::vector<const Tensor *> &in, Tenso
     a.addB = full[0] == 1 ? 0 : sh * sq * sk;
     if (full[3] != a.kvLen)
       return "additive mask does not cover every key";
+  }
+  if (ints.size() > 5 && ints[3]) { // T5's relative position bias: the last input
+    std::string err = setRelativeBias(a, *in.back(), ints[4], ints[5]);
+    if (!err.empty())
+      return err;
   }
   if (a.kvLen == 0) // softmax over no keys, times an empty V: zeros
     return fillZero(ctx, out.data, out.numel() * tfc_dtype_size(out.dtype));
@@ -306,6 +323,13 @@ std::string cachedAttention(Context &ctx, const std::vector<const Tensor *> &in,
   a.pos = pos.data;
   a.posType = pos.dtype;
   a.cacheLen = L;
+  if (ints.size() > 3 && ints[1]) {
+    if (in.size() < 7)
+      return "cached attention: the position bias table is missing";
+    err = setRelativeBias(a, *in[6], ints[2], ints[3]);
+    if (!err.empty())
+      return err;
+  }
   return launchAttention(a, ctx.stream);
 }
 
@@ -604,7 +628,7 @@ std::string dispatch(Context &ctx, uint32_t kernel, const std::vector<const Tens
     a.yType = out.dtype;
     a.dim = x.shape.back();
     a.rows = a.dim > 0 ? x.numel() / a.dim : 0;
-    a.variant = ints[0] == 1 ? 1 : 0;
+    a.variant = ints[0] == 1 || ints[0] == 2 ? static_cast<int32_t>(ints[0]) : 0;
     a.eps = static_cast<float>(floats[0]);
     return launchLayerNorm(a, ctx.stream);
   }
@@ -619,6 +643,13 @@ std::string dispatch(Context &ctx, uint32_t kernel, const std::vector<const Tens
       return launchPaddedPositions(in[0]->data, in[0]->dtype, out.data, in[0]->shape[0],
                                    in[0]->shape[1], ints[1], ctx.stream);
     return launchIota(out.data, out.dtype, out.numel(), ctx.stream);
+  case TFC_KERNEL_RELATIVE_POSITION_BIAS:
+    if (in[0]->dtype != TFC_DTYPE_F32 || out.dtype != TFC_DTYPE_F32 || in[0]->shape.size() != 2 ||
+        out.shape.size() != 4)
+      return "relative_position_bias: an f32 [buckets, H] table and [1, H, Sq, Sk] output";
+    return launchRelativeBias(static_cast<const float *>(in[0]->data), in[0]->shape[0],
+                              in[0]->shape[1], static_cast<float *>(out.data), out.shape[2],
+                              out.shape[3], ints[0] ? 1 : 0, ints[1], ctx.stream);
   case TFC_KERNEL_NOPEAK_MASK:
     if (out.shape.size() != 3 || out.shape[1] != out.shape[2] || out.dtype != TFC_DTYPE_BOOL)
       return "nopeak_mask: the output must be [1, S, S] bool";

@@ -15,6 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "backends/cuda/cuda_device.cuh"
+#include "tfc/relative_bucket.h"
 
 #include <cmath>
 
@@ -257,8 +258,9 @@ __global__ void layerNormKernel(NormArgs a) {
   const int64_t row = blockIdx.x;
   const int64_t base = row * a.dim;
   double sum = 0.0;
-  for (int64_t j = threadIdx.x; j < a.dim; j += blockDim.x)
-    sum += loadF(a.x, a.xType, base + j);
+  if (a.variant != 2) // rms_norm does not center: its mean is 0
+    for (int64_t j = threadIdx.x; j < a.dim; j += blockDim.x)
+      sum += loadF(a.x, a.xType, base + j);
   const double mean = blockSum(sum, red) / static_cast<double>(a.dim);
   double ss = 0.0;
   for (int64_t j = threadIdx.x; j < a.dim; j += blockDim.x) {
@@ -267,7 +269,7 @@ __global__ void layerNormKernel(NormArgs a) {
   }
   ss = blockSum(ss, red);
   double inv;
-  if (a.variant == 0) {
+  if (a.variant != 1) { // layer_norm and rms_norm
     inv = 1.0 / sqrt(ss / static_cast<double>(a.dim) + static_cast<double>(a.eps));
   } else {
     // Unbiased: a one-element row divides 0 by 0 (NaN), like torch.std.
@@ -283,6 +285,17 @@ __global__ void layerNormKernel(NormArgs a) {
     const float b = a.beta ? loadF(a.beta, a.betaType, j) : 0.0f;
     storeF(a.y, a.yType, base + j, n * g + b);
   }
+}
+
+/// out[0, h, i, j] = table[bucket(j - i), h], one thread per element.
+__global__ void relativeBiasKernel(const float *table, int64_t buckets, int64_t heads,
+                                   float *out, int64_t sq, int64_t sk, int bidirectional,
+                                   int64_t maxDistance) {
+  const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= heads * sq * sk)
+    return;
+  const int64_t j = e % sk, i = (e / sk) % sq, h = e / (sk * sq);
+  out[e] = table[tfc_relative_bucket(j - i, bidirectional, buckets, maxDistance) * heads + h];
 }
 
 // --- Embeddings, KV cache, epilogue, conversions ---------------------------------
@@ -498,6 +511,17 @@ std::string launchPaddedPositions(const void *ids, uint32_t idType, void *out, i
   paddedPositionsKernel<<<static_cast<unsigned>((rows + kThreads - 1) / kThreads), kThreads, 0,
                           s>>>(ids, idType, static_cast<int64_t *>(out), rows, seq, pad);
   return launched("positions kernel");
+}
+
+std::string launchRelativeBias(const float *table, int64_t buckets, int64_t heads, float *out,
+                               int64_t sq, int64_t sk, int bidirectional, int64_t maxDistance,
+                               cudaStream_t s) {
+  const int64_t n = heads * sq * sk;
+  if (n <= 0)
+    return "";
+  relativeBiasKernel<<<gridFor(n), kThreads, 0, s>>>(table, buckets, heads, out, sq, sk,
+                                                     bidirectional, maxDistance);
+  return launched("relative position bias kernel");
 }
 
 std::string launchNopeak(void *out, int64_t seq, cudaStream_t s) {

@@ -65,12 +65,19 @@ typedef enum tfc_dtype_t {
  *   (0 erf, 1 tanh). SOFTMAX / LOG_SOFTMAX / POSITIONS ints: axis. POSITIONS may add
  *   padding_idx: RoBERTa's positions of ids [B, S] (input 0), output [B, S].
  * - RESHAPE and UNSQUEEZE are views: no data movement.
- * - LAYER_NORM ints: variant; floats: eps. x and the output are f32 or bf16.
- * - ATTENTION ints: mask_kind, num_heads, pad_id; floats: scale, mask_value.
- *   q, k and v share one dtype, f32 or bf16; the output is f32 or bf16.
- * - CACHED_ATTENTION inputs: q, k, v, k_cache, v_cache, pos; ints: num_heads;
- *   floats: scale. Writes k/v into the caches at pos, attends causally over
- *   rows [0, pos+T). */
+ * - LAYER_NORM ints: variant (0 layer_norm, 1 std_norm, 2 rms_norm); floats:
+ *   eps. Inputs x, gamma (, beta: absent for rms_norm). x and the output are
+ *   f32 or bf16.
+ * - ATTENTION ints: mask_kind, num_heads, pad_id (, has_bias, bidirectional,
+ *   max_distance); floats: scale, mask_value. q, k and v share one dtype, f32
+ *   or bf16; the output is f32 or bf16. With has_bias = 1 the last input is a
+ *   relative position bias table [num_buckets, H] f32 (T5; tfc/relative_bucket.h).
+ * - CACHED_ATTENTION inputs: q, k, v, k_cache, v_cache, pos (, bias table);
+ *   ints: num_heads (, has_bias, bidirectional, max_distance); floats: scale.
+ *   Writes k/v into the caches at pos, attends causally over rows [0, pos+T).
+ * - RELATIVE_POSITION_BIAS inputs: table [num_buckets, H] f32, query ids
+ *   [B, Sq], key ids [B, Sk] (their lengths only); ints: bidirectional,
+ *   max_distance; output [1, H, Sq, Sk] f32. */
 typedef enum tfc_kernel_t {
 #define TFC_KERNEL(ENUM, name, id, in, ints, floats) TFC_KERNEL_##ENUM = id,
 #include "kernels.def"

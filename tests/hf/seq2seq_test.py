@@ -5,6 +5,11 @@ Builds small random-weight models with save_pretrained:
     final_logits_bias, the shared embedding as output projection);
   - a BartForConditionalGeneration (learned positions offset by 2,
     layernorm_embedding, GELU, eos as decoder start);
+  - an MBartForConditionalGeneration (pre-norm, final layer norms, scaled
+    embeddings, a forced target-language token);
+  - two T5ForConditionalGeneration: T5 (ReLU, tied output rescaled by
+    d_model^-0.5) and T5 v1.1 (gated GELU, untied lm_head), both with RMSNorm,
+    the bucketed relative position bias and heads x d_kv != d_model;
 compiles each directory with tfc and checks:
   - the logits of a padded source batch and teacher-forced targets, against the
     model's logits computed in float64 (transformers' own f32 logits are further
@@ -26,7 +31,9 @@ import sys
 import numpy as np
 import torch
 from hfcommon import run
-from transformers import BartConfig, BartForConditionalGeneration, MarianConfig, MarianMTModel
+from transformers import (BartConfig, BartForConditionalGeneration, MarianConfig, MarianMTModel,
+                          MBartConfig, MBartForConditionalGeneration, T5Config,
+                          T5ForConditionalGeneration)
 
 TOL_REL = 5e-5
 tfc, tfrun, work = sys.argv[1:4]
@@ -146,7 +153,8 @@ def perturb(m):
         for n, p in m.named_parameters():
             if p.dim() == 1:
                 p.add_(torch.randn_like(p) * 0.1)
-        m.final_logits_bias.copy_(torch.randn_like(m.final_logits_bias) * 0.1)
+        if hasattr(m, "final_logits_bias"):
+            m.final_logits_bias.copy_(torch.randn_like(m.final_logits_bias) * 0.1)
     return m
 
 
@@ -167,6 +175,30 @@ bart = perturb(BartForConditionalGeneration(BartConfig(
 # transformers keeps it in generation_config.json, where tfc reads it.
 bart.generation_config.forced_bos_token_id = 0
 family("bart", bart, V, PAD=1, EOS=2, START=2)
+
+# mBART: pre-norm with final layer norms, scaled embeddings, and a target
+# language token forced first (as the mbart-50 translators' generation_config).
+torch.manual_seed(4)
+mbart = perturb(MBartForConditionalGeneration(MBartConfig(
+    vocab_size=V, pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2,
+    scale_embedding=True, **small)).eval())
+mbart.generation_config.forced_bos_token_id = V - 3
+family("mbart", mbart, V, PAD=1, EOS=2, START=2)
+
+# T5 (ReLU, tied output with the d_model^-0.5 rescale) and T5 v1.1 / Flan-T5
+# (gated GELU, untied lm_head). d_kv x heads (48) differs from d_model (32); 8
+# buckets over distances up to 8 use both the exact and the logarithmic ones.
+t5small = dict(vocab_size=V, d_model=32, d_kv=12, d_ff=64, num_layers=2, num_decoder_layers=2,
+               num_heads=4, relative_attention_num_buckets=8,
+               relative_attention_max_distance=20, pad_token_id=0, eos_token_id=1,
+               decoder_start_token_id=0, initializer_factor=4.0, attn_implementation="eager")
+torch.manual_seed(2)
+family("t5", perturb(T5ForConditionalGeneration(T5Config(
+    feed_forward_proj="relu", **t5small)).eval()), V, PAD=0, EOS=1, START=0)
+torch.manual_seed(3)
+family("t5-v1_1", perturb(T5ForConditionalGeneration(T5Config(
+    feed_forward_proj="gated-gelu", tie_word_embeddings=False, **t5small)).eval()),
+    V, PAD=0, EOS=1, START=0)
 
 print(f"{len(failures)} failed")
 sys.exit(1 if failures else 0)

@@ -29,6 +29,7 @@
 #include "frontend/Weights.h"
 #include "ir/TfcDialect.h"
 #include "tests/reference/Reference.h"
+#include "tfc/relative_bucket.h"
 #include "tools/tfrun/npy.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -440,6 +441,19 @@ FailureOr<Tensor> Interpreter::attention(td::AttentionOp op) {
       return mask->data[ref::broadcastIndex(full, mask->shape, e)];
     };
   }
+  if (Value pb = op.getPositionBias()) {
+    // T5's relative position bias from its [num_buckets, H] table.
+    const Tensor *tab = &in(pb);
+    if (tab->shape.size() != 2 || tab->shape[1] != heads)
+      return op.emitError() << "the position bias table " << shapeStr(tab->shape)
+                            << " is not [num_buckets, " << heads << "]";
+    const int bidir = op.getBiasBidirectional() ? 1 : 0;
+    const int64_t maxDist = static_cast<int64_t>(op.getBiasMaxDistance());
+    a.bias = [tab, bidir, maxDist, heads](int64_t, int64_t h, int64_t i, int64_t j) {
+      const int64_t row = tfc_relative_bucket(j - i, bidir, tab->shape[0], maxDist);
+      return tab->data[row * heads + h];
+    };
+  }
   Tensor t;
   t.shape = {a.batch, a.qLen, v.shape[2]};
   t.data = ref::attention(a);
@@ -486,6 +500,21 @@ LogicalResult Interpreter::eval(Operation *op) {
         t.shape[*axis] = x.shape[*axis];
         for (int64_t i = 0; i < x.shape[*axis]; ++i)
           t.data.push_back(static_cast<double>(i));
+        return done(t);
+      })
+      .Case([&](td::RelativePositionBiasOp o) -> LogicalResult {
+        const Tensor &tab = in(o.getTable()), &q = in(o.getQuery()), &k = in(o.getKey());
+        if (tab.shape.size() != 2 || q.shape.size() != 2 || k.shape.size() != 2)
+          return o.emitError() << "expects a [buckets, H] table and [B, S] ids";
+        const int64_t nb = tab.shape[0], H = tab.shape[1], sq = q.shape[1], sk = k.shape[1];
+        Tensor t;
+        t.shape = {1, H, sq, sk};
+        t.data.resize(static_cast<size_t>(H * sq * sk));
+        for (int64_t h = 0; h < H; ++h)
+          for (int64_t i = 0; i < sq; ++i)
+            for (int64_t j = 0; j < sk; ++j)
+              t.data[(h * sq + i) * sk + j] = tab.data[tfc_relative_bucket(
+                  j - i, o.getBidirectional() ? 1 : 0, nb, (int64_t)o.getMaxDistance()) * H + h];
         return done(t);
       })
       .Case([&](td::NopeakMaskOp o) -> LogicalResult {
@@ -719,16 +748,18 @@ LogicalResult Interpreter::eval(Operation *op) {
       })
       // --- Fused ops -----------------------------------------------------
       .Case([&](td::LayerNormOp o) -> LogicalResult {
-        const Tensor &x = in(o.getInput()), &g = in(o.getGamma()), &b = in(o.getBeta());
+        const Tensor &x = in(o.getInput()), &g = in(o.getGamma());
+        const Tensor *b = o.getBeta() ? &in(o.getBeta()) : nullptr; // none for rms_norm
         const int64_t d = x.shape.empty() ? 1 : x.shape.back();
-        if (g.data.size() != static_cast<size_t>(d) || b.data.size() != static_cast<size_t>(d))
+        if (g.data.size() != static_cast<size_t>(d) ||
+            (b && b->data.size() != static_cast<size_t>(d)))
           return o.emitError() << "gamma and beta must have the " << d << " values of a row";
         Tensor t;
         t.shape = x.shape;
         t.data.resize(x.data.size());
         ref::layerNorm(static_cast<ref::NormVariant>(o.getVariant()),
                        static_cast<int64_t>(x.data.size()) / d, d, x.data.data(), d, g.data.data(),
-                       b.data.data(), o.getEps().convertToDouble(), t.data.data());
+                       b ? b->data.data() : nullptr, o.getEps().convertToDouble(), t.data.data());
         return done(t);
       })
       .Case([&](td::FusedLinearOp o) {

@@ -141,10 +141,12 @@ void layerNorm(NormVariant variant, int64_t rows, int64_t dim, const double *x, 
     for (int64_t j = 0; j < dim; ++j)
       mean += xr[j];
     mean /= dim;
+    if (variant == NormVariant::RmsNorm)
+      mean = 0; // no centering: ss is the sum of squares
     double ss = 0;
     for (int64_t j = 0; j < dim; ++j)
       ss += (xr[j] - mean) * (xr[j] - mean);
-    const double denom = variant == NormVariant::LayerNorm
+    const double denom = variant != NormVariant::StdNorm
                              ? std::sqrt(ss / dim + eps)
                              : (dim > 1 ? std::sqrt(ss / (dim - 1)) : kNaN) + eps;
     for (int64_t j = 0; j < dim; ++j) {
@@ -181,6 +183,11 @@ std::vector<double> attention(const Attention &a) {
           double sc = a.scale * dot;
           if (a.f32Scores)
             sc = static_cast<float>(sc);
+          if (a.bias) { // T5's relative position bias, before the mask
+            sc += a.bias(b, h, i, j);
+            if (a.f32Scores)
+              sc = static_cast<float>(sc);
+          }
           if (a.mask == Mask::Additive) {
             sc += a.additive(b, h, i, j);
             if (a.f32Scores) // the sum of two floats, rounded once: f32 addition

@@ -30,6 +30,7 @@ enum class Activation : int { None = 0, Relu = 1, Gelu = 2, GeluTanh = 3 };
 enum class NormVariant : int {
   LayerNorm = 0, ///< gamma * (x - mean) / sqrt(var_biased + eps) + beta (nn.LayerNorm)
   StdNorm = 1,   ///< gamma * (x - mean) / (std_unbiased + eps) + beta (the tutorials' Norm)
+  RmsNorm = 2,   ///< gamma * x / sqrt(mean(x^2) + eps), no beta (T5)
 };
 
 /// tfc.attention's mask kinds.
@@ -114,6 +115,9 @@ struct Attention {
   int64_t padId = 0;
   /// Additive: the value added to the score of (b, h, i, j).
   std::function<double(int64_t b, int64_t h, int64_t i, int64_t j)> additive;
+  /// A relative position bias (T5), any mask: added to the score of
+  /// (b, h, i, j) before the mask; empty for none.
+  std::function<double(int64_t b, int64_t h, int64_t i, int64_t j)> bias;
   /// Causal and PaddingCausal: query i is at position i + qPosOffset and does
   /// not see keys after it (incremental decoding starts past 0).
   int64_t qPosOffset = 0;

@@ -220,7 +220,8 @@ void printReport(ModuleOp module) {
       causal += a.getMaskKind() == mlir::tfc::MaskKind::causal ||
                 a.getMaskKind() == mlir::tfc::MaskKind::padding_causal;
       bump(layerOf(op), ("attention(" + mlir::tfc::stringifyMaskKind(a.getMaskKind()) +
-                         ", heads=" + Twine((int64_t)a.getNumHeads()) + ")")
+                         ", heads=" + Twine((int64_t)a.getNumHeads()) +
+                         (a.getPositionBias() ? ", relative bias" : "") + ")")
                             .str());
     } else if (auto n = dyn_cast<mlir::tfc::LayerNormOp>(op)) {
       ++norms;
