@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
@@ -66,6 +67,11 @@ class _JsonTokenizer:
 
     def token_id(self, token: Optional[str]) -> Optional[int]:
         return None if token is None else self.tok.token_to_id(token)
+
+    def language_codes(self) -> set:
+        """The ids of the special tokens shaped like mBART's language codes (en_XX)."""
+        return {i for i, t in self.tok.get_added_tokens_decoder().items()
+                if t.special and re.fullmatch(r"[a-z]{2,3}_[A-Z]{2}", t.content)}
 
     def encode(self, texts: Sequence[str]) -> List[Tuple[List[int], List[int]]]:
         """(ids, token type ids) per text, with the special tokens."""
@@ -300,8 +306,7 @@ class Translator:
             # transformers' MBartTokenizer: tokens, </s>, the source language code. A
             # saved tokenizer.json appends the code it was saved with: replace it.
             code = self.tokenizer.token_id(self.src_lang)
-            codes = {self.tokenizer.token_id(c) for c in self.tokenizer.config.get(
-                "additional_special_tokens", []) or []} - {None}
+            codes = self.tokenizer.language_codes()
             rows = [r[:-1] + [code] if r and r[-1] in codes else r + [code] for r in rows]
         return rows
 

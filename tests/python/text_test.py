@@ -90,25 +90,38 @@ def bpe_tokenizer(d: Path, specials, template=None, eos=None):
 
 def marian_tokenizer(d: Path):
     """An OPUS-MT-style tokenizer: sentencepiece (its trainer) + vocab.json, eos 0, pad last."""
-    import sentencepiece as spm
     from transformers import MarianTokenizer
 
     d.mkdir(parents=True, exist_ok=True)
+    vocab = {"</s>": 0, "<unk>": 1}
+    for p, _ in spm_pieces():
+        vocab.setdefault(p, len(vocab))
+    vocab["<pad>"] = len(vocab)
+    (WORK / "vocab.json").write_text(json.dumps(vocab))
+    tok = MarianTokenizer(source_spm=str(spm_model()), target_spm=str(spm_model()),
+                          vocab=str(WORK / "vocab.json"))
+    tok.save_pretrained(d)
+    return tok
+
+
+@functools.lru_cache(None)
+def spm_model() -> Path:
+    """A sentencepiece unigram model (its trainer) of the corpus."""
+    import sentencepiece as spm
+
     (WORK / "corpus.txt").write_text("\n".join(CORPUS))
     spm.SentencePieceTrainer.train(input=str(WORK / "corpus.txt"), model_prefix=str(WORK / "spm"),
                                    vocab_size=60, model_type="unigram", character_coverage=1.0,
                                    bos_id=-1, eos_id=-1, unk_id=0, minloglevel=2)
-    sp = spm.SentencePieceProcessor(model_file=str(WORK / "spm.model"))
-    pieces = [sp.id_to_piece(i) for i in range(1, sp.get_piece_size())]
-    vocab = {"</s>": 0, "<unk>": 1}
-    for p in pieces:
-        vocab.setdefault(p, len(vocab))
-    vocab["<pad>"] = len(vocab)
-    (WORK / "vocab.json").write_text(json.dumps(vocab))
-    tok = MarianTokenizer(source_spm=str(WORK / "spm.model"), target_spm=str(WORK / "spm.model"),
-                          vocab=str(WORK / "vocab.json"))
-    tok.save_pretrained(d)
-    return tok
+    return WORK / "spm.model"
+
+
+def spm_pieces():
+    """The trained pieces and scores, without sentencepiece's own <unk>."""
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor(model_file=str(spm_model()))
+    return [(sp.id_to_piece(i), sp.get_score(i)) for i in range(1, sp.get_piece_size())]
 
 
 def perturb(m):
@@ -299,6 +312,76 @@ class Translators(unittest.TestCase):
         with contextlib.redirect_stderr(err):
             tr.translate(TEXTS, beam=1, max_len=4, progress=True)
         self.assertIn("translate", err.getvalue())
+
+
+    def test_t5(self):
+        """T5: a Unigram tokenizer.json (T5Tokenizer over the trained pieces), pad 0, eos 1,
+        and the task prefix before every text."""
+        from transformers import T5Config, T5ForConditionalGeneration, T5Tokenizer
+
+        d = WORK / "t5"
+        tok = T5Tokenizer(vocab=[("<pad>", 0.0), ("</s>", 0.0), ("<unk>", 0.0)] + spm_pieces(),
+                          extra_ids=0)
+        tok.save_pretrained(d)
+        torch.manual_seed(7)
+        cfg = T5Config(vocab_size=len(tok), d_model=32, d_kv=12, d_ff=64, num_layers=2,
+                       num_decoder_layers=2, num_heads=4, relative_attention_num_buckets=8,
+                       relative_attention_max_distance=20, pad_token_id=0, eos_token_id=1,
+                       decoder_start_token_id=0, feed_forward_proj="relu",
+                       attn_implementation="eager", initializer_factor=4.0)
+        m = perturb(T5ForConditionalGeneration(cfg).eval())
+        m.save_pretrained(d)
+        prefix = "translate cat to dog: "
+        tr = tfc.Translator(d, prefix=prefix, batch_size=2)
+        for beam in (1, 4):
+            want = []
+            for t in TEXTS:
+                enc = tok([prefix + t], return_tensors="pt")
+                with torch.no_grad():
+                    out = m.generate(**enc, num_beams=beam, do_sample=False, max_new_tokens=12,
+                                     early_stopping=beam > 1)
+                want.append(tok.batch_decode(out, skip_special_tokens=True)[0])
+            got = tr.translate(TEXTS, beam=beam, max_len=12)
+            print(f"t5 beam {beam}: {got}")
+            self.assertEqual(got, want, f"beam {beam}")
+            self.assertGreater(sum(len(g) for g in got), 10)
+
+    def test_mbart(self):
+        """mBART: the source language code after </s>, the target's forced first."""
+        from transformers import MBartConfig, MBartForConditionalGeneration, MBartTokenizer
+
+        d = WORK / "mbart"
+        tok = MBartTokenizer(vocab=[("<s>", 0.0), ("<pad>", 0.0), ("</s>", 0.0), ("<unk>", 0.0)]
+                             + spm_pieces(), src_lang="fr_XX", tgt_lang="de_DE")
+        tok.save_pretrained(d)
+        torch.manual_seed(8)
+        cfg = MBartConfig(vocab_size=len(tok), pad_token_id=1, bos_token_id=0, eos_token_id=2,
+                          decoder_start_token_id=2, d_model=32, encoder_layers=2,
+                          decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
+                          encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64,
+                          scale_embedding=True, attn_implementation="eager", init_std=0.5)
+        m = perturb(MBartForConditionalGeneration(cfg).eval())
+        m.save_pretrained(d)
+        tok = MBartTokenizer.from_pretrained(d, src_lang="en_XX")
+        tgt = tok.convert_tokens_to_ids("ro_RO")
+        tr = tfc.Translator(d, src_lang="en_XX", tgt_lang="ro_RO", batch_size=2)
+        for beam in (1, 4):
+            want = []
+            for t in TEXTS:
+                enc = tok([t], return_tensors="pt")
+                self.assertEqual(enc["input_ids"][0, -1].item(), tok.convert_tokens_to_ids("en_XX"))
+                with torch.no_grad():
+                    out = m.generate(**enc, num_beams=beam, do_sample=False, max_new_tokens=12,
+                                     early_stopping=beam > 1, forced_bos_token_id=tgt)
+                want.append(tok.batch_decode(out, skip_special_tokens=True)[0])
+            got = tr.translate(TEXTS, beam=beam, max_len=12)
+            print(f"mbart beam {beam}: {got}")
+            self.assertEqual(got, want, f"beam {beam}")
+            self.assertGreater(sum(len(g) for g in got), 10)
+        with self.assertRaises(tfc.InvalidArgument) as cm:
+            tfc.Translator(d, src_lang="en_XX")
+        self.assertEqual(str(cm.exception),
+                         "mBART needs src_lang and tgt_lang, e.g. 'en_XX', 'de_DE'")
 
 
 class Generators(unittest.TestCase):
