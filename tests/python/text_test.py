@@ -238,6 +238,19 @@ class Encoders(unittest.TestCase):
         perturb(RobertaForSequenceClassification(cfg).eval()).save_pretrained(d)
         self.classifier_check(d)
 
+    def test_head_choice(self):
+        """head='mean_pooling' on a classification checkpoint: embeddings of its body."""
+        d = bert_cls_dir()
+        ref = pipeline("feature-extraction", model=str(d), tokenizer=str(d), device="cpu")
+        want = np.stack([np.asarray(ref(t)[0]).mean(axis=0) for t in TEXTS])
+        want /= np.linalg.norm(want, axis=1, keepdims=True)
+        enc = tfc.Encoder(d, head="mean_pooling")
+        self.assertEqual([o.name for o in enc.model.outputs], ["sentence_embedding"])
+        np.testing.assert_allclose(enc.embed(TEXTS), want, atol=1e-5)
+        with self.assertRaises(tfc.CompileError) as cm:
+            tfc.Encoder(d, head="pool")
+        self.assertIn("--head pool: the bert description has the heads:", cm.exception.message)
+
     def test_bert_embed(self):
         d = bert_dir()
         ref = pipeline("feature-extraction", model=str(d), tokenizer=str(d), device="cpu")
