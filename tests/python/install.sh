@@ -11,6 +11,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 VENV=${1:-$ROOT/build/python-venv}
 PY=${PYTHON:-python3}
 rm -rf "$VENV"
+mkdir -p "$(dirname "$VENV")"
 if ! "$PY" -m venv "$VENV" > "$VENV.log" 2>&1; then
   echo "SKIPPED: '$PY -m venv' failed (on Debian: apt-get install python3-venv):"
   cat "$VENV.log"
