@@ -256,23 +256,13 @@ class Generate(Fixture):
 
 
 class Threads(Fixture):
-    def test_gil_is_released_during_run(self):
-        """While one thread is inside a long run, another keeps running Python."""
-        big = tfc.compile(MODELS / "gpt2.yaml", set={"d_model": 256, "heads": 4, "d_ff": 1024,
-                                                     "layers": 4, "vocab": 1000, "max_len": 256,
-                                                     "bos_id": 1, "eos_id": 2})
-        s = big.session(threads=1)
-        ids = np.random.default_rng(0).integers(1, 1000, size=(16, 256))
-        t0 = time.perf_counter()
-        s.run({"tokens": ids})
-        took = time.perf_counter() - t0
-        self.assertGreater(took, 0.05, "the run is too short to tell")
-        inside = threading.Event()
-        done = threading.Event()
+    def ticks_during(self, call) -> int:
+        """How often this thread wakes up while |call| runs on another thread."""
+        inside, done = threading.Event(), threading.Event()
 
         def work():
             inside.set()
-            s.run({"tokens": ids})
+            call()
             done.set()
 
         ticks = 0
@@ -283,8 +273,26 @@ class Threads(Fixture):
             ticks += 1
             time.sleep(0.001)
         th.join()
-        # Holding the GIL through the run would leave this loop one or two ticks.
-        self.assertGreater(ticks, 10, f"{ticks} ticks during a {took * 1000:.0f} ms run")
+        return ticks
+
+    def test_gil_is_released_during_run_and_generate(self):
+        """While one thread is inside a long run or generate, another keeps running Python."""
+        big = tfc.compile(MODELS / "gpt2.yaml", set={"d_model": 256, "heads": 4, "d_ff": 1024,
+                                                     "layers": 4, "vocab": 1000, "max_len": 256,
+                                                     "bos_id": 1, "eos_id": 2})
+        s = big.session(threads=1)
+        ids = np.random.default_rng(0).integers(3, 1000, size=(16, 256))
+        prompts = ids[:, :8]
+        calls = {"run": lambda: s.run({"tokens": ids}),
+                 "generate": lambda: s.generate({"tokens": prompts}, max_len=120)}
+        for name, call in calls.items():
+            t0 = time.perf_counter()
+            call()
+            took = time.perf_counter() - t0
+            self.assertGreater(took, 0.05, f"{name}: too short to tell")
+            ticks = self.ticks_during(call)
+            # Holding the GIL through the call would leave this loop one or two ticks.
+            self.assertGreater(ticks, 10, f"{name}: {ticks} ticks during {took * 1000:.0f} ms")
 
     def test_many_threads_share_one_model(self):
         ids = np.load(GOLDEN / "gpt2" / "tokens.npy")
