@@ -19,8 +19,16 @@ __all__ = [
     "compile", "load", "Model", "Session", "TensorInfo", "Generation", "GenerationStep",
     "Error", "CompileError", "InvalidArgument", "InvalidModel", "Unsupported", "IoError",
     "OutOfMemory", "Internal", "cuda_device_count", "Translator", "Encoder", "Generator",
-    "API_VERSION",
+    "API_VERSION", "__version__",
 ]
+
+try:
+    from importlib.metadata import version as _version
+
+    #: The package's version: the CMake project's (CMakeLists.txt).
+    __version__: str = _version("tfc")
+except Exception:  # not installed as a distribution
+    __version__ = "unknown"
 
 #: The C API version of the bundled libtfrun (TFRUN_API_VERSION).
 API_VERSION: int = _tfc.API_VERSION

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -66,6 +67,8 @@ class Installed(unittest.TestCase):
                         tfc.__file__)
         self.assertFalse(os.path.realpath(os.getcwd()).startswith(str(ROOT.resolve()) + "/python"))
         self.assertEqual(tfc.API_VERSION, 4)
+        project = re.search(r"project\(tfc VERSION ([0-9.]+)", (ROOT / "CMakeLists.txt").read_text())
+        self.assertEqual(tfc.__version__, project.group(1))
 
 
 class Compile(Fixture):
