@@ -359,6 +359,46 @@ class Translators(unittest.TestCase):
             self.assertEqual(got, want, f"beam {beam}")
             self.assertGreater(sum(len(g) for g in got), 10)
 
+    def test_t5_spiece_only(self):
+        """T5 with spiece.model and no tokenizer.json: tfc reads it with sentencepiece,
+        transformers converts it; the strings must agree."""
+        import shutil
+
+        import sentencepiece as spm
+        from transformers import T5Config, T5ForConditionalGeneration, T5Tokenizer
+
+        d = WORK / "t5-spiece"
+        d.mkdir(parents=True, exist_ok=True)
+        spm.SentencePieceTrainer.train(input=str(spm_model().parent / "corpus.txt"),
+                                       model_prefix=str(WORK / "spiece"), vocab_size=60,
+                                       model_type="unigram", pad_id=0, eos_id=1, unk_id=2,
+                                       bos_id=-1, minloglevel=2)
+        shutil.copy(WORK / "spiece.model", d / "spiece.model")
+        sp = spm.SentencePieceProcessor(model_file=str(d / "spiece.model"))
+        torch.manual_seed(9)
+        cfg = T5Config(vocab_size=sp.get_piece_size(), d_model=32, d_kv=8, d_ff=64,
+                       num_layers=2, num_decoder_layers=2, num_heads=4,
+                       relative_attention_num_buckets=8, relative_attention_max_distance=20,
+                       pad_token_id=0, eos_token_id=1, decoder_start_token_id=0,
+                       feed_forward_proj="gated-gelu", tie_word_embeddings=False,
+                       attn_implementation="eager", initializer_factor=4.0)
+        m = perturb(T5ForConditionalGeneration(cfg).eval())
+        m.save_pretrained(d)
+        self.assertFalse((d / "tokenizer.json").exists())
+        tok = T5Tokenizer.from_pretrained(str(d), extra_ids=0)
+        tr = tfc.Translator(d, batch_size=3)
+        want = []
+        for t in TEXTS:
+            enc = tok([t], return_tensors="pt")
+            with torch.no_grad():
+                out = m.generate(**enc, num_beams=4, do_sample=False, max_new_tokens=12,
+                                 early_stopping=True)
+            want.append(tok.batch_decode(out, skip_special_tokens=True)[0])
+        got = tr.translate(TEXTS, beam=4, max_len=12)
+        print(f"t5 (spiece.model) beam 4: {got}")
+        self.assertEqual(got, want)
+        self.assertGreater(sum(len(g) for g in got), 10)
+
     def test_mbart(self):
         """mBART: the source language code after </s>, the target's forced first."""
         from transformers import MBartConfig, MBartForConditionalGeneration, MBartTokenizer
