@@ -20,6 +20,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <tuple>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -111,6 +112,17 @@ const std::map<std::string, std::string> kActivations = {
     {"swish", "silu"},
     {"silu", "silu"},
 };
+
+/// generation_config.json's search settings tfc reads (or rejects) besides
+/// the token ids.
+const char *const kGenerationFields[] = {
+    "num_beams", "max_length", "min_length", "no_repeat_ngram_size", "early_stopping",
+    "length_penalty", "bad_words_ids", "repetition_penalty", "encoder_repetition_penalty",
+    "encoder_no_repeat_ngram_size", "num_beam_groups", "diversity_penalty", "do_sample",
+    "suppress_tokens", "begin_suppress_tokens", "forced_decoder_ids",
+    "exponential_decay_length_penalty", "sequence_bias", "min_new_tokens", "max_new_tokens",
+    "constraints", "force_words_ids", "typical_p", "epsilon_cutoff", "eta_cutoff",
+    "renormalize_logits", "remove_invalid_values"};
 
 bool endsWith(const std::string &s, const std::string &suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -462,6 +474,62 @@ bool describeDirectory(const std::string &dirIn, DirModel &out, DirError &err,
                                  " is not supported (tfc takes one token id)", l, c);
       }
       cfg[f] = v;
+    }
+    if (gen.is_object())
+      for (const char *f : kGenerationFields)
+        if (auto it = gen.find(f); it != gen.end())
+          cfg[f] = *it;
+  }
+  // The search settings (generation_config.json's, else config.json's, as
+  // transformers' GenerationConfig.from_model_config reads older checkpoints).
+  {
+    const std::string &srcText = genText.empty() ? cfgText : genText;
+    const std::string &srcPath = genText.empty() ? cfgPath : genPath;
+    auto bad = [&](const char *f, const std::string &msg) {
+      auto [l, c] = keyPos(srcText, f);
+      if (l == 0)
+        std::tie(l, c) = keyPos(cfgText, f);
+      return fail(l && srcText.find(std::string("\"") + f + "\"") != std::string::npos ? srcPath
+                                                                                   : cfgPath,
+                  std::string(f) + ": " + msg, l, c);
+    };
+    if (auto it = cfg.find("early_stopping"); it != cfg.end() && !it->is_null()) {
+      if (it->is_boolean())
+        cfg["early_stopping"] = it->get<bool>() ? 1 : 0;
+      else if (it->is_string() && it->get<std::string>() == "never")
+        cfg["early_stopping"] = 2;
+      else
+        return bad("early_stopping", it->dump() + " is not true, false or \"never\"");
+    }
+    if (auto it = cfg.find("bad_words_ids"); it != cfg.end() && !it->is_null()) {
+      // Marian's [[pad_token_id]]: one banned token.
+      if (!it->is_array() || it->size() != 1 || !(*it)[0].is_array() || (*it)[0].size() != 1 ||
+          !(*it)[0][0].is_number_integer())
+        return bad("bad_words_ids", it->dump() + " is not supported (tfc bans one single-token "
+                                                "bad word, such as Marian's [[pad_token_id]])");
+      cfg["suppress_id"] = (*it)[0][0];
+    }
+    // Settings that change the tokens and that tfc does not implement, at any
+    // value but their default: an error, never a silent difference.
+    const std::vector<std::pair<const char *, json>> unsupported = {
+        {"repetition_penalty", 1.0},        {"encoder_repetition_penalty", 1.0},
+        {"encoder_no_repeat_ngram_size", 0}, {"num_beam_groups", 1},
+        {"diversity_penalty", 0.0},          {"do_sample", false},
+        {"suppress_tokens", nullptr},        {"begin_suppress_tokens", nullptr},
+        {"forced_decoder_ids", nullptr},     {"exponential_decay_length_penalty", nullptr},
+        {"sequence_bias", nullptr},          {"min_new_tokens", nullptr},
+        {"max_new_tokens", nullptr},         {"constraints", nullptr},
+        {"force_words_ids", nullptr},        {"typical_p", 1.0},
+        {"epsilon_cutoff", 0.0},             {"eta_cutoff", 0.0},
+        {"renormalize_logits", false},       {"remove_invalid_values", false}};
+    for (const auto &[f, dflt] : unsupported) {
+      auto it = cfg.find(f);
+      if (it == cfg.end() || it->is_null() || *it == dflt ||
+          (dflt.is_number() && it->is_number() && it->get<double>() == dflt.get<double>()))
+        continue;
+      return bad(f, it->dump() + " is not supported by tfc's generation (it changes the "
+                                 "tokens, so it is not ignored; docs/generation.md lists what "
+                                 "tfc implements)");
     }
   }
 

@@ -197,9 +197,27 @@ LogicalResult Importer::loadParams() {
     if (paramNodes.count(id) && failed(paramInt(id, *paramNodes[id], 0)))
       return failure();
   // transformers' forced_bos_token_id / forced_eos_token_id: an id, or -1 for none.
-  for (const char *id : {"forced_bos_id", "forced_eos_id"})
+  for (const char *id : {"forced_bos_id", "forced_eos_id", "suppress_id"})
     if (paramNodes.count(id) && failed(paramInt(id, *paramNodes[id], -1)))
       return failure();
+  // The generation defaults transformers' generation_config.json holds
+  // (docs/generation.md): integers >= their least value.
+  for (auto [id, least] : {std::pair<const char *, int64_t>{"num_beams", 1},
+                           {"max_length", 0},
+                           {"min_length", 0},
+                           {"no_repeat_ngram_size", 0},
+                           {"early_stopping", 0}})
+    if (paramNodes.count(id) && failed(paramInt(id, *paramNodes[id], least)))
+      return failure();
+  if (paramNodes.count("early_stopping")) {
+    auto v = paramInt("early_stopping", *paramNodes["early_stopping"], 0);
+    if (failed(v))
+      return failure();
+    if (*v > 2)
+      return error(*paramNodes["early_stopping"],
+                   "early_stopping must be 0 (transformers' False), 1 (True) or 2 (\"never\"), "
+                   "got " + std::to_string(*v));
+  }
   return success();
 }
 

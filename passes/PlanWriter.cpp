@@ -446,6 +446,24 @@ FailureOr<std::string> Writer::run(PlanStats *stats) {
     body.i64(gen.getAs<IntegerAttr>("max_len").getInt());
     body.i64(param("forced_bos_id", -1)); // version 4
     body.i64(param("forced_eos_id", -1));
+    // Version 5: the defaults of generation_config.json (docs/model-bin.md).
+    body.i64(param("num_beams", 1));
+    body.i64(param("max_length", 0));
+    body.i64(param("min_length", 0));
+    body.i64(param("no_repeat_ngram_size", 0));
+    // A description without early_stopping stops a beam item at K finished
+    // hypotheses (docs/generation.md); the Hugging Face families say 0.
+    body.i64(param("early_stopping", 1));
+    body.i64(param("suppress_id", -1));
+    double lp = 1.0;
+    if (params)
+      if (auto a = params.get("length_penalty")) {
+        if (auto f = a.dyn_cast<FloatAttr>())
+          lp = f.getValueAsDouble();
+        else if (auto i = a.dyn_cast<IntegerAttr>())
+          lp = (double)i.getInt();
+      }
+    body.f64(lp);
   } else {
     body.u32(0);
   }

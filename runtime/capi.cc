@@ -11,6 +11,7 @@
 #include "runtime/model.h"
 #include "runtime/session.h"
 
+#include <cmath>
 #include <cstring>
 #include <new>
 #include <string>
@@ -334,9 +335,9 @@ void tfrun_generate_options_init(tfrun_generate_options_t *o) {
   if (!o)
     return;
   *o = tfrun_generate_options_t{};
-  o->beam_width = 1;
+  o->beam_width = 0;                  // the model's num_beams (1 unless its config says)
   o->max_len = 0;
-  o->length_penalty = 1.0f;
+  o->length_penalty = std::nanf("");  // the model's length_penalty (1 unless its config says)
   o->sample = 0;
   o->temperature = 1.0f;
   o->top_k = 0;

@@ -61,6 +61,36 @@ int64_t forcedToken(const SearchOptions &opt, int64_t t) {
   return -1;
 }
 
+/// Whether any logits processor of banTokens() is on.
+bool bansTokens(const SearchOptions &opt) {
+  return opt.suppress >= 0 || opt.min_length > 0 || opt.no_repeat_ngram > 0;
+}
+
+/// Sets to -inf the scores |x| of the tokens transformers' logits processors
+/// ban after the decoder sequence |seq| (its prompt or start token, then the
+/// new tokens): bad_words_ids' single token, eos while seq is shorter than
+/// min_length (MinLengthLogitsProcessor), and each token that would repeat an
+/// n-gram of seq (NoRepeatNGramLogitsProcessor).
+void banTokens(const SearchOptions &opt, const std::vector<int64_t> &seq, int64_t vocab,
+               float *x) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+  if (opt.suppress >= 0 && opt.suppress < vocab)
+    x[opt.suppress] = ninf;
+  const int64_t L = static_cast<int64_t>(seq.size());
+  if (L < opt.min_length && opt.eos >= 0 && opt.eos < vocab)
+    x[opt.eos] = ninf;
+  const int64_t n = opt.no_repeat_ngram;
+  if (n > 0 && L + 1 >= n)
+    for (int64_t i = 0; i + n <= L; ++i) {
+      bool same = true;
+      for (int64_t k = 0; k + 1 < n && same; ++k)
+        same = seq[i + k] == seq[L - n + 1 + k];
+      const int64_t v = seq[i + n - 1];
+      if (same && v >= 0 && v < vocab)
+        x[v] = ninf;
+    }
+}
+
 /// log(sum(exp(l))) in f32 (the sum accumulated in f64): log_softmax(l)[v] = l[v] - this.
 float logSumExp(const float *l, int64_t vocab) {
   float mx = -std::numeric_limits<float>::infinity();
@@ -220,6 +250,9 @@ Status singleRowSearch(StepModel &model, const std::vector<std::vector<int64_t>>
       rngs.emplace_back(opt.seed + 0x9E3779B97F4A7C15ull * (b + 1));
     sampler = std::make_unique<Sampler>(vocab);
   }
+  const bool bans = bansTokens(opt);
+  std::vector<float> processed(bans ? vocab : 0);
+  std::vector<int64_t> seq;
   for (int64_t pos = 0; !active.empty(); ++pos) {
     tokens.clear();
     for (size_t b : active) {
@@ -238,6 +271,15 @@ Status singleRowSearch(StepModel &model, const std::vector<std::vector<int64_t>>
         continue;
       }
       const float *l = logits + static_cast<int64_t>(r) * vocab;
+      if (bans) {
+        // The processed scores: chosen from, and normalized over, as
+        // transformers' greedy search and compute_transition_scores do.
+        seq.assign(prompts[b].begin(), prompts[b].end());
+        seq.insert(seq.end(), out.ids[b].begin(), out.ids[b].end());
+        std::copy(l, l + vocab, processed.begin());
+        banTokens(opt, seq, vocab, processed.data());
+        l = processed.data();
+      }
       const int64_t forced = forcedToken(opt, static_cast<int64_t>(out.ids[b].size()));
       const int64_t tok = forced >= 0 ? forced
                           : opt.sample ? sampler->draw(l, opt, rngs[b])
@@ -270,7 +312,11 @@ Status beamSearchImpl(StepModel &model, const std::vector<std::vector<int64_t>> 
   const size_t batch = prompts.size();
   const int64_t vocab = model.vocabSize();
   const int64_t K = opt.beam;
-  const int64_t perRow = std::min<int64_t>(K, vocab); // candidates kept per hypothesis
+  // As transformers: the best 2K candidates of all hypotheses; the first K
+  // of them that end (eos, or max_len) may finish, and the first K that do
+  // not become the live hypotheses, so an item keeps K live ones.
+  const int64_t M = 2 * K;
+  const int64_t perRow = std::min<int64_t>(M, vocab); // candidates kept per hypothesis
 
   // A hypothesis's tokens are a chain of nodes (parent, token); -1 is the empty one.
   struct Node {
@@ -313,6 +359,8 @@ Status beamSearchImpl(StepModel &model, const std::vector<std::vector<int64_t>> 
   std::vector<Cand> cands;
   cands.reserve(K * perRow);
 
+  const bool bans = bansTokens(opt);
+  std::vector<int64_t> seq;
   auto finish = [&](size_t b) {
     const Item &it = items[b];
     const Finished *best = nullptr;
@@ -366,6 +414,15 @@ Status beamSearchImpl(StepModel &model, const std::vector<std::vector<int64_t>> 
           logp[v] = forced < 0    ? key(s + (l[v] - lse))
                     : v == forced ? s
                                   : -std::numeric_limits<float>::infinity();
+        if (bans && forced < 0) {
+          // transformers' processors run on the log-probabilities.
+          seq.assign(prompts[b].begin(), prompts[b].end());
+          const size_t at = seq.size();
+          for (int32_t nd = it.live[h].node; nd >= 0; nd = it.nodes[nd].parent)
+            seq.push_back(it.nodes[nd].token);
+          std::reverse(seq.begin() + at, seq.end());
+          banTokens(opt, seq, vocab, logp.data());
+        }
         std::iota(idx.begin(), idx.end(), 0);
         if (perRow < vocab)
           std::nth_element(idx.begin(), idx.begin() + (perRow - 1), idx.end(),
@@ -375,7 +432,7 @@ Status beamSearchImpl(StepModel &model, const std::vector<std::vector<int64_t>> 
         for (int64_t i = 0; i < perRow; ++i)
           cands.push_back({logp[idx[i]], h * vocab + idx[i]});
       }
-      const int64_t take = std::min<int64_t>(K, static_cast<int64_t>(cands.size()));
+      const int64_t take = std::min<int64_t>(M, static_cast<int64_t>(cands.size()));
       std::partial_sort(cands.begin(), cands.begin() + take, cands.end(),
                         [](const Cand &a, const Cand &c) {
                           return a.score > c.score || (a.score == c.score && a.flat < c.flat);
@@ -383,25 +440,53 @@ Status beamSearchImpl(StepModel &model, const std::vector<std::vector<int64_t>> 
       const bool last = t + 1 == opt.max_len;
       it.next.clear();
       const size_t fromBefore = from.size();
+      bool added = false;
       for (int64_t i = 0; i < take; ++i) {
         const int64_t h = cands[i].flat / vocab, v = cands[i].flat % vocab;
         const float score = cands[i].score;
         const int32_t parent = it.live[h].node;
-        if (v == opt.eos) {
-          it.finished.push_back({parent, normalize(score, t + 1, opt.length_penalty)});
+        const bool ends = v == opt.eos || last;
+        if (ends) {
+          // Only the first K ranks may finish (transformers' top_num_beam_mask).
+          if (i < K && score > -std::numeric_limits<float>::infinity()) {
+            int32_t node = parent;
+            if (v != opt.eos) {
+              it.nodes.push_back({parent, v});
+              node = static_cast<int32_t>(it.nodes.size() - 1);
+            }
+            it.finished.push_back({node, normalize(score, t + 1, opt.length_penalty)});
+            added = true;
+          }
           continue;
         }
+        if (static_cast<int64_t>(it.next.size()) == K)
+          continue;
         it.nodes.push_back({parent, v});
-        const int32_t node = static_cast<int32_t>(it.nodes.size() - 1);
-        if (last) {
-          it.finished.push_back({node, normalize(score, opt.max_len, opt.length_penalty)});
-        } else {
-          it.next.push_back({node, score});
-          from.push_back(row0 + h);
-        }
+        it.next.push_back({static_cast<int32_t>(it.nodes.size() - 1), score});
+        from.push_back(row0 + h);
       }
       row0 += n;
-      if (last || it.next.empty() || static_cast<int64_t>(it.finished.size()) >= K) {
+      if (added) {
+        // The K best finished (the earlier first on a tie), as transformers keeps them.
+        std::stable_sort(it.finished.begin(), it.finished.end(),
+                         [](const Finished &a, const Finished &c) { return a.norm > c.norm; });
+        if (static_cast<int64_t>(it.finished.size()) > K)
+          it.finished.resize(K);
+      }
+      bool done = last || it.next.empty();
+      if (!done && static_cast<int64_t>(it.finished.size()) >= K) {
+        if (opt.early_stopping == 1) {
+          done = true;
+        } else {
+          // Can the best live hypothesis still beat the worst finished one?
+          const int64_t len = opt.early_stopping == 2 && opt.length_penalty > 0.0f
+                                  ? opt.max_len
+                                  : t + 1;
+          done = !(normalize(it.next.front().score, len, opt.length_penalty) >
+                   it.finished.back().norm);
+        }
+      }
+      if (done) {
         from.resize(fromBefore); // the item is done: its rows go
         finish(b);
         continue;

@@ -52,6 +52,17 @@ struct SearchOptions {
   /// is set (it must equal eos). A forced token's log-probability counts as 0,
   /// as transformers' logits processors make it.
   int64_t forced_bos = -1, forced_eos = -1;
+  /// transformers' logits processors that ban tokens (docs/generation.md):
+  /// bad_words_ids of one token (suppress, -1: none), eos while the decoder's
+  /// sequence (prompt or start token included) is shorter than min_length,
+  /// and no_repeat_ngram_size (0: off).
+  int64_t suppress = -1, min_length = 0, no_repeat_ngram = 0;
+  /// Beam search's stopping, as transformers' early_stopping: 0 (False) stops
+  /// an item once it has `beam` finished hypotheses and its best live one,
+  /// normalized at the current length, cannot beat the worst of them; 1 (True)
+  /// once it has `beam` finished; 2 ("never") as 0, but normalized at max_len
+  /// when length_penalty > 0.
+  int early_stopping = 1;
   /// Streaming (tfrun_session_generate_stream): called with (batch item, step
   /// among the item's new tokens, token, log-probability) for every new token
   /// but eos. Greedy and sampling call it as each token is chosen; returning

@@ -8,6 +8,7 @@
 #include "runtime/model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -276,6 +277,20 @@ static Status parse(const uint8_t *data, size_t size, std::unique_ptr<Model> &m,
       m->gen.forcedEos = r.i64();
       if (m->gen.forcedBos < -1 || m->gen.forcedEos < -1)
         return invalid("model.bin's forced token ids must be -1 (none) or ids");
+    }
+    if (h.version >= 5) {
+      GenerationInfo &g = m->gen;
+      g.numBeams = r.i64();
+      g.maxLength = r.i64();
+      g.minLength = r.i64();
+      g.noRepeatNgram = r.i64();
+      g.earlyStopping = r.i64();
+      g.suppress = r.i64();
+      g.lengthPenalty = r.f64();
+      if (g.numBeams < 1 || g.numBeams > 1024 || g.maxLength < 0 || g.minLength < 0 ||
+          g.noRepeatNgram < 0 || g.earlyStopping < 0 || g.earlyStopping > 2 || g.suppress < -1 ||
+          !std::isfinite(g.lengthPenalty))
+        return invalid("model.bin's generation defaults are out of range");
     }
   }
   std::vector<std::array<uint64_t, 3>> defaults; // input, kind, source (value below)

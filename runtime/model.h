@@ -64,6 +64,14 @@ struct GenerationInfo {
   int64_t maxLen = 0; ///< KV-cache positions
   /// transformers' forced_bos_token_id / forced_eos_token_id; -1: none.
   int64_t forcedBos = -1, forcedEos = -1;
+  /// generation_config.json's defaults (format version 5): num_beams,
+  /// max_length (total, decoder start or prompt included; 0: none),
+  /// min_length, no_repeat_ngram_size (0: off), early_stopping (0 False,
+  /// 1 True, 2 "never"), one suppressed token (bad_words_ids; -1: none) and
+  /// length_penalty.
+  int64_t numBeams = 1, maxLength = 0, minLength = 0, noRepeatNgram = 0, earlyStopping = 1,
+          suppress = -1;
+  double lengthPenalty = 1.0;
 };
 
 /// How an optional @forward input is made when the caller leaves it out

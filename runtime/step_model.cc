@@ -14,6 +14,7 @@
 #include "tfrun/tfrun.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 namespace tfrun::rt {
@@ -235,8 +236,14 @@ Status Session::generate(const tfrun_generate_options_t &o,
   opt.pad = o.pad_id >= 0 ? o.pad_id : m.gen.pad;
   opt.forced_bos = m.gen.forcedBos;
   opt.forced_eos = m.gen.forcedEos >= 0 ? opt.eos : -1; // the eos in use (--eos-id too)
-  opt.beam = o.beam_width;
-  opt.length_penalty = o.length_penalty;
+  // 0 / NaN: the model's defaults (generation_config.json's, format 5).
+  opt.beam = o.beam_width == 0 ? (int)m.gen.numBeams : o.beam_width;
+  opt.length_penalty =
+      std::isnan(o.length_penalty) ? (float)m.gen.lengthPenalty : o.length_penalty;
+  opt.suppress = m.gen.suppress;
+  opt.min_length = m.gen.minLength;
+  opt.no_repeat_ngram = m.gen.noRepeatNgram;
+  opt.early_stopping = (int)m.gen.earlyStopping;
   opt.sample = o.sample != 0;
   opt.temperature = o.temperature;
   opt.top_k = o.top_k;
@@ -287,7 +294,12 @@ Status Session::generate(const tfrun_generate_options_t &o,
   int64_t room = cache - (int64_t)longest + 1;
   if (o.max_len < 0)
     return Status::invalidArgument("max_len must be positive, got " + std::to_string(o.max_len));
-  opt.max_len = o.max_len ? o.max_len : (int)std::max<int64_t>(room, 0);
+  // Without max_len: generation_config's max_length (which counts the
+  // decoder's start token or the prompt), else as many as the cache holds.
+  int64_t dflt = room;
+  if (m.gen.maxLength > 0)
+    dflt = std::min<int64_t>(room, std::max<int64_t>(m.gen.maxLength - (int64_t)longest, 1));
+  opt.max_len = o.max_len ? o.max_len : (int)std::max<int64_t>(dflt, 0);
   if (opt.max_len > room)
     return Status::invalidArgument("max_len " + std::to_string(opt.max_len) + " needs " +
                                    std::to_string((int64_t)longest + opt.max_len - 1) +

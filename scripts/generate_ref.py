@@ -204,14 +204,18 @@ def beam(name, model, src_or_prompt, K, max_len, alpha, bos, eos, pad):
                 for toks, h_score in live])                     # [n_live, vocab] f32
             vocab = cand.size(1)
             flat = cand.reshape(-1)
-            order = np.argsort(-flat.numpy(), kind='stable')[:K]   # ties: lower flat index
+            # The best 2K candidates (ties: lower flat index): those among the first K
+            # that are eos finish, and the first K that are not stay live (as
+            # transformers' beam search).
+            order = np.argsort(-flat.numpy(), kind='stable')[:2 * K]
             new_live = []
-            for idx in order:
+            for rank, idx in enumerate(order):
                 h, v = divmod(int(idx), vocab)
                 s = flat[int(idx)]
                 if v == eos:
-                    finished.append((live[h][0], np.float32(s.item() / float(t + 1) ** alpha)))
-                else:
+                    if rank < K:
+                        finished.append((live[h][0], np.float32(s.item() / float(t + 1) ** alpha)))
+                elif len(new_live) < K:
                     new_live.append((live[h][0] + [v], s))
             live = new_live
             if t + 1 == max_len:      # (also when `finished` is full at this step)

@@ -20,9 +20,10 @@
  * (bf16 values, int8 weights with their scales as an extra input); a version-2
  * file is an all-f32 plan and still loads. Version 4 changed only the checksum,
  * from FNV-1a 64 (one byte per multiply, about 1 GB/s) to XXH3 64 (memory
- * speed), so that loading a large model is not spent hashing it. Other versions
- * are rejected. */
-#define TFC_FORMAT_VERSION 4u
+ * speed), so that loading a large model is not spent hashing it. Version 5 added
+ * the generation defaults of transformers' generation_config.json to the
+ * generation record. Other versions are rejected. */
+#define TFC_FORMAT_VERSION 5u
 #define TFC_FORMAT_MIN_VERSION 2u
 /* How an optional @forward input is made when the caller leaves it out
  * (format version 4; docs/model-bin.md): zeros shaped like its source input

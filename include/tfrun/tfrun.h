@@ -194,9 +194,10 @@ void tfrun_model_generation_info(const tfrun_model_t *model, int64_t *bos_id,
                                  int64_t *eos_id, int64_t *pad_id, int64_t *max_len);
 
 typedef struct tfrun_generate_options_t {
-  int32_t beam_width;     /* >= 1; 1 = greedy (or sampling) */
-  int32_t max_len;        /* new tokens, eos included; 0 = as many as the cache allows */
-  float length_penalty;   /* beam search: score / length^length_penalty */
+  int32_t beam_width;     /* >= 1; 1 = greedy (or sampling); 0 = the model's num_beams */
+  int32_t max_len;        /* new tokens, eos included; 0 = the model's max_length (from
+                             generation_config.json), else as many as the cache allows */
+  float length_penalty;   /* beam search: score / length^length_penalty; NaN = the model's */
   int32_t sample;         /* nonzero: sample (decoder-only models, beam_width 1) */
   float temperature;      /* > 0 */
   int32_t top_k;          /* 0 = off */
@@ -205,8 +206,10 @@ typedef struct tfrun_generate_options_t {
   int64_t bos_id, eos_id, pad_id; /* -1 = the model's */
 } tfrun_generate_options_t;
 
-/* Fills |options| with the defaults: greedy, max_len 0, length_penalty 1,
- * temperature 1, top_k 0, top_p 1, seed 0, the model's ids. */
+/* Fills |options| with the defaults: the model's beam width, max_len and
+ * length penalty (beam_width 0, max_len 0, length_penalty NaN: greedy, the
+ * cache's length and 1 unless the model's generation_config.json said
+ * otherwise), temperature 1, top_k 0, top_p 1, seed 0, the model's ids. */
 void tfrun_generate_options_init(tfrun_generate_options_t *options);
 
 /* Runs the whole decoding loop over the bound inputs. The results stay in the

@@ -14,6 +14,7 @@
 #include "tfrun/tfrun.h"
 
 #include <cstdint>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -126,8 +127,10 @@ public:
     }
     return g;
   }
-  /// Greedy (beamWidth 1) or beam search with the model's ids.
-  Generated generate(int beamWidth = 1, int maxLen = 0, float lengthPenalty = 1.0f) {
+  /// Greedy (beamWidth 1) or beam search with the model's ids; 0 (and a NaN
+  /// length penalty) take the model's defaults (tfrun_generate_options_init).
+  Generated generate(int beamWidth = 0, int maxLen = 0,
+                     float lengthPenalty = std::numeric_limits<float>::quiet_NaN()) {
     tfrun_generate_options_t o;
     tfrun_generate_options_init(&o);
     o.beam_width = beamWidth;

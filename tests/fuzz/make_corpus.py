@@ -40,6 +40,11 @@ MODELS = {
              "d_model=8 heads=2 d_ff=16 layers=1 vocab=16 max_len=8 max_batch=2"),
     "simple": ("tutorial-simple.yaml",
                "d_model=8 heads=2 layers=1 vocab=16 max_len=8 max_batch=2"),
+    # rms_norm, the relative position bias table in (cached) attention, gated
+    # and ungated feed-forwards, the generation defaults of format 5.
+    "t5": ("hf/t5.yaml",
+           "d_model=8 d_kv=4 heads=2 d_ff=16 enc_layers=1 dec_layers=1 vocab=16 buckets=4 "
+           "max_distance=8 max_len=8 max_batch=2 num_beams=2 no_repeat_ngram_size=2"),
 }
 # Params made tiny in the YAML seeds, whichever model declares them.
 TINY = {"d_model": "8", "heads": "2", "d_ff": "16", "layers": "1", "vocab": "16",

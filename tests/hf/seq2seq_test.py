@@ -22,7 +22,10 @@ compiles each directory with tfc and checks:
     depends on every logit of every step, so it checks the decode steps (KV cache,
     positions, cross-attention) even where a random model repeats a token;
   - beam search with 4 beams (tfrun --beam 4) against generate(num_beams=4):
-    tokens and length-normalized scores.
+    tokens and length-normalized scores;
+  both with each model's generation_config as tfc reads it: transformers'
+  default early_stopping=False (T5), True (BART) and "never" (mBART), length
+  penalties, Marian's bad_words_ids, BART's no_repeat_ngram_size and min_length.
 Usage: seq2seq_test.py TFC TFRUN WORKDIR   (run by ctest through tests/hf/run.sh)
 """
 import os
@@ -105,22 +108,20 @@ def family(tag, m, V, PAD, EOS, START):
                 np.load(os.path.join(out, "scores.npy")))
 
     def reference(beams):
-        """transformers' generate: its result and each row's new tokens up to eos.
-        Beam search stops, as tfc's does, once the beam has as many finished
-        hypotheses as beams (early_stopping=True; transformers' default, False,
-        goes on while a live hypothesis might still do better)."""
+        """transformers' generate with the model's generation_config (early
+        stopping, length penalty, banned tokens, n-gram blocking, min length),
+        as tfc compiled it: its result and each row's new tokens up to eos."""
         with torch.no_grad():
             res = m.generate(input_ids=torch.from_numpy(src), attention_mask=torch.from_numpy(mask),
                              num_beams=beams, do_sample=False, max_new_tokens=N,
-                             early_stopping=beams > 1, output_scores=True,
-                             return_dict_in_generate=True)
+                             output_scores=True, return_dict_in_generate=True)
         rows = []
         for row in res.sequences.numpy():
             toks = [int(t) for t in row[1:]]  # after decoder_start_token_id
             rows.append(toks[:toks.index(EOS) + 1] if EOS in toks else toks)
         return res, rows
 
-    got, scores = generated("gen")
+    got, scores = generated("gen", "--beam", "1")  # the model's num_beams may be more
     res, rows = reference(1)
     with torch.no_grad():
         steps = m.compute_transition_scores(res.sequences, res.scores, normalize_logits=True).numpy()
@@ -134,7 +135,7 @@ def family(tag, m, V, PAD, EOS, START):
     if not ok:
         failures.append(f"{tag}-greedy")
 
-    # Beam search, 4 beams, length penalty 1 (transformers' default).
+    # Beam search, 4 beams, the model's length penalty and early stopping.
     got, scores = generated("beam", "--beam", "4")
     res, rows = reference(4)
     want = [[t for t in (r[:-1] if r and r[-1] == EOS else r) if t != PAD] for r in rows]
@@ -163,10 +164,14 @@ small = dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_h
              max_position_embeddings=40, attn_implementation="eager", init_std=0.5)
 torch.manual_seed(0)
 V = 64
-family("marian", perturb(MarianMTModel(MarianConfig(
+marian = perturb(MarianMTModel(MarianConfig(
     vocab_size=V, decoder_vocab_size=V, pad_token_id=V - 1, eos_token_id=0,
     decoder_start_token_id=V - 1, scale_embedding=True, activation_function="swish",
-    **small)).eval()), V, PAD=V - 1, EOS=0, START=V - 1)
+    **small)).eval())
+# OPUS-MT's generation_config: the pad token is a bad word, 4 beams by default.
+marian.generation_config.bad_words_ids = [[V - 1]]
+marian.generation_config.num_beams = 4
+family("marian", marian, V, PAD=V - 1, EOS=0, START=V - 1)
 torch.manual_seed(1)
 bart = perturb(BartForConditionalGeneration(BartConfig(
     vocab_size=V, pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2,
@@ -174,6 +179,13 @@ bart = perturb(BartForConditionalGeneration(BartConfig(
 # bart-large-cnn's generation setting: the first new token is forced to bos (0);
 # transformers keeps it in generation_config.json, where tfc reads it.
 bart.generation_config.forced_bos_token_id = 0
+# and its search settings: no repeated trigram, a minimum length, length
+# penalty 2, early_stopping True.
+bart.generation_config.num_beams = 4
+bart.generation_config.no_repeat_ngram_size = 3
+bart.generation_config.min_length = 5
+bart.generation_config.length_penalty = 2.0
+bart.generation_config.early_stopping = True
 family("bart", bart, V, PAD=1, EOS=2, START=2)
 
 # mBART: pre-norm with final layer norms, scaled embeddings, and a target
@@ -183,6 +195,9 @@ mbart = perturb(MBartForConditionalGeneration(MBartConfig(
     vocab_size=V, pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2,
     scale_embedding=True, **small)).eval())
 mbart.generation_config.forced_bos_token_id = V - 3
+mbart.generation_config.num_beams = 4
+mbart.generation_config.early_stopping = "never"
+mbart.generation_config.length_penalty = 1.5
 family("mbart", mbart, V, PAD=1, EOS=2, START=2)
 
 # T5 (ReLU, tied output with the d_model^-0.5 rescale) and T5 v1.1 / Flan-T5

@@ -74,9 +74,9 @@ TEST(ModelBinFormat, VersionThreeFilesKeepTheirChecksum) {
   Header h;
   bool unsupported = false;
   ASSERT_EQ(readHeader(data, file.size(), h, unsupported), "");
-  EXPECT_EQ(h.version, 4u);
+  EXPECT_EQ(h.version, TFC_FORMAT_VERSION);
   EXPECT_NE(h.checksum, tfc_fnv1a64(data + kHeaderSize, file.size() - kHeaderSize));
-  file[8] = 3; // the same bytes as a version-3 file: the version-4 checksum is wrong for it
+  file[8] = 3; // the same bytes as a version-3 file: the XXH3 checksum is wrong for it
   EXPECT_EQ(readHeader(data, file.size(), h, unsupported),
             "model.bin checksum mismatch: the file is corrupt");
   fixChecksum(data, file.size());

@@ -307,7 +307,7 @@ int main(int argc, char **argv) {
     } else if (a == "--generate") {
       generate = true;
     } else if (a == "--beam") {
-      gopt.beam_width = (int32_t)integer("--beam", value("--beam"), 0, 1 << 20);
+      gopt.beam_width = (int32_t)integer("--beam", value("--beam"), 1, 1 << 20);
     } else if (a == "--max-len") {
       gopt.max_len = (int32_t)integer("--max-len", value("--max-len"), 1, 1 << 30);
     } else if (a == "--length-penalty") {

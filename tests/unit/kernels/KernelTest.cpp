@@ -34,6 +34,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tests/reference/Reference.h"
+#include "tfc/relative_bucket.h"
 #include "tests/unit/kernels/KernelBackend.h"
 
 #include <gtest/gtest.h>
@@ -816,6 +817,8 @@ TEST_P(KernelTest, LayerNorm) {
       {{4, 1}, 0, 1e-5, 0, 1},        {{4, 1}, 1, 1e-5, 0, 1}, // std_norm of one value: NaN
       {{3, 64}, 0, 1e-5, 1000, 0.01}, // a large mean over a small spread
       {{3, 64}, 1, 1e-3, 0, 1e-4},    // eps dominates
+      {{3, 8}, 2, 1e-6, 0, 1},        {{2, 3, 512}, 2, 1e-6, 0.5, 2}, // rms_norm (T5)
+      {{4, 1}, 2, 1e-6, 0, 1},        {{3, 64}, 2, 1e-3, 0, 1e-4},
   };
   for (const NCase &c : cases) {
     SCOPED_TRACE(shapeStr(c.shape) + " variant " + std::to_string(c.variant) + " center " +
@@ -826,12 +829,16 @@ TEST_P(KernelTest, LayerNorm) {
     const uint32_t gt = (&c - cases) % 2 ? uint32_t(TFC_DTYPE_F32) : dt();
     HostTensor gamma = random(gt, {d}, 0.5, 1.5), beta = random(gt, {d});
     HostTensor out(dt(), c.shape);
-    ASSERT_EQ(run(TFC_KERNEL_LAYER_NORM, {&x, &gamma, &beta}, out, {c.variant}, {c.eps}), "");
+    // rms_norm (variant 2) takes no beta.
+    std::vector<HostTensor *> in = {&x, &gamma};
+    if (c.variant != 2)
+      in.push_back(&beta);
+    ASSERT_EQ(run(TFC_KERNEL_LAYER_NORM, in, out, {c.variant}, {c.eps}), "");
     // eps as the plan stores it, in f32.
     const std::vector<double> xv = x.values(), gv = gamma.values(), bv = beta.values();
     std::vector<double> ref(x.numel());
     ref::layerNorm(static_cast<ref::NormVariant>(c.variant), rows, d, xv.data(), d, gv.data(),
-                   bv.data(), static_cast<float>(c.eps), ref.data());
+                   c.variant != 2 ? bv.data() : nullptr, static_cast<float>(c.eps), ref.data());
     expectNear(out, ref, "layer_norm");
   }
 }
@@ -854,13 +861,18 @@ struct AttnCase {
   bool addInfRow = false;
   /// The output (and an additive mask) in f32 whatever the dtype under test.
   bool f32Out = false;
+  /// T5's relative position bias: a [biasBuckets, H] f32 table (0: none).
+  int64_t biasBuckets = 0;
+  bool biasBidirectional = false;
+  int64_t biasMaxDistance = 128;
 };
 
 /// The shared reference (tests/reference/Reference.h) on the inputs as stored:
 /// scores in double, masked_fill semantics, softmax, weighted sum.
 std::vector<double> attentionRef(const AttnCase &c, const HostTensor &q, const HostTensor &k,
                                  const HostTensor &v, const HostTensor &tokens,
-                                 const HostTensor &add, double scale) {
+                                 const HostTensor &add, double scale,
+                                 const HostTensor &table) {
   const std::vector<double> qv = q.values(), kv = k.values(), vv = v.values();
   const std::vector<int64_t> full = {c.B, c.H, c.Sq, c.Sk};
   ref::Attention a;
@@ -880,6 +892,13 @@ std::vector<double> attentionRef(const AttnCase &c, const HostTensor &q, const H
   a.additive = [&](int64_t b, int64_t h, int64_t i, int64_t j) {
     return add.get(broadcastIndex(full, c.addShape, ((b * c.H + h) * c.Sq + i) * c.Sk + j));
   };
+  if (c.biasBuckets > 0)
+    a.bias = [&](int64_t, int64_t h, int64_t i, int64_t j) {
+      return table.get(tfc_relative_bucket(j - i, c.biasBidirectional, c.biasBuckets,
+                                           c.biasMaxDistance) *
+                           c.H +
+                       h);
+    };
   return ref::attention(a);
 }
 
@@ -919,8 +938,15 @@ protected:
       in.push_back(&tokens);
     if (c.mask == kAdditive)
       in.push_back(&add);
-    ASSERT_EQ(run(TFC_KERNEL_ATTENTION, in, out, {c.mask, c.H, 0}, {scale, c.maskValue}), "");
-    expectNear(out, attentionRef(c, q, k, v, tokens, add, static_cast<float>(scale)), c.name);
+    std::vector<int64_t> ints = {c.mask, c.H, 0};
+    HostTensor table = random(TFC_DTYPE_F32, {std::max<int64_t>(c.biasBuckets, 1), c.H}, -3, 3);
+    if (c.biasBuckets > 0) {
+      in.push_back(&table);
+      ints.insert(ints.end(), {1, c.biasBidirectional ? 1 : 0, c.biasMaxDistance});
+    }
+    ASSERT_EQ(run(TFC_KERNEL_ATTENTION, in, out, ints, {scale, c.maskValue}), "");
+    expectNear(out, attentionRef(c, q, k, v, tokens, add, static_cast<float>(scale), table),
+               c.name);
   }
 };
 
@@ -984,6 +1010,43 @@ TEST_P(AttentionTest, TilesAndHeadDims) {
   check({"dv 300 (two slices)", 1, 20, 40, 1, 24, 300, kCausal});
   check({"head_dim 1", 2, 5, 6, 3, 1, 1, kNone});
   check({"q_len 1, long cache", 2, 1, 300, 4, 64, 64, kNone});
+}
+
+TEST_P(AttentionTest, RelativePositionBias) {
+  // T5's bias (a [buckets, H] table), with every mask kind but additive; the
+  // distances reach the logarithmic buckets and beyond max_distance.
+  auto biased = [](AttnCase c, int64_t nb, bool bidir, int64_t maxDist) {
+    c.biasBuckets = nb;
+    c.biasBidirectional = bidir;
+    c.biasMaxDistance = maxDist;
+    return c;
+  };
+  for (int mask = kNone; mask <= kPaddingCausal; ++mask) {
+    const std::string m = "bias, mask " + std::to_string(mask);
+    check(biased({m + " bidirectional", 2, 9, 11, 2, 8, 8, mask}, 8, true, 10));
+    check(biased({m + " causal buckets", 2, 12, 12, 2, 8, 8, mask}, 6, false, 9));
+  }
+  check(biased({"bias, many tiles", 2, 70, 130, 3, 64, 64, kKeyPadding}, 32, true, 128));
+  check(biased({"bias, Sq > Sk, far", 1, 40, 6, 2, 16, 16, kNone}, 8, true, 12));
+  check(biased({"bias, q_len 1", 3, 1, 40, 4, 16, 16, kNone}, 32, false, 20));
+}
+
+TEST_P(KernelTest, RelativePositionBias) {
+  // The unfused [1, H, Sq, Sk] bias of a [buckets, H] table.
+  for (bool bidir : {true, false}) {
+    HostTensor table = random(TFC_DTYPE_F32, {8, 3}, -2, 2);
+    HostTensor qids(TFC_DTYPE_I64, {2, 5}), kids(TFC_DTYPE_I64, {2, 30});
+    HostTensor out(TFC_DTYPE_F32, {1, 3, 5, 30});
+    ASSERT_EQ(run(TFC_KERNEL_RELATIVE_POSITION_BIAS, {&table, &qids, &kids}, out,
+                  {bidir ? 1 : 0, 16}, {}),
+              "");
+    std::vector<double> want;
+    for (int64_t h = 0; h < 3; ++h)
+      for (int64_t i = 0; i < 5; ++i)
+        for (int64_t j = 0; j < 30; ++j)
+          want.push_back(table.get(tfc_relative_bucket(j - i, bidir, 8, 16) * 3 + h));
+    expectEqual(out, want, bidir ? "bidirectional" : "causal");
+  }
 }
 
 TEST_P(KernelTest, AttentionNoKeys) {

@@ -256,18 +256,27 @@ Ref refBeam(const LogitsFn &fn, const Tokens &prompt, int K, int maxLen, float a
     std::sort(cands.begin(), cands.end(), [](const Cand &a, const Cand &b) {
       return a.score > b.score || (a.score == b.score && a.flat < b.flat);
     });
+    // transformers' beam search: of the best 2K candidates, the ones among the
+    // first K that end finish, and the first K others stay live.
     std::vector<Hyp> next;
     bool last = t + 1 == maxLen;
-    for (size_t i = 0; i < cands.size() && i < size_t(K); ++i) {
+    for (size_t i = 0; i < cands.size() && i < size_t(2 * K); ++i) {
       const Hyp &h = live[cands[i].flat / vocab];
       int64_t v = cands[i].flat % vocab;
-      if (v == eos)
-        finished.push_back({h.toks, norm(cands[i].score, t + 1), true});
-      else if (last)
-        finished.push_back({concat(h.toks, {v}), norm(cands[i].score, maxLen), false});
-      else
+      if (v == eos || last) {
+        if (i < size_t(K))
+          finished.push_back(v == eos ? Fin{h.toks, norm(cands[i].score, t + 1), true}
+                                      : Fin{concat(h.toks, {v}), norm(cands[i].score, maxLen),
+                                            false});
+      } else if (next.size() < size_t(K)) {
         next.push_back({concat(h.toks, {v}), cands[i].score});
+      }
     }
+    // finished keeps its K best, the earlier first on a tie.
+    std::stable_sort(finished.begin(), finished.end(),
+                     [](const Fin &a, const Fin &b) { return a.norm > b.norm; });
+    if (finished.size() > size_t(K))
+      finished.resize(K);
     live = next;
     if (last)
       r.stop = Ref::MaxLen;
@@ -602,8 +611,10 @@ TEST(Generate, BeamLengthPenaltyChangesTheWinner) {
 
 TEST(Generate, BeamTiesGoToLowerFlatIndexAndFirstFinished) {
   // Uniform logits over 5 tokens: every candidate ties. K = 3, eos = 2.
-  // t = 0: ranks 0, 1, 2 = tokens 0, 1, eos -> finished [] (norm log 1/5), live [0], [1].
-  // t = 1: flat 0, 1, 2 = [0 0], [0 1], [0] eos -> finished [0] (2 log 1/5 / 2^alpha): 2 done.
+  // t = 0: ranks 0, 1, 2, 3 = tokens 0, 1, eos, 3 -> finished [] (norm log 1/5), live
+  // [0], [1], [3] (the first K that do not end, from the best 2K).
+  // t = 1: flat 0, 1, 2 = [0 0], [0 1], [0] eos -> finished [0] (2 log 1/5 / 2^alpha): 2 done;
+  // live [0 0], [0 1], [0 3].
   // t = 2: [0 0 0], [0 0 1], [0 0] eos -> 3 finished, stop. alpha = 1: all three tie, the
   // first finished wins.
   const int64_t vocab = 5;
@@ -627,7 +638,7 @@ TEST(Generate, BeamTiesGoToLowerFlatIndexAndFirstFinished) {
       EXPECT_EQ(out.ids[0], (Tokens{0, 0}));
       EXPECT_NEAR(out.scores[0], 3 * lp / 9, 1e-6);
     }
-    EXPECT_EQ(m.rowsPerStep, (std::vector<int64_t>{1, 2, 2}));
+    EXPECT_EQ(m.rowsPerStep, (std::vector<int64_t>{1, 3, 3}));
     expectMatches(out, {refBeam(fn, prompts[0], 3, 10, alpha, kEos)}, "uniform");
   }
 }

@@ -546,10 +546,10 @@ TEST(RuntimeCpp, GenerateOnThreadsAndErrors) {
   }
   s.setInput("src", src, 2, 5);
   try {
-    s.generate(0);
-    FAIL() << "beam 0 did not throw";
+    s.generate(-1); // 0 is the model's num_beams
+    FAIL() << "beam -1 did not throw";
   } catch (const tfrun::Error &e) {
     EXPECT_EQ(e.code(), TFRUN_INVALID_ARGUMENT);
-    EXPECT_STREQ(e.what(), "beam width must be at least 1, got 0");
+    EXPECT_STREQ(e.what(), "beam width must be at least 1, got -1");
   }
 }
