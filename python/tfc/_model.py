@@ -210,8 +210,9 @@ class Session:
     def _options(beam, max_len, length_penalty, sample, temperature, top_k, top_p, seed):
         if max_len is not None and (not isinstance(max_len, int) or max_len < 1):
             raise InvalidArgument(f"max_len must be a positive int or None, got {max_len!r}")
-        if not isinstance(beam, int):
-            raise InvalidArgument(f"beam must be an int, got {beam!r}")
+        if not isinstance(beam, int) or beam < 1:
+            # (The C API's 0, "the model's num_beams", is not exposed: beam=1 is greedy.)
+            raise InvalidArgument(f"beam must be an int of at least 1, got {beam!r}")
         if not isinstance(seed, int) or seed < 0:
             raise InvalidArgument(f"seed must be a non-negative int, got {seed!r}")
         return (beam, max_len or 0, float(length_penalty), bool(sample), float(temperature),
@@ -224,8 +225,9 @@ class Session:
         """Runs the decoding loop (docs/generation.md) on ``inputs``: the source ids
         (encoder-decoder) or the prompts (decoder-only), ``[batch, len]`` padded with
         pad_id. Returns one Generation per batch item. ``beam`` 1 is greedy search (or
-        sampling with ``sample``); ``max_len`` counts new tokens, eos included (None: as
-        many as the KV cache allows). The GIL is released while it runs."""
+        sampling with ``sample``); ``max_len`` counts new tokens, eos included (None: the
+        model's, docs/generation.md "The model's defaults"). The GIL is released while
+        it runs."""
         opts = self._options(beam, max_len, length_penalty, sample, temperature, top_k,
                              top_p, seed)
         return [Generation(list(ids), float(score))

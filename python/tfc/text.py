@@ -315,9 +315,9 @@ class Translator:
                   batch_size: Optional[int] = None, progress: bool = False
                   ) -> Union[str, List[str]]:
         """Translates each text; returns the translations in input order (a str for a
-        str). Beam search with ``beam`` hypotheses stops as transformers'
-        ``early_stopping=True`` does; ``max_len`` counts new tokens (None: as many as
-        the model's cache allows)."""
+        str). Beam search with ``beam`` hypotheses stops as the model's generation config
+        says (transformers' ``early_stopping``); ``max_len`` counts new tokens (None: the
+        model's ``max_length``)."""
         texts, single = _texts(texts)
         rows = self._encode(texts)
         size = max(1, min(batch_size or self.batch_size, _max_batch(self.model) // max(beam, 1)))

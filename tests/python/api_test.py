@@ -224,13 +224,16 @@ class Generate(Fixture):
         s = self.floydhub.session(threads=1)
         with self.assertRaises(tfc.InvalidArgument) as cm:
             s.generate({"src": SRC}, beam=0)
-        self.assertEqual(str(cm.exception), "beam width must be at least 1, got 0")
+        self.assertEqual(str(cm.exception), "beam must be an int of at least 1, got 0")
         with self.assertRaises(tfc.InvalidArgument) as cm:
             s.generate({"src": SRC}, max_len=0)
         self.assertEqual(str(cm.exception), "max_len must be a positive int or None, got 0")
         with self.assertRaises(tfc.InvalidArgument) as cm:
             s.generate({"src": SRC}, max_len=17)
         self.assertIn("the model's KV cache holds 16", str(cm.exception))
+        with self.assertRaises(tfc.InvalidArgument) as cm:
+            s.generate({"src": SRC}, top_k=-1)
+        self.assertEqual(str(cm.exception), "top_k must be at least 0 (0 = off), got -1")
 
     def test_streaming(self):
         s = self.floydhub.session(threads=1)
@@ -254,8 +257,9 @@ class Generate(Fixture):
             self.assertEqual([t.token_id for t in streamed if t.batch_index == b], beam[b].ids)
         self.assertTrue(all(math.isnan(t.log_prob) for t in streamed))
         # An error from the runtime reaches the iterator's consumer.
-        with self.assertRaises(tfc.InvalidArgument):
-            list(s.generate_tokens({"src": SRC}, beam=0))
+        with self.assertRaises(tfc.InvalidArgument) as cm:
+            list(s.generate_tokens({"src": SRC}, top_p=0.0))
+        self.assertEqual(str(cm.exception), "top_p must be in (0, 1], got 0")
 
 
 class Threads(Fixture):

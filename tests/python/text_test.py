@@ -9,7 +9,7 @@ save_pretrained, then:
     (within 1e-5);
   - tfc.Translator.translate vs what transformers 4's translation pipeline did and
     transformers 5 no longer ships as a pipeline: tokenizer -> model.generate(num_beams,
-    early_stopping=True) -> batch_decode(skip_special_tokens=True), for Marian
+    the model's generation config otherwise) -> batch_decode(skip_special_tokens=True), for Marian
     (sentencepiece) and BART (tokenizer.json), greedy and 4 beams, strings equal;
   - tfc.Generator.generate_text vs pipeline("text-generation") on GPT-2, greedy.
 Inputs are batched out of order by length (batch_size 2-3), so results must come back
@@ -285,7 +285,7 @@ class Translators(unittest.TestCase):
                 enc = tok([t], return_tensors="pt")
                 with torch.no_grad():
                     out = model.generate(**enc, num_beams=beam, do_sample=False,
-                                         max_new_tokens=max_new, early_stopping=beam > 1)
+                                         max_new_tokens=max_new)
                 want.append(tok.batch_decode(out, skip_special_tokens=True)[0])
             got = tr.translate(TEXTS, beam=beam, max_len=max_new)
             print(f"{d.name} beam {beam}: {got}")
@@ -351,8 +351,7 @@ class Translators(unittest.TestCase):
             for t in TEXTS:
                 enc = tok([prefix + t], return_tensors="pt")
                 with torch.no_grad():
-                    out = m.generate(**enc, num_beams=beam, do_sample=False, max_new_tokens=12,
-                                     early_stopping=beam > 1)
+                    out = m.generate(**enc, num_beams=beam, do_sample=False, max_new_tokens=12)
                 want.append(tok.batch_decode(out, skip_special_tokens=True)[0])
             got = tr.translate(TEXTS, beam=beam, max_len=12)
             print(f"t5 beam {beam}: {got}")
@@ -391,8 +390,7 @@ class Translators(unittest.TestCase):
         for t in TEXTS:
             enc = tok([t], return_tensors="pt")
             with torch.no_grad():
-                out = m.generate(**enc, num_beams=4, do_sample=False, max_new_tokens=12,
-                                 early_stopping=True)
+                out = m.generate(**enc, num_beams=4, do_sample=False, max_new_tokens=12)
             want.append(tok.batch_decode(out, skip_special_tokens=True)[0])
         got = tr.translate(TEXTS, beam=4, max_len=12)
         print(f"t5 (spiece.model) beam 4: {got}")
@@ -425,7 +423,7 @@ class Translators(unittest.TestCase):
                 self.assertEqual(enc["input_ids"][0, -1].item(), tok.convert_tokens_to_ids("en_XX"))
                 with torch.no_grad():
                     out = m.generate(**enc, num_beams=beam, do_sample=False, max_new_tokens=12,
-                                     early_stopping=beam > 1, forced_bos_token_id=tgt)
+                                     forced_bos_token_id=tgt)
                 want.append(tok.batch_decode(out, skip_special_tokens=True)[0])
             got = tr.translate(TEXTS, beam=beam, max_len=12)
             print(f"mbart beam {beam}: {got}")
