@@ -18,12 +18,14 @@ installs the package (`pip install --no-deps .`).
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import io
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -41,6 +43,7 @@ from transformers import pipeline  # noqa: E402
 
 transformers.logging.set_verbosity_error()
 WORK = Path(tempfile.mkdtemp(prefix="tfc-text-"))
+atexit.register(shutil.rmtree, WORK, True)
 ROOT = Path(os.environ["TFC_SOURCE_DIR"])
 
 WORDS = ("the a small big red green house tree river cat dog bird runs sleeps sings "
@@ -361,8 +364,6 @@ class Translators(unittest.TestCase):
     def test_t5_spiece_only(self):
         """T5 with spiece.model and no tokenizer.json: tfc reads it with sentencepiece,
         transformers converts it; the strings must agree."""
-        import shutil
-
         import sentencepiece as spm
         from transformers import T5Config, T5ForConditionalGeneration, T5Tokenizer
 
