@@ -269,6 +269,16 @@ tfrun_status_t *tfrun_session_set_input(tfrun_session_t *s, const char *name, tf
   return guarded([&] { return s->s->setInput(name, (uint32_t)dt, shape, rank, data); });
 }
 
+void tfrun_session_clear_inputs(tfrun_session_t *s) {
+  if (!s)
+    return;
+  for (auto &in : s->s->inputs) {
+    in.bound = in.defaulted = false;
+    in.shape.clear();
+    in.ids.clear();
+  }
+}
+
 tfrun_status_t *tfrun_session_run(tfrun_session_t *s) {
   if (!s)
     return makeStatus(TFRUN_INVALID_ARGUMENT, "session is null");
@@ -340,6 +350,21 @@ tfrun_status_t *tfrun_session_generate(tfrun_session_t *s, const tfrun_generate_
   if (!s || !o)
     return makeStatus(TFRUN_INVALID_ARGUMENT, "null argument to tfrun_session_generate");
   return guarded([&] { return s->s->generate(*o); });
+}
+
+tfrun_status_t *tfrun_session_generate_stream(tfrun_session_t *s,
+                                              const tfrun_generate_options_t *o,
+                                              tfrun_token_callback_t cb, void *user) {
+  if (!s || !o)
+    return makeStatus(TFRUN_INVALID_ARGUMENT, "null argument to tfrun_session_generate_stream");
+  if (!cb)
+    return tfrun_session_generate(s, o);
+  return guarded([&] {
+    return s->s->generate(*o, [cb, user](size_t b, int64_t step, int64_t tok, float logp) {
+      tfrun_token_t t{b, static_cast<size_t>(step), tok, logp};
+      return cb(&t, user) != 0;
+    });
+  });
 }
 
 size_t tfrun_session_generated_count(const tfrun_session_t *s) {

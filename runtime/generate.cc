@@ -285,12 +285,14 @@ Status singleRowSearch(StepModel &model, const std::vector<std::vector<int64_t>>
       const int64_t tok = forced >= 0 ? forced
                           : opt.sample ? sampler->draw(l, opt, rngs[b])
                                        : argmax(l, vocab);
-      if (forced < 0)
-        out.scores[b] += l[tok] - logSumExp(l, vocab);
+      const float logp = forced < 0 ? l[tok] - logSumExp(l, vocab) : 0.0f;
+      out.scores[b] += logp;
       bool done = tok == opt.eos;
       if (!done) {
         out.ids[b].push_back(tok);
         done = static_cast<int64_t>(out.ids[b].size()) == opt.max_len;
+        if (opt.onToken && opt.onToken(b, static_cast<int64_t>(out.ids[b].size()) - 1, tok, logp))
+          done = true; // the caller stops this item
       }
       if (!done) {
         from.push_back(static_cast<int64_t>(r));
@@ -372,6 +374,9 @@ Status beamSearchImpl(StepModel &model, const std::vector<std::vector<int64_t>> 
       ids.push_back(it.nodes[n].token);
     std::reverse(ids.begin(), ids.end());
     out.scores[b] = best->norm;
+    if (opt.onToken)
+      for (size_t i = 0; i < ids.size(); ++i)
+        opt.onToken(b, static_cast<int64_t>(i), ids[i], std::numeric_limits<float>::quiet_NaN());
   };
 
   for (int64_t pos = 0; !active.empty(); ++pos) {

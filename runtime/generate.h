@@ -15,6 +15,7 @@
 #include "runtime/model.h" // tfrun::rt::Status
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace tfrun::rt {
@@ -62,6 +63,13 @@ struct SearchOptions {
   /// once it has `beam` finished; 2 ("never") as 0, but normalized at max_len
   /// when length_penalty > 0.
   int early_stopping = 1;
+  /// Streaming (tfrun_session_generate_stream): called with (batch item, step
+  /// among the item's new tokens, token, log-probability) for every new token
+  /// but eos. Greedy and sampling call it as each token is chosen; returning
+  /// true stops that item there (what it has so far is its result). Beam
+  /// search calls it with the winner's tokens once the item is finished (the
+  /// log-probability is NaN: a token's own is not kept) and ignores the return.
+  std::function<bool(size_t, int64_t, int64_t, float)> onToken;
 };
 
 struct SearchResult {

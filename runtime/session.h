@@ -14,6 +14,7 @@
 #include "runtime/device.h"
 #include "runtime/model.h"
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -111,8 +112,10 @@ struct Session {
   /// slot of decode_step, and memory for it (grown, zeroed, when it is larger
   /// than what the session has). At most the declared maxima.
   Status reserveState(int64_t rows, int64_t len);
-  /// Runs the decoding loop (docs/generation.md) on the bound inputs.
-  Status generate(const tfrun_generate_options_t &o);
+  /// Runs the decoding loop (docs/generation.md) on the bound inputs;
+  /// |onToken|, when set, streams the new tokens (SearchOptions::onToken).
+  Status generate(const tfrun_generate_options_t &o,
+                  std::function<bool(size_t, int64_t, int64_t, float)> onToken = {});
   /// Output |value| of function |fn|'s last run, as f32 in host memory.
   const float *hostOutput(size_t fn, uint32_t value) const;
   /// The profile table of the kernel times so far.

@@ -251,7 +251,8 @@ private:
 
 } // namespace
 
-Status Session::generate(const tfrun_generate_options_t &o) {
+Status Session::generate(const tfrun_generate_options_t &o,
+                         std::function<bool(size_t, int64_t, int64_t, float)> onToken) {
   Session *s = this;
   const Model &m = *s->m;
   fillDefaults();
@@ -282,6 +283,7 @@ Status Session::generate(const tfrun_generate_options_t &o) {
   opt.top_k = o.top_k;
   opt.top_p = o.top_p;
   opt.seed = o.seed;
+  opt.onToken = std::move(onToken);
   if (opt.sample && encDec)
     return Status::invalidArgument(
         "sampling is for decoder-only models; use greedy or beam search");

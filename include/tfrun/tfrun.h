@@ -27,7 +27,9 @@
 extern "C" {
 #endif
 
-#define TFRUN_API_VERSION 3 /* 3: tfrun_session_memory_info, tfrun_model_input_info */
+#define TFRUN_API_VERSION 4 /* 3: tfrun_session_memory_info, tfrun_model_input_info;
+                              4: tfrun_session_generate_stream,
+                                 tfrun_session_clear_inputs */
 
 /* Status codes. Append-only. */
 typedef enum tfrun_code_t {
@@ -143,6 +145,10 @@ const char *tfrun_session_device(const tfrun_session_t *session);
 tfrun_status_t *tfrun_session_set_input(tfrun_session_t *session, const char *name,
                                         tfrun_dtype_t dtype, const int64_t *shape,
                                         size_t rank, const void *data);
+/* Unbinds every input (API version 4): the next run or generate sees only what
+ * is bound after this, and optional inputs get their defaults again. A bound
+ * input otherwise stays bound across runs. NULL is a no-op. */
+void tfrun_session_clear_inputs(tfrun_session_t *session);
 /* Runs the plan on the bound inputs (all inputs must be bound). */
 tfrun_status_t *tfrun_session_run(tfrun_session_t *session);
 /* The f32 output |name| of the last run: data, shape and rank (owned by the session). */
@@ -210,6 +216,31 @@ void tfrun_generate_options_init(tfrun_generate_options_t *options);
  * session until the next generate or run. */
 tfrun_status_t *tfrun_session_generate(tfrun_session_t *session,
                                        const tfrun_generate_options_t *options);
+/* Streaming (API version 4). One new token of batch item |batch_index|: the
+ * |step|-th (0-based) of the item's new tokens, never eos, and its natural-log
+ * probability (greedy and sampling; 0 for a forced token; NaN with beam search). */
+typedef struct tfrun_token_t {
+  size_t batch_index;
+  size_t step;
+  int64_t token_id;
+  float log_prob;
+} tfrun_token_t;
+/* Called from inside the decoding loop, on the thread that called
+ * tfrun_session_generate_stream, with |token| valid for the call only. Greedy
+ * search and sampling call it as each token is chosen, and a nonzero return
+ * stops that batch item there (its result is the tokens so far). Beam search
+ * calls it with each item's final tokens once the item is finished, and
+ * ignores the return. The callback must not call into the same session. */
+typedef int (*tfrun_token_callback_t)(const tfrun_token_t *token, void *user_data);
+
+/* tfrun_session_generate that also streams the new tokens to |callback|
+ * (which may be NULL: then it is tfrun_session_generate). The results are
+ * kept in the session as tfrun_session_generate keeps them. */
+tfrun_status_t *tfrun_session_generate_stream(tfrun_session_t *session,
+                                              const tfrun_generate_options_t *options,
+                                              tfrun_token_callback_t callback,
+                                              void *user_data);
+
 /* Number of sequences in the last generate (the batch). */
 size_t tfrun_session_generated_count(const tfrun_session_t *session);
 /* Sequence |index| of the last generate: its new tokens (no bos/prompt, no eos;

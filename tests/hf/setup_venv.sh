@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The venv the Hugging Face tests (tests/hf) run in: bench/peers/setup_venv.sh's venv
-# (numpy, safetensors, PyPI torch without its CUDA wheels) plus transformers and
-# tokenizers, all from PyPI (never the system Python). The tests build random-weight
+# (numpy, safetensors, PyPI torch without its CUDA wheels) plus transformers,
+# tokenizers, and sentencepiece and tqdm (the Python package's text helpers,
+# tests/python/run_text.sh), all from PyPI (never the system Python). The tests build random-weight
 # checkpoints locally (save_pretrained); nothing is downloaded at test time.
 # Usage: tests/hf/setup_venv.sh   (venv: $BENCH_VENV, default build/bench-venv)
 # Idempotent: what is installed already is skipped.
@@ -11,7 +12,7 @@ export BENCH_VENV=${BENCH_VENV:-$ROOT/build/bench-venv}
 "$ROOT/bench/peers/setup_venv.sh"
 vpy="$BENCH_VENV/bin/python"
 need=()
-for p in transformers tokenizers; do
+for p in transformers tokenizers sentencepiece tqdm; do
   "$vpy" -m pip --disable-pip-version-check show -q "$p" >/dev/null 2>&1 || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then

@@ -413,6 +413,105 @@ TEST_F(RuntimeTest, GreedyGenerateEqualsForwardLoop) {
   tfrun_session_release(s);
 }
 
+// tfrun_session_clear_inputs: a bound input stays bound across runs until it.
+TEST_F(RuntimeTest, ClearInputsUnbinds) {
+  tfrun_session_t *s = nullptr;
+  ASSERT_EQ(tfrun_session_create(model, 1, &s), nullptr);
+  std::vector<float> first = runOnce(s);
+  {
+    StatusGuard again{tfrun_session_run(s)}; // the same inputs, still bound
+    EXPECT_EQ(again.s, nullptr);
+  }
+  tfrun_session_clear_inputs(s);
+  StatusGuard g{tfrun_session_run(s)};
+  ASSERT_NE(g.s, nullptr);
+  EXPECT_EQ(tfrun_status_code(g.s), TFRUN_INVALID_ARGUMENT);
+  EXPECT_STREQ(tfrun_status_message(g.s), "input 'src' is not bound");
+  EXPECT_EQ(runOnce(s), first);
+  tfrun_session_clear_inputs(nullptr);
+  tfrun_session_release(s);
+}
+
+// tfrun_session_generate_stream: greedy streams each item's tokens in order
+// with their log-probabilities, summing to the score; a nonzero return stops
+// that item only; beam search streams the final tokens of each item.
+TEST_F(RuntimeTest, GenerateStreamsTokens) {
+  std::vector<int64_t> src = {3, 14, 15, 9, 26, /**/ 5, 35, 8, 0, 0};
+  tfrun_session_t *s = nullptr;
+  ASSERT_EQ(tfrun_session_create(model, 1, &s), nullptr);
+  int64_t shape[2] = {2, 5};
+  ASSERT_EQ(tfrun_session_set_input(s, "src", TFRUN_I64, shape, 2, src.data()), nullptr);
+  struct Seen {
+    std::vector<std::vector<int64_t>> ids{2};
+    std::vector<double> logp = std::vector<double>(2, 0.0);
+    int64_t stopItemAfter = -1; // stop item 0 after this many tokens
+    bool inOrder = true;
+  };
+  auto cb = [](const tfrun_token_t *t, void *user) -> int {
+    Seen &seen = *static_cast<Seen *>(user);
+    auto &ids = seen.ids.at(t->batch_index);
+    seen.inOrder &= t->step == ids.size();
+    ids.push_back(t->token_id);
+    seen.logp[t->batch_index] += t->log_prob;
+    return t->batch_index == 0 && (int64_t)ids.size() == seen.stopItemAfter;
+  };
+  auto generated = [&](size_t b, float *score) {
+    const int64_t *ids;
+    size_t len;
+    EXPECT_EQ(tfrun_session_get_generated(s, b, &ids, &len, score), nullptr);
+    return std::vector<int64_t>(ids, ids + len);
+  };
+  tfrun_generate_options_t o;
+  tfrun_generate_options_init(&o);
+  o.max_len = 10;
+  Seen greedy;
+  {
+    StatusGuard g{tfrun_session_generate_stream(s, &o, cb, &greedy)};
+    ASSERT_EQ(g.s, nullptr) << tfrun_status_message(g.s);
+  }
+  EXPECT_TRUE(greedy.inOrder);
+  for (size_t b = 0; b < 2; ++b) {
+    float score;
+    EXPECT_EQ(greedy.ids[b], generated(b, &score)) << "item " << b;
+    EXPECT_GE(greedy.ids[b].size(), 3u);
+    // The streamed log-probabilities leave out eos's, which the score has.
+    EXPECT_GE(greedy.logp[b], score - 1e-5) << "item " << b;
+  }
+  // Stopping item 0 after 2 tokens leaves item 1 as it was.
+  Seen stopped;
+  stopped.stopItemAfter = 2;
+  {
+    StatusGuard g{tfrun_session_generate_stream(s, &o, cb, &stopped)};
+    ASSERT_EQ(g.s, nullptr) << tfrun_status_message(g.s);
+  }
+  float score;
+  EXPECT_EQ(generated(0, &score),
+            std::vector<int64_t>(greedy.ids[0].begin(), greedy.ids[0].begin() + 2));
+  EXPECT_EQ(stopped.ids[0].size(), 2u);
+  EXPECT_EQ(generated(1, &score), greedy.ids[1]);
+  // Beam search: each item's final tokens, NaN log-probabilities.
+  o.beam_width = 2;
+  Seen beam;
+  {
+    StatusGuard g{tfrun_session_generate_stream(s, &o, cb, &beam)};
+    ASSERT_EQ(g.s, nullptr) << tfrun_status_message(g.s);
+  }
+  EXPECT_TRUE(beam.inOrder);
+  for (size_t b = 0; b < 2; ++b) {
+    EXPECT_EQ(beam.ids[b], generated(b, &score)) << "item " << b;
+    EXPECT_TRUE(std::isnan(beam.logp[b]));
+  }
+  // A null callback is tfrun_session_generate; a null session or options is an error.
+  {
+    StatusGuard g{tfrun_session_generate_stream(s, &o, nullptr, nullptr)};
+    EXPECT_EQ(g.s, nullptr);
+  }
+  StatusGuard bad{tfrun_session_generate_stream(nullptr, &o, cb, &beam)};
+  ASSERT_NE(bad.s, nullptr);
+  EXPECT_STREQ(tfrun_status_message(bad.s), "null argument to tfrun_session_generate_stream");
+  tfrun_session_release(s);
+}
+
 // Generation through the C++ wrapper, on several threads sharing one model:
 // the same tokens everywhere; bad options throw with the runtime's message.
 TEST(RuntimeCpp, GenerateOnThreadsAndErrors) {

@@ -1,0 +1,361 @@
+//===- _tfc.cpp - the native half of the tfc Python package ----------------===//
+//
+// A thin nanobind layer over libtfrun's C API (include/tfrun/tfrun.h): a model,
+// a session, run and generate. Everything user-facing (type hints, docstrings,
+// argument checks, the exception classes, Generation, the streaming iterator)
+// lives in Python, in python/tfc/; this file only moves bytes and statuses.
+//
+// - Every C API status becomes the Python exception class that tfc/_errors.py
+//   registers for its code (_set_error_classes), with the runtime's message.
+// - run() and generate() release the GIL while libtfrun works. A session is
+//   thread-compatible (tfrun.h), so each wrapper session holds a mutex: two
+//   Python threads calling into one session take turns instead of racing.
+// - A session keeps its model alive (shared_ptr): tfrun.h requires every
+//   session to be released before its model.
+//
+//===----------------------------------------------------------------------===//
+#include "tfrun/tfrun.h"
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace nb = nanobind;
+
+namespace {
+
+/// code -> exception class, set once by tfc/_errors.py.
+nb::dict &errorClasses() {
+  static nb::dict *classes = new nb::dict(); // leaked: outlives interpreter teardown order
+  return *classes;
+}
+
+/// A C API failure, carried out of GIL-free code to where the GIL is held.
+struct Failure {
+  tfrun_code_t code = TFRUN_OK;
+  std::string message;
+  explicit operator bool() const { return code != TFRUN_OK; }
+};
+
+Failure take(tfrun_status_t *st) {
+  Failure f;
+  if (st) {
+    f.code = tfrun_status_code(st);
+    f.message = tfrun_status_message(st);
+    tfrun_status_release(st);
+  }
+  return f;
+}
+
+/// Raises |f| as its registered exception class (the GIL is held).
+[[noreturn]] void raise(const Failure &f) {
+  nb::object key = nb::int_(static_cast<int>(f.code));
+  PyObject *cls = PyExc_RuntimeError;
+  if (errorClasses().contains(key))
+    cls = errorClasses()[key].ptr();
+  PyErr_SetString(cls, f.message.c_str());
+  throw nb::python_error();
+}
+
+void check(tfrun_status_t *st) {
+  if (Failure f = take(st))
+    raise(f);
+}
+
+struct Model {
+  tfrun_model_t *m = nullptr;
+  ~Model() { tfrun_model_release(m); }
+};
+
+using Input = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>;
+
+/// One tensor's signature, as Python reads it: (name, dims, max_dims,
+/// dim_names, default).
+using Info = std::tuple<std::string, std::vector<int64_t>, std::vector<int64_t>,
+                        std::vector<std::string>, std::string>;
+
+Info toInfo(const tfrun_tensor_info_t &i) {
+  Info r;
+  std::get<0>(r) = i.name;
+  for (size_t d = 0; d < i.rank; ++d) {
+    std::get<1>(r).push_back(i.dims[d]);
+    std::get<2>(r).push_back(i.max_dims[d]);
+    std::get<3>(r).push_back(i.dim_names[d] ? i.dim_names[d] : "");
+  }
+  std::get<4>(r) = i.default_value ? i.default_value : "";
+  return r;
+}
+
+struct Session {
+  std::shared_ptr<Model> model;
+  tfrun_session_t *s = nullptr;
+  std::mutex mu; // one call at a time (a session is thread-compatible)
+
+  ~Session() { tfrun_session_release(s); }
+
+  /// Binds exactly |inputs| (what earlier calls bound is cleared first: each
+  /// Python call stands alone, as in ONNX Runtime's run); the GIL is released,
+  /// the arrays stay referenced by the caller.
+  Failure bind(const std::vector<std::pair<std::string, Input>> &inputs) {
+    tfrun_session_clear_inputs(s);
+    for (const auto &[name, a] : inputs) {
+      tfrun_dtype_t dt;
+      if (a.dtype() == nb::dtype<int64_t>())
+        dt = TFRUN_I64;
+      else if (a.dtype() == nb::dtype<int32_t>())
+        dt = TFRUN_I32;
+      else
+        return {TFRUN_INVALID_ARGUMENT, "input '" + name + "': token ids must be int64 or int32"};
+      std::vector<int64_t> shape(a.ndim());
+      for (size_t d = 0; d < a.ndim(); ++d)
+        shape[d] = static_cast<int64_t>(a.shape(d));
+      if (Failure f = take(tfrun_session_set_input(s, name.c_str(), dt, shape.data(),
+                                                   shape.size(), a.data())))
+        return f;
+    }
+    return {};
+  }
+};
+
+struct OutBuf {
+  std::string name;
+  std::vector<size_t> shape;
+  float *data = nullptr;
+};
+
+/// run(): bind, run and copy every output out of the session without the
+/// GIL; the copies become numpy arrays that own their memory. (The session
+/// reuses its output buffers on the next run, so handing out views would let
+/// a later run change arrays the caller holds.)
+nb::dict run(Session &self, const std::vector<std::pair<std::string, Input>> &inputs) {
+  Failure f;
+  std::vector<OutBuf> outs;
+  {
+    nb::gil_scoped_release nogil;
+    std::lock_guard<std::mutex> lock(self.mu);
+    f = self.bind(inputs);
+    if (!f)
+      f = take(tfrun_session_run(self.s));
+    const size_t n = tfrun_model_output_count(self.model->m);
+    for (size_t i = 0; !f && i < n; ++i) {
+      OutBuf o;
+      o.name = tfrun_model_output_name(self.model->m, i);
+      const float *data;
+      const int64_t *dims;
+      size_t rank;
+      if ((f = take(tfrun_session_get_output(self.s, o.name.c_str(), &data, &dims, &rank))))
+        break;
+      size_t count = 1;
+      for (size_t d = 0; d < rank; ++d) {
+        o.shape.push_back(static_cast<size_t>(dims[d]));
+        count *= o.shape.back();
+      }
+      o.data = new float[count ? count : 1];
+      std::memcpy(o.data, data, count * sizeof(float));
+      outs.push_back(std::move(o));
+    }
+  }
+  if (f) {
+    for (OutBuf &o : outs)
+      delete[] o.data;
+    raise(f);
+  }
+  nb::dict result;
+  for (OutBuf &o : outs) {
+    nb::capsule owner(o.data, [](void *p) noexcept { delete[] static_cast<float *>(p); });
+    result[o.name.c_str()] =
+        nb::ndarray<nb::numpy, float>(o.data, o.shape.size(), o.shape.data(), owner).cast();
+  }
+  return result;
+}
+
+/// What the streaming callback needs: the Python callable and the first
+/// Python exception it raised (re-raised once generate returns).
+struct Stream {
+  nb::callable fn;
+  bool failed = false;
+  std::optional<nb::python_error> error;
+};
+
+int streamToken(const tfrun_token_t *t, void *user) {
+  Stream &st = *static_cast<Stream *>(user);
+  nb::gil_scoped_acquire gil;
+  if (st.failed)
+    return 1;
+  try {
+    nb::object stop = st.fn(t->batch_index, t->step, t->token_id, t->log_prob);
+    return nb::cast<bool>(stop) ? 1 : 0;
+  } catch (nb::python_error &e) {
+    st.failed = true;
+    st.error.emplace(std::move(e));
+    return 1;
+  } catch (...) {
+    st.failed = true;
+    return 1;
+  }
+}
+
+using Generated = std::vector<std::pair<std::vector<int64_t>, float>>;
+
+Generated generate(Session &self, const std::vector<std::pair<std::string, Input>> &inputs,
+                   int beam, int max_len, float length_penalty, bool sample, float temperature,
+                   int top_k, float top_p, uint64_t seed, std::optional<nb::callable> callback) {
+  tfrun_generate_options_t o;
+  tfrun_generate_options_init(&o);
+  o.beam_width = beam;
+  o.max_len = max_len;
+  o.length_penalty = length_penalty;
+  o.sample = sample ? 1 : 0;
+  o.temperature = temperature;
+  o.top_k = top_k;
+  o.top_p = top_p;
+  o.seed = seed;
+  Stream stream;
+  if (callback)
+    stream.fn = *callback;
+  Failure f;
+  Generated out;
+  {
+    nb::gil_scoped_release nogil;
+    std::lock_guard<std::mutex> lock(self.mu);
+    f = self.bind(inputs);
+    if (!f)
+      f = take(callback ? tfrun_session_generate_stream(self.s, &o, streamToken, &stream)
+                        : tfrun_session_generate(self.s, &o));
+    for (size_t i = 0; !f && i < tfrun_session_generated_count(self.s); ++i) {
+      const int64_t *ids;
+      size_t len;
+      float score;
+      if ((f = take(tfrun_session_get_generated(self.s, i, &ids, &len, &score))))
+        break;
+      out.emplace_back(std::vector<int64_t>(ids, ids + len), score);
+    }
+  }
+  if (stream.error)
+    throw *stream.error;
+  if (stream.failed) {
+    PyErr_SetString(PyExc_RuntimeError, "the streaming callback failed");
+    throw nb::python_error();
+  }
+  if (f)
+    raise(f);
+  return out;
+}
+
+} // namespace
+
+NB_MODULE(_tfc, mod) {
+  mod.doc() = "tfc's native module: libtfrun's C API for the tfc package (use tfc, not this)";
+  mod.attr("API_VERSION") = TFRUN_API_VERSION;
+
+  mod.def("_set_error_classes", [](nb::dict classes) {
+    errorClasses().clear();
+    for (auto [k, v] : classes)
+      errorClasses()[k] = v;
+  });
+  mod.def("cuda_device_count", &tfrun_cuda_device_count);
+
+  nb::class_<Model>(mod, "Model")
+      .def_static(
+          "load",
+          [](const std::string &path) {
+            auto m = std::make_shared<Model>();
+            Failure f;
+            {
+              nb::gil_scoped_release nogil;
+              f = take(tfrun_model_load_file(path.c_str(), &m->m));
+            }
+            if (f)
+              raise(f);
+            return m;
+          },
+          nb::arg("path"))
+      .def_prop_ro("name", [](const Model &m) { return std::string(tfrun_model_name(m.m)); })
+      .def_prop_ro("inputs",
+                   [](const Model &m) {
+                     std::vector<Info> r;
+                     for (size_t i = 0; i < tfrun_model_input_count(m.m); ++i) {
+                       tfrun_tensor_info_t info;
+                       check(tfrun_model_input_info(m.m, i, &info));
+                       r.push_back(toInfo(info));
+                     }
+                     return r;
+                   })
+      .def_prop_ro("outputs",
+                   [](const Model &m) {
+                     std::vector<Info> r;
+                     for (size_t i = 0; i < tfrun_model_output_count(m.m); ++i) {
+                       tfrun_tensor_info_t info;
+                       check(tfrun_model_output_info(m.m, i, &info));
+                       r.push_back(toInfo(info));
+                     }
+                     return r;
+                   })
+      .def_prop_ro("can_generate", [](const Model &m) { return tfrun_model_can_generate(m.m) != 0; })
+      .def_prop_ro("generation_info", [](const Model &m) {
+        int64_t bos, eos, pad, maxLen;
+        tfrun_model_generation_info(m.m, &bos, &eos, &pad, &maxLen);
+        return std::make_tuple(bos, eos, pad, maxLen);
+      });
+
+  nb::class_<Session>(mod, "Session")
+      .def(
+          "__init__",
+          [](Session *self, std::shared_ptr<Model> model, int threads, int device, int deviceId) {
+            tfrun_session_options_t o;
+            tfrun_session_options_init(&o);
+            o.num_threads = threads;
+            o.device = device;
+            o.device_id = deviceId;
+            tfrun_session_t *s = nullptr;
+            Failure f;
+            {
+              nb::gil_scoped_release nogil;
+              f = take(tfrun_session_create_with_options(model->m, &o, &s));
+            }
+            if (f)
+              raise(f);
+            new (self) Session();
+            self->model = std::move(model);
+            self->s = s;
+          },
+          nb::arg("model"), nb::arg("threads"), nb::arg("device"), nb::arg("device_id"))
+      .def_prop_ro("device",
+                   [](const Session &s) { return std::string(tfrun_session_device(s.s)); })
+      .def("run", &run, nb::arg("inputs"))
+      .def("generate", &generate, nb::arg("inputs"), nb::arg("beam"), nb::arg("max_len"),
+           nb::arg("length_penalty"), nb::arg("sample"), nb::arg("temperature"),
+           nb::arg("top_k"), nb::arg("top_p"), nb::arg("seed"),
+           nb::arg("callback").none() = nb::none())
+      .def("memory_info", [](Session &s) {
+        tfrun_memory_info_t i;
+        Failure f;
+        {
+          nb::gil_scoped_release nogil; // the lock may be held by a thread that needs the GIL
+          std::lock_guard<std::mutex> lock(s.mu);
+          f = take(tfrun_session_memory_info(s.s, &i));
+        }
+        if (f)
+          raise(f);
+        nb::dict d;
+        d["weights_bytes"] = i.weights_bytes;
+        d["arena_bytes"] = i.arena_bytes;
+        d["kv_cache_bytes"] = i.kv_cache_bytes;
+        d["declared_arena_bytes"] = i.declared_arena_bytes;
+        d["declared_kv_cache_bytes"] = i.declared_kv_cache_bytes;
+        return d;
+      });
+}
