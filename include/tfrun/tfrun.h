@@ -29,7 +29,8 @@ extern "C" {
 
 #define TFRUN_API_VERSION 4 /* 3: tfrun_session_memory_info, tfrun_model_input_info;
                               4: tfrun_session_generate_stream,
-                                 tfrun_session_clear_inputs */
+                                 tfrun_session_clear_inputs; generate options
+                                 of 0 / NaN take the model's defaults */
 
 /* Status codes. Append-only. */
 typedef enum tfrun_code_t {
