@@ -38,7 +38,8 @@ Engines (per precision; each (engine, threads) in its own process, jobs_common.p
   ct2   CTranslate2 from PyPI, the model converted from the same directory by its own
         `ct2-transformers-converter --model DIR` (--quantization int8 for int8),
         Translator(compute_type float32 | int8, intra_threads T, inter_threads 1),
-        translate_batch(beam_size 4, min_decoding_length N, max_decoding_length N)
+        translate_batch(beam_size 4, min_decoding_length N, max_decoding_length N,
+        return_scores True)
   hf    transformers' MarianMTModel.from_pretrained(DIR) (its default sdpa attention)
         .generate(num_beams 4, min_new_tokens N, max_new_tokens N) under
         torch.inference_mode(), torch.set_num_threads(T); int8: PyTorch's dynamic
@@ -46,9 +47,14 @@ Engines (per precision; each (engine, threads) in its own process, jobs_common.p
         qint8), the int8 path PyTorch offers on the CPU
 Checks: every engine's best hypothesis per sentence against transformers f32's (when
 hf runs; else against tfc f32): how many sentences are equal, how many tokens agree
-position by position. Random weights give near-flat logits, so a 1e-6 difference
-can swap two beams: a difference here is not an error, but the work stays the same
-(N tokens for every hypothesis of every engine; the token count is checked).
+position by position; and the scores tfc and CTranslate2 give their best hypotheses
+(log-probability / length, length_penalty 1) against transformers f32's
+log-probabilities of the same tokens, teacher-forced (a check of every step's
+logits, which the tokens alone are not when the random model repeats a token: with
+transformers' default init every engine's best hypothesis is one token repeated).
+Random weights give near-flat logits, so a 1e-6 difference can swap two beams: a
+token difference is not an error by itself, and the work stays the same (N tokens for
+every hypothesis of every engine; the token count is checked).
 Memory: each engine's peak RSS (ru_maxrss of its own process: interpreter, library,
 model and working memory; for tfc the largest over its tfrun processes).
 
@@ -95,13 +101,16 @@ def setup_worker(s):
 
         def call():
             return tr.translate_batch(batch, beam_size=beam, min_decoding_length=n,
-                                      max_decoding_length=n, max_batch_size=0)
+                                      max_decoding_length=n, max_batch_size=0,
+                                      return_scores=True)
 
         def save(res):
             ids = np.full((len(res), max(len(r.hypotheses[0]) for r in res)), -1, np.int64)
             for b, r in enumerate(res):
                 ids[b, :len(r.hypotheses[0])] = [index[t] for t in r.hypotheses[0]]
             np.save(s["out"], ids)
+            np.save(s["out"].replace(".npy", "-scores.npy"),
+                    np.array([r.scores[0] for r in res], np.float64))
         return call, save
 
     import torch
@@ -178,6 +187,22 @@ def make_inputs(tmp, dims, batch, lo, hi):
     return paths, lens
 
 
+def teacher_forced_scores(d, src, mask, ids):
+    """transformers f32's length-normalized log-probability of each row of |ids| (n new
+    tokens, no eos): sum of log_softmax at the chosen tokens / n, the score beam search
+    ranks by with length_penalty 1 (tfc's scores.npy, CTranslate2's scores)."""
+    import torch
+    from transformers import MarianMTModel
+    m = MarianMTModel.from_pretrained(d).eval()
+    start = m.config.decoder_start_token_id
+    t = torch.from_numpy(ids)
+    dec = torch.cat([torch.full((t.shape[0], 1), start, dtype=t.dtype), t[:, :-1]], 1)
+    with torch.inference_mode():
+        lp = torch.log_softmax(m(input_ids=torch.from_numpy(src), attention_mask=torch.from_numpy(
+            mask), decoder_input_ids=dec).logits.double(), -1)
+    return lp.gather(-1, t.unsqueeze(-1))[..., 0].sum(1).numpy() / t.shape[1]
+
+
 def compare(ids, ref, n):
     """'equal sentences x/B, tokens agreeing y%' (position by position over n tokens)."""
     if ids.shape[0] != ref.shape[0]:
@@ -245,7 +270,7 @@ def main():
     ref = None
     for prec in a.precision:
         engines = {th: [] for th in a.threads}
-        outs = {}
+        outs, scores = {}, {}
         # tfc
         if "tfc" in a.engines:
             binp = os.path.join(tmp, f"marian-{prec}.bin")
@@ -265,6 +290,7 @@ def main():
                 ln = np.load(os.path.join(o, "lengths.npy"))
                 outs["tfc"] = np.where(np.arange(outs["tfc"].shape[1]) < ln[:, None],
                                        outs["tfc"], -1)
+                scores["tfc"] = np.load(os.path.join(o, "scores.npy"))
         # Python peers
         spec0 = dict(tmp=tmp, dir=d, src=src, mask=mask, new_tokens=n, beam=a.beam,
                      precision=prec, vocab=dims["vocab"])
@@ -289,6 +315,8 @@ def main():
                     w.wait_ready()
                     engines[th].append(w)
                     outs[name] = np.load(out)
+                    if name == "ct2":
+                        scores[name] = np.load(out.replace(".npy", "-scores.npy"))
                 except RuntimeError as err:
                     errors.append((name, prec, jc.first_line(str(err))))
                     w.close()
@@ -296,8 +324,13 @@ def main():
             ref = ("hf f32", outs["hf"]) if "hf" in outs and prec == "f32" else \
                   (f"tfc {prec}", outs.get("tfc"))
         for name, ids in outs.items():
-            checks.append((prec, name, f"{ids.shape[1]} tokens; against {ref[0]}: "
-                           + compare(ids, ref[1], n)))
+            txt = f"{ids.shape[1]} tokens; against {ref[0]}: " + compare(ids, ref[1], n)
+            if name in scores and ids.shape[1] == n and (ids >= 0).all():
+                want = teacher_forced_scores(d, np.load(src), np.load(mask), ids)
+                txt += (f"; scores vs transformers f32 on these tokens: max |diff| "
+                        f"{np.abs(scores[name] - want).max():.1e} (scores about "
+                        f"{np.median(want):.3f})")
+            checks.append((prec, name, txt))
         log(f"[{prec}] engines ready: " + ", ".join(
             f"{e.name}@{th}" for th, es in engines.items() for e in es))
         med, _, errs = jc.run_rounds(engines, a.rounds, a.runs, log)
