@@ -3,7 +3,7 @@
 
 Setup once (the venv of tests/hf/setup_venv.sh: PyPI torch, transformers, ctranslate2),
 then run:
-  bench/peers/run.sh translate [--threads 1 2] [--precision f32 int8] [--rounds 5]
+  bench/peers/run.sh translate [--threads 1 2] [--precision f32 int8] [--rounds 4]
       [--runs 1] [--batch 32] [--beam 4] [--new-tokens 32] [--engines tfc ct2 hf]
       [--tfc-bin DIR] [--markdown] [--quick] [--keep]
 --tfc-bin: where tfc and tfrun are (default build/bin of this checkout).
@@ -68,6 +68,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 
 import numpy as np
 
@@ -187,13 +188,18 @@ def make_inputs(tmp, dims, batch, lo, hi):
     return paths, lens
 
 
+_TF_MODEL = {}
+
+
 def teacher_forced_scores(d, src, mask, ids):
     """transformers f32's length-normalized log-probability of each row of |ids| (n new
     tokens, no eos): sum of log_softmax at the chosen tokens / n, the score beam search
     ranks by with length_penalty 1 (tfc's scores.npy, CTranslate2's scores)."""
     import torch
     from transformers import MarianMTModel
-    m = MarianMTModel.from_pretrained(d).eval()
+    if d not in _TF_MODEL:
+        _TF_MODEL[d] = MarianMTModel.from_pretrained(d).eval()
+    m = _TF_MODEL[d]
     start = m.config.decoder_start_token_id
     t = torch.from_numpy(ids)
     dec = torch.cat([torch.full((t.shape[0], 1), start, dtype=t.dtype), t[:, :-1]], 1)
@@ -228,7 +234,7 @@ def main():
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--threads", type=int, nargs="+", help="default 1 2 (--quick: 1)")
     ap.add_argument("--precision", nargs="+", default=["f32", "int8"], choices=["f32", "int8"])
-    ap.add_argument("--rounds", type=int, help="interleaved rounds (default 5; --quick: 1)")
+    ap.add_argument("--rounds", type=int, help="interleaved rounds (default 4; --quick: 1)")
     ap.add_argument("--runs", type=int, default=1, help="timed calls per engine per round")
     ap.add_argument("--batch", type=int, help="source sentences (default 32; --quick: 8)")
     ap.add_argument("--src-len", type=int, nargs=2, default=[20, 40], metavar=("MIN", "MAX"))
@@ -244,12 +250,13 @@ def main():
         return jc.worker_main(json.loads(a.worker), setup_worker)
     dims = dict(QUICK if a.quick else FULL)
     a.threads = a.threads or ([1] if a.quick else [1, 2])
-    a.rounds = a.rounds or (1 if a.quick else 5)
+    a.rounds = a.rounds or (1 if a.quick else 4)
     a.batch = a.batch or (8 if a.quick else 32)
     n = a.new_tokens = a.new_tokens or (8 if a.quick else 32)
     tfc, tfrun = (os.path.join(a.tfc_bin, b) for b in ("tfc", "tfrun"))
     tmp = tempfile.mkdtemp(prefix="tfc-bench-translate-")
-    log = lambda s: print(s, flush=True)  # noqa: E731
+    t0 = time.time()
+    log = lambda s: print(f"[{time.time() - t0:5.0f} s] {s}", flush=True)  # noqa: E731
 
     import ctranslate2
     import torch
@@ -286,6 +293,7 @@ def main():
                     engines[th].append(e)
                 o = os.path.join(tmp, f"tfc-{prec}")
                 engines[a.threads[-1]][-1].output(o)
+                log(f"[{prec}] tfc compiled, output written")
                 outs["tfc"] = np.load(os.path.join(o, "ids.npy"))
                 ln = np.load(os.path.join(o, "lengths.npy"))
                 outs["tfc"] = np.where(np.arange(outs["tfc"].shape[1]) < ln[:, None],
@@ -303,6 +311,7 @@ def main():
                 rc, out, _ = jc.run_measured(cmd, env=dict(os.environ, HF_HUB_OFFLINE="1"))
                 if rc != 0:
                     errors.append(("ct2", prec, "converter failed: " + jc.first_line(out)))
+                log(f"[{prec}] ct2-transformers-converter done")
         for name in [e for e in ("ct2", "hf") if e in a.engines]:
             if name == "ct2" and not os.path.exists(os.path.join(tmp, f"ct2-{prec}")):
                 continue
@@ -313,6 +322,7 @@ def main():
                 w = jc.Worker(name, os.path.abspath(__file__), spec, th)
                 try:
                     w.wait_ready()
+                    log(f"[{prec}] {name}@{th} ready")
                     engines[th].append(w)
                     outs[name] = np.load(out)
                     if name == "ct2":
