@@ -319,7 +319,8 @@ def main():
     if errors:
         sections.append(("errors", ["engine", "precision", "error"], errors))
     for t, h, r in sections:
-        print(f"\n{t}\n{jc.table(h, r, False, (0, 1) if h[1] == 'engine' else (0,))}")
+        left = (0, 1, 2) if h[-1] in ("check", "error") else (0, 1) if h[1] == "engine" else (0,)
+        print(f"\n{t}\n{jc.table(h, r, False, left)}")
     if a.markdown:
         print()
         for t, h, r in sections:

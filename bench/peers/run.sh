@@ -16,8 +16,5 @@ SCRIPT=bench_peers.py
 case "$1" in
     translate|embed) SCRIPT=bench_$1.py; shift ;;
 esac
-# Not from the source tree: a triton/ folder in the working directory would shadow the
-# package transformers imports.
-cd "${TMPDIR:-/tmp}" || exit 1
 HF_HUB_OFFLINE=1 TRANSFORMERS_VERBOSITY=error exec "$VENV/bin/with-libs" "$VENV/bin/python" \
     "$ROOT/bench/$SCRIPT" "$@"
