@@ -136,7 +136,7 @@ def setup_worker(s):
 # -------------------------------------------------------------------------------------
 # Parent side.
 # -------------------------------------------------------------------------------------
-def build_checkpoint(d, dims, max_src):
+def build_checkpoint(d, dims):
     """The random-weight Marian directory (see the docstring) and its tokenizer."""
     import torch
     from tokenizers import Tokenizer, models, pre_tokenizers
@@ -262,7 +262,7 @@ def main():
     import torch
     import transformers
     d = os.path.join(tmp, "marian")
-    build_checkpoint(d, dims, a.src_len[1])
+    build_checkpoint(d, dims)
     (src, mask), lens = make_inputs(tmp, dims, a.batch, *a.src_len)
     log(f"Marian {dims}, random weights; batch {a.batch} sources of {lens.min()}-{lens.max()} "
         f"tokens (mean {lens.mean():.1f}), beam {a.beam}, {n} new tokens each; "
