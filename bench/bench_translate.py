@@ -23,7 +23,7 @@ Two changes make every engine do the same work:
   - final_logits_bias of eos (0) and of pad (58100) is -1e4, so no engine ever picks
     them: every hypothesis runs to exactly --new-tokens tokens (tfrun has no minimum
     length; CTranslate2 drops the pad token from its vocabulary, and OPUS-MT's
-    configs forbid it with bad_words_ids, which tfc does not take yet);
+    configs forbid it with bad_words_ids);
   - forced_eos_token_id is removed from config.json and generation_config.json
     (transformers and tfc would force eos as the last token; CTranslate2 does not).
 The sources: ids in [2, 58100), each row ends with eos, lengths uniform in [20, 40]
