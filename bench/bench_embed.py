@@ -47,9 +47,7 @@ Memory: each engine's peak RSS (ru_maxrss of its own process, see jobs_common.py
 import argparse
 import json
 import os
-import shutil
 import sys
-import tempfile
 
 import numpy as np
 
@@ -220,7 +218,10 @@ def main():
     a.runs = a.runs or (2 if a.quick else 3)
     a.batch = a.batch or (8 if a.quick else 32)
     tfc, tfrun = (os.path.join(a.tfc_bin, b) for b in ("tfc", "tfrun"))
-    tmp = tempfile.mkdtemp(prefix="tfc-bench-embed-")
+    if "tfc" in a.engines and not (os.access(tfc, os.X_OK) and os.access(tfrun, os.X_OK)):
+        raise SystemExit(f"no tfc and tfrun in {a.tfc_bin}: build the tree (scripts/build.sh) "
+                         "or pass --tfc-bin DIR")
+    tmp = jc.work_dir("tfc-bench-embed-", a.keep)
     log = lambda s: print(s, flush=True)  # noqa: E731
 
     import onnxruntime
@@ -325,10 +326,6 @@ def main():
         print()
         for t, h, r in sections:
             print(f"**{t}**\n\n{jc.table(h, r, True)}\n")
-    if a.keep:
-        print(f"kept {tmp}")
-    else:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

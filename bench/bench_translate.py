@@ -67,7 +67,6 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 import time
 
 import numpy as np
@@ -254,7 +253,10 @@ def main():
     a.batch = a.batch or (8 if a.quick else 32)
     n = a.new_tokens = a.new_tokens or (8 if a.quick else 32)
     tfc, tfrun = (os.path.join(a.tfc_bin, b) for b in ("tfc", "tfrun"))
-    tmp = tempfile.mkdtemp(prefix="tfc-bench-translate-")
+    if "tfc" in a.engines and not (os.access(tfc, os.X_OK) and os.access(tfrun, os.X_OK)):
+        raise SystemExit(f"no tfc and tfrun in {a.tfc_bin}: build the tree (scripts/build.sh) "
+                         "or pass --tfc-bin DIR")
+    tmp = jc.work_dir("tfc-bench-translate-", a.keep)
     t0 = time.time()
     log = lambda s: print(f"[{time.time() - t0:5.0f} s] {s}", flush=True)  # noqa: E731
 
@@ -388,10 +390,6 @@ def main():
         print()
         for t, h, r in sections:
             print(f"**{t}**\n\n{jc.table(h, r, True)}\n")
-    if a.keep:
-        print(f"kept {tmp}")
-    else:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

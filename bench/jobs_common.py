@@ -23,11 +23,14 @@ Worker protocol (lines; the worker's other output goes to stderr or is ignored):
   parent -> worker: "run N" | "quit"
   worker -> parent: "@@ready" after load + warm-up, "@@ms X" per "run", "@@error MSG".
 """
+import atexit
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 SETTLE_S = 0.3
@@ -55,6 +58,17 @@ def table(headers, rows, markdown, left=(0,)):
     fmt = lambda r: "  ".join(str(c).ljust(w[i]) if i in left else str(c).rjust(w[i])  # noqa: E731
                               for i, c in enumerate(r))
     return "\n".join(fmt(r).rstrip() for r in [headers] + rows)
+
+
+def work_dir(prefix, keep):
+    """A temporary folder for the checkpoint, the converted models and the outputs;
+    removed at exit (also when the run fails) unless |keep|."""
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    if keep:
+        atexit.register(lambda: print(f"kept {tmp}"))
+    else:
+        atexit.register(lambda: shutil.rmtree(tmp, ignore_errors=True))
+    return tmp
 
 
 def cpu_summary():
