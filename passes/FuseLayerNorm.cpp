@@ -125,6 +125,36 @@ std::optional<NormMatch> matchStdNorm(AddOp root) {
   return m;
 }
 
+/// The part layer_norm and rms_norm share: mul(div(y, sqrt(add(reduce_mean(y*y),
+/// eps))), gamma), either operand order of mul and add. Returns y (the centered
+/// input for layer_norm, the input itself for rms_norm) and fills gamma, eps
+/// and the chain's ops (mul first).
+Value matchScaledByRms(MulOp mul, Value &gamma, double &eps, SmallVectorImpl<Operation *> &chain) {
+  auto dd = operandDefinedBy<DivOp>(mul);
+  if (!dd)
+    return {};
+  auto [div, g] = *dd;
+  Value y = div.getLhs();
+  auto sqrt = div.getRhs().getDefiningOp<SqrtOp>();
+  if (!sqrt)
+    return {};
+  auto ve = sqrt.getInput().getDefiningOp<AddOp>();
+  if (!ve)
+    return {};
+  auto vm = operandDefinedBy<ReduceMeanOp>(ve);
+  if (!vm)
+    return {};
+  auto [ms, epsV] = *vm;
+  auto e = getScalarConstant(epsV);
+  if (!e || *e < 0 || !ms.getKeepdim() || !lastAxis(ms, (int64_t)ms.getAxis()) ||
+      !isSquareOf(ms.getInput(), y))
+    return {};
+  gamma = g;
+  eps = *e;
+  chain.append({mul, div, sqrt, ve, ms, ms.getInput().getDefiningOp()});
+  return y;
+}
+
 /// layer_norm: add(mul(div(xc, sqrt(add(reduce_mean(xc*xc), eps))), gamma), beta)
 std::optional<NormMatch> matchLayerNorm(AddOp root) {
   NormMatch m{NormVariant::layer_norm, {}, {}, {}, 0, {root}};
@@ -132,36 +162,17 @@ std::optional<NormMatch> matchLayerNorm(AddOp root) {
   if (!mm)
     return std::nullopt;
   auto [mul, beta] = *mm;
-  auto dd = operandDefinedBy<DivOp>(mul);
-  if (!dd)
-    return std::nullopt;
-  auto [div, gamma] = *dd;
-  Value xc = div.getLhs();
-  auto sqrt = div.getRhs().getDefiningOp<SqrtOp>();
-  if (!sqrt)
-    return std::nullopt;
-  auto ve = sqrt.getInput().getDefiningOp<AddOp>();
-  if (!ve)
-    return std::nullopt;
-  auto vm = operandDefinedBy<ReduceMeanOp>(ve);
-  if (!vm)
-    return std::nullopt;
-  auto [var, epsV] = *vm;
-  auto eps = getScalarConstant(epsV);
-  if (!eps || *eps < 0 || !var.getKeepdim() || !lastAxis(var, (int64_t)var.getAxis()) ||
-      !isSquareOf(var.getInput(), xc))
+  Value xc = matchScaledByRms(mul, m.gamma, m.eps, m.chain);
+  if (!xc)
     return std::nullopt;
   Value x = matchCentered(xc, m.chain);
   if (!x)
     return std::nullopt;
   int64_t dim = x.getType().cast<RankedTensorType>().getShape().back();
-  if (!isParamVector(gamma, dim) || !isParamVector(beta, dim))
+  if (!isParamVector(m.gamma, dim) || !isParamVector(beta, dim))
     return std::nullopt;
-  m.chain.append({mul, div, sqrt, ve, var, var.getInput().getDefiningOp()});
   m.x = x;
-  m.gamma = gamma;
   m.beta = beta;
-  m.eps = *eps;
   return m;
 }
 
@@ -169,36 +180,14 @@ std::optional<NormMatch> matchLayerNorm(AddOp root) {
 /// Rooted at the mul. An x that is itself centered (x - mean(x)) is the inside
 /// of a layer_norm, which its own pattern fuses at the final add.
 std::optional<NormMatch> matchRmsNorm(MulOp root) {
-  NormMatch m{NormVariant::rms_norm, {}, {}, {}, 0, {root}};
-  auto dd = operandDefinedBy<DivOp>(root);
-  if (!dd)
-    return std::nullopt;
-  auto [div, gamma] = *dd;
-  Value x = div.getLhs();
-  auto sqrt = div.getRhs().getDefiningOp<SqrtOp>();
-  if (!sqrt)
-    return std::nullopt;
-  auto ve = sqrt.getInput().getDefiningOp<AddOp>();
-  if (!ve)
-    return std::nullopt;
-  auto vm = operandDefinedBy<ReduceMeanOp>(ve);
-  if (!vm)
-    return std::nullopt;
-  auto [ms, epsV] = *vm;
-  auto eps = getScalarConstant(epsV);
-  if (!eps || *eps < 0 || !ms.getKeepdim() || !lastAxis(ms, (int64_t)ms.getAxis()) ||
-      !isSquareOf(ms.getInput(), x))
-    return std::nullopt;
+  NormMatch m{NormVariant::rms_norm, {}, {}, {}, 0, {}};
+  Value x = matchScaledByRms(root, m.gamma, m.eps, m.chain);
   SmallVector<Operation *> probe;
-  if (matchCentered(x, probe))
+  if (!x || matchCentered(x, probe))
     return std::nullopt;
-  int64_t dim = x.getType().cast<RankedTensorType>().getShape().back();
-  if (!isParamVector(gamma, dim))
+  if (!isParamVector(m.gamma, x.getType().cast<RankedTensorType>().getShape().back()))
     return std::nullopt;
-  m.chain.append({div, sqrt, ve, ms, ms.getInput().getDefiningOp()});
   m.x = x;
-  m.gamma = gamma;
-  m.eps = *eps;
   return m;
 }
 
