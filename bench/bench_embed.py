@@ -273,15 +273,7 @@ def main():
                 except RuntimeError as err:
                     errors.append((name, prec, jc.first_line(str(err))))
                     w.close()
-        log(f"[{prec}] engines ready: " + ", ".join(
-            f"{e.name}@{th}" for th, es in engines.items() for e in es))
-        med, _, errs = jc.run_rounds(engines, a.rounds, a.runs, log)
-        errors += [(nm, prec, f"{th} threads: {m}") for nm, th, m in errs]
-        for (nm, th), ms in med.items():
-            results[(prec, nm, th)] = ms
-        for th, es in engines.items():
-            for e in es:
-                rss[(prec, e.name, th)] = e.close()
+        jc.measure(prec, engines, a, log, results, rss, errors)
 
     # Tables -------------------------------------------------------------------------
     names = [e for e in ENGINES if e in a.engines]

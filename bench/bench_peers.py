@@ -121,6 +121,7 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 import torch_models as tm  # noqa: E402
 from bench_floydhub import P as BASE_DIMS, median_ms  # noqa: E402
 from bench_generate import BOS, PAD, _split, cached_greedy, parse_tfrun  # noqa: E402
+from jobs_common import table  # noqa: E402,F401 (one table printer for every bench)
 
 BIN = os.path.join(ROOT, "build", "bin")
 ENGINES = ["tfc", "ort", "ct2", "torch"]
@@ -625,17 +626,6 @@ def compare(case, engine, out, ref):
     err = np.abs(out - ref).max()
     rel = np.linalg.norm(out - ref) / np.linalg.norm(ref)
     return f"max abs {err:.2e}, rel L2 {rel:.2e}{note}"
-
-
-def table(headers, rows, markdown, left=(0,)):
-    if markdown:
-        lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-        lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
-        return "\n".join(lines)
-    w = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
-    fmt = lambda r: "  ".join(str(c).ljust(w[i]) if i in left else str(c).rjust(w[i])  # noqa: E731
-                              for i, c in enumerate(r))
-    return "\n".join(fmt(r).rstrip() for r in [headers] + rows)
 
 
 def _ms(x):

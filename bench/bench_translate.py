@@ -343,15 +343,7 @@ def main():
                         f"{np.abs(scores[name] - want).max():.1e} (scores about "
                         f"{np.median(want):.3f})")
             checks.append((prec, name, txt))
-        log(f"[{prec}] engines ready: " + ", ".join(
-            f"{e.name}@{th}" for th, es in engines.items() for e in es))
-        med, _, errs = jc.run_rounds(engines, a.rounds, a.runs, log)
-        errors += [(nm, prec, f"{th} threads: {m}") for nm, th, m in errs]
-        for (nm, th), ms in med.items():
-            results[(prec, nm, th)] = ms
-        for th, es in engines.items():
-            for e in es:
-                rss[(prec, e.name, th)] = e.close()
+        jc.measure(prec, engines, a, log, results, rss, errors)
 
     # Tables -------------------------------------------------------------------------
     names = [e for e in ENGINES if e in a.engines]

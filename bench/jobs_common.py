@@ -48,6 +48,21 @@ def median(xs):
     return xs[n // 2] if n % 2 else 0.5 * (xs[n // 2 - 1] + xs[n // 2])
 
 
+def measure(prec, engines, a, log, results, rss, errors):
+    """Runs the interleaved rounds of |engines| ({threads: [engine]}) for one
+    precision; records each (prec, name, threads)'s median in |results|, its
+    peak RSS in |rss| (closing the engine) and its failures in |errors|."""
+    log(f"[{prec}] engines ready: " + ", ".join(
+        f"{e.name}@{th}" for th, es in engines.items() for e in es))
+    med, _, errs = run_rounds(engines, a.rounds, a.runs, log)
+    errors += [(nm, prec, f"{th} threads: {m}") for nm, th, m in errs]
+    for (nm, th), ms in med.items():
+        results[(prec, nm, th)] = ms
+    for th, es in engines.items():
+        for e in es:
+            rss[(prec, e.name, th)] = e.close()
+
+
 def table(headers, rows, markdown, left=(0,)):
     """Plain text (right-aligned numbers) or Markdown, as bench_peers.py prints."""
     if markdown:
