@@ -355,8 +355,8 @@ Status beamSearchImpl(StepModel &model, const std::vector<std::vector<int64_t>> 
   tokens.reserve(batch * K);
   from.reserve(batch * K);
   stillActive.reserve(batch);
-  std::vector<float> top;
-  std::vector<int32_t> topIdx;
+  std::vector<float> top, rowLse, rowTop;
+  std::vector<int32_t> topIdx, rowTopIdx;
   std::vector<int64_t> banned;
   std::vector<Cand> cands;
   cands.reserve(K * perRow);
@@ -391,6 +391,14 @@ Status beamSearchImpl(StepModel &model, const std::vector<std::vector<int64_t>> 
     }
     const float *logits;
     TFC_RETURN_IF_ERROR(step(model, tokens, pos, &logits));
+    // Every row's log-sum-exp and best perRow logits, in one pass split across
+    // threads (a row with banned tokens asks for more below, on its own).
+    const int64_t rows = static_cast<int64_t>(tokens.size());
+    rowLse.resize(rows);
+    rowTop.resize(rows * perRow);
+    rowTopIdx.resize(rows * perRow);
+    tfc::cpu::rowsLogSumExpTopK(logits, rows, vocab, static_cast<int>(perRow), rowLse.data(),
+                                rowTopIdx.data(), rowTop.data());
     from.clear();
     stillActive.clear();
     int64_t row0 = 0; // the item's first row
@@ -437,16 +445,23 @@ Status beamSearchImpl(StepModel &model, const std::vector<std::vector<int64_t>> 
         // candidates, and only they need l - lse. A banned token is skipped
         // (and refilled from the ones after it), then added back at -inf
         // where the row has too few others.
-        const float lse = logSumExp(l, vocab);
-        const int want = static_cast<int>(std::min<int64_t>(perRow + banned.size(), vocab));
-        top.resize(want);
-        topIdx.resize(want);
-        const int got = tfc::cpu::rowTopK(l, vocab, want, topIdx.data(), top.data());
+        const float lse = rowLse[row0 + h];
+        const float *topV = rowTop.data() + (row0 + h) * perRow;
+        const int32_t *topI = rowTopIdx.data() + (row0 + h) * perRow;
+        int got = static_cast<int>(std::min<int64_t>(perRow, vocab));
+        if (!banned.empty()) {
+          const int want = static_cast<int>(std::min<int64_t>(perRow + banned.size(), vocab));
+          top.resize(want);
+          topIdx.resize(want);
+          got = tfc::cpu::rowTopK(l, vocab, want, topIdx.data(), top.data());
+          topV = top.data();
+          topI = topIdx.data();
+        }
         int64_t taken = 0;
         for (int i = 0; i < got && taken < perRow; ++i) {
-          if (!banned.empty() && std::binary_search(banned.begin(), banned.end(), topIdx[i]))
+          if (!banned.empty() && std::binary_search(banned.begin(), banned.end(), topI[i]))
             continue;
-          cands.push_back({key(s + (top[i] - lse)), h * vocab + topIdx[i]});
+          cands.push_back({key(s + (topV[i] - lse)), h * vocab + topI[i]});
           ++taken;
         }
         for (size_t i = 0; taken < perRow && i < banned.size(); ++i, ++taken)

@@ -14,7 +14,7 @@ namespace tfc::cpu {
   void f32ToBf16(const float *x, uint16_t *y, int64_t n);                                \
   void bf16ToF32(const uint16_t *x, float *y, int64_t n);                                \
   void quantizeRows(const void *x, bool isBf16, int64_t rows, int64_t k, uint8_t *q,     \
-                    float *scale, int32_t *zero);                            \
+                    float *scale, int32_t *zero, int levels);                            \
   }
 TFC_CONVERT_DECLARE(avx2)
 TFC_CONVERT_DECLARE(avx512)
@@ -29,11 +29,11 @@ void bf16ToF32(const uint16_t *x, float *y, int64_t n) {
 }
 
 void quantizeRows(const void *x, bool isBf16, int64_t rows, int64_t k, uint8_t *q,
-                  float *scale, int32_t *zero) {
+                  float *scale, int32_t *zero, int levels) {
   if (cpuPaths().avx512)
-    avx512::quantizeRows(x, isBf16, rows, k, q, scale, zero);
+    avx512::quantizeRows(x, isBf16, rows, k, q, scale, zero, levels);
   else
-    avx2::quantizeRows(x, isBf16, rows, k, q, scale, zero);
+    avx2::quantizeRows(x, isBf16, rows, k, q, scale, zero, levels);
 }
 
 } // namespace tfc::cpu

@@ -71,9 +71,9 @@ void bf16ToF32(const uint16_t *x, float *y, int64_t n) {
 }
 
 void quantizeRows(const void *x, bool isBf16, int64_t rows, int64_t k, uint8_t *q,
-                  float *scale, int32_t *zero) {
+                  float *scale, int32_t *zero, int levels) {
   const size_t es = isBf16 ? 2 : 4;
-  const float fl = 255.0f;
+  const float fl = static_cast<float>(levels);
 #pragma omp parallel for schedule(static) if (rows * k > 65536)
   for (int64_t r = 0; r < rows; ++r) {
     const void *xr = static_cast<const char *>(x) + r * k * es;

@@ -186,6 +186,11 @@ CpuPaths choose() {
   // below avx512_core_vnni takes our exact AVX2 GEMM.
   p.int8Vnni = (eff & dnnl_cpu_isa_avx512_core_vnni) == dnnl_cpu_isa_avx512_core_vnni &&
                (f.avx512vnni || f.amxint8);
+  // Without VNNI: the exact 8-bit GEMM by default, or on request the 7-bit
+  // activations (faster, but outside int8's accuracy bounds on the bundled
+  // models: docs/precision.md).
+  if (const char *v = std::getenv("TFC_INT8_AVX2"); v && std::string(v) == "u7")
+    p.int8Avx2U7 = true;
   p.bf16Native = p.supported && onednnHasBf16Matmul();
   p.f32Blas = TFC_HAVE_OPENBLAS && !capAvx512;
   return p;
@@ -214,7 +219,9 @@ std::string describeCpuPaths() {
   s += f.fma ? ", fma" : ", no fma";
   s += p.f32Blas ? "; f32 openblas" : "; f32 onednn";
   s += p.bf16Native ? "; bf16 native" : "; bf16 emulated";
-  s += p.int8Vnni ? "; int8 with vnni" : "; int8 without vnni";
+  s += p.int8Vnni ? "; int8 with vnni"
+       : p.int8Avx2U7 ? "; int8 without vnni, u7 activations (TFC_INT8_AVX2=u7)"
+                      : "; int8 without vnni";
   s += "; onednn " + p.onednnIsa;
   if (!p.cap.empty())
     s += "; TFC_CPU_ISA=" + p.cap;

@@ -55,6 +55,11 @@ struct CpuPaths {
   /// oneDNN sums u8 x s8 products exactly (VNNI or AMX); otherwise the int8
   /// GEMMs run on gemm_s8_avx2.h.
   bool int8Vnni = false;
+  /// Without VNNI: false (the default) keeps 8-bit activations and the exact
+  /// gemmU8S8; true (TFC_INT8_AVX2=u7) quantizes the activations to 7 bits
+  /// (0..127) for gemmU7S8, 1.2-1.45x faster GEMMs on a Zen 3 but outside
+  /// int8's accuracy bounds on two bundled models (docs/precision.md).
+  bool int8Avx2U7 = false;
   /// f32 GEMMs (of 16 rows or more) on OpenBLAS rather than oneDNN: where
   /// oneDNN 2.6 has no brgemm f32 kernel (below AVX-512) its gemm:jit reaches
   /// about 77 GFLOP/s per core at M 128, K 512, N 2048, OpenBLAS's Haswell/Zen

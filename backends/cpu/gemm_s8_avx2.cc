@@ -6,13 +6,15 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 namespace tfc::cpu {
 
 namespace {
 constexpr int64_t kPanel = 16; // columns per panel: two 8-lane s32 vectors
 constexpr int kRows = 4;       // rows per register tile: 4 x 2 accumulators
-constexpr int64_t kRowBlock = 64; // rows per cache block (a multiple of kRows)
+constexpr int kRows7 = 6;      // gemmU7S8's: 6 x 2 accumulators (no |a| operand)
+constexpr int64_t kRowBlock = 48; // rows per cache block (a multiple of kRows and kRows7)
 
 /// a_i * w_i summed over 4 consecutive k, for 8 columns: |a| * (w sign a).
 inline __m256i dot4(__m256i absA, __m256i a, __m256i w, __m256i ones) {
@@ -56,6 +58,100 @@ void tile(const PackedS8 &w, const int8_t *a, int64_t r0, int64_t panel, int32_t
     for (int64_t j = 0; j < cols; ++j)
       cr[j] = out[j] + 128 * w.wsum[n0 + j];
   }
+}
+/// The 7-bit form: A is u7 (0..127), so a pair of u7 x s8 products is at most
+/// 2 * 127 * 127 = 32258 and vpmaddubsw takes A as it is: vpmaddubsw, vpmaddwd,
+/// vpaddd per 32 products (two of them on the multiply pipes, against three
+/// with vpsignb). Rows [r0, r0 + R) of one panel, A padded to kPad per row.
+template <int R>
+void tile7(const PackedS8 &w, const uint8_t *a, int64_t r0, int64_t panel, int32_t *c,
+           int64_t ldc) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i acc[R][2];
+  for (int r = 0; r < R; ++r)
+    acc[r][0] = acc[r][1] = _mm256_setzero_si256();
+  const int8_t *wp = w.panels8() + panel * w.kPad * kPanel;
+  const uint8_t *ar = a + r0 * w.kPad;
+  for (int64_t kk = 0; kk < w.kPad; kk += 4) {
+    const __m256i w0 = _mm256_load_si256(reinterpret_cast<const __m256i *>(wp + kk * kPanel));
+    const __m256i w1 =
+        _mm256_load_si256(reinterpret_cast<const __m256i *>(wp + kk * kPanel + 32));
+    for (int r = 0; r < R; ++r) {
+      int32_t four;
+      std::memcpy(&four, ar + r * w.kPad + kk, 4);
+      const __m256i av = _mm256_set1_epi32(four);
+      acc[r][0] = _mm256_add_epi32(
+          acc[r][0], _mm256_madd_epi16(_mm256_maddubs_epi16(av, w0), ones));
+      acc[r][1] = _mm256_add_epi32(
+          acc[r][1], _mm256_madd_epi16(_mm256_maddubs_epi16(av, w1), ones));
+    }
+  }
+  const int64_t n0 = panel * kPanel, cols = w.n - n0 < kPanel ? w.n - n0 : kPanel;
+  alignas(32) int32_t out[2 * 8];
+  for (int r = 0; r < R; ++r) {
+    int32_t *cr = c + (r0 + r) * ldc + n0;
+    if (cols == kPanel) { // a whole panel: two vector stores
+      _mm256_storeu_si256(reinterpret_cast<__m256i *>(cr), acc[r][0]);
+      _mm256_storeu_si256(reinterpret_cast<__m256i *>(cr + 8), acc[r][1]);
+      continue;
+    }
+    _mm256_store_si256(reinterpret_cast<__m256i *>(out), acc[r][0]);
+    _mm256_store_si256(reinterpret_cast<__m256i *>(out + 8), acc[r][1]);
+    for (int64_t j = 0; j < cols; ++j)
+      cr[j] = out[j];
+  }
+}
+
+/// Rows [r0, r1) of one panel: whole Rows-row tiles, then the tail.
+template <int Rows, typename Tile>
+void panelRows(int64_t r0, int64_t r1, int64_t panel, Tile &tileAt) {
+  const int64_t full = r0 + (r1 - r0) / Rows * Rows;
+  for (int64_t r = r0; r < full; r += Rows)
+    tileAt(std::integral_constant<int, Rows>{}, r, panel);
+  switch (r1 - full) {
+  case 5:
+    tileAt(std::integral_constant<int, 5>{}, full, panel);
+    break;
+  case 4:
+    tileAt(std::integral_constant<int, 4>{}, full, panel);
+    break;
+  case 3:
+    tileAt(std::integral_constant<int, 3>{}, full, panel);
+    break;
+  case 2:
+    tileAt(std::integral_constant<int, 2>{}, full, panel);
+    break;
+  case 1:
+    tileAt(std::integral_constant<int, 1>{}, full, panel);
+    break;
+  default:
+    break;
+  }
+}
+
+/// Every panel over every row, with tileAt(R, r0, panel) for each R-row tile
+/// (R = Rows, or fewer at a tail). |rowBytes| is what one row of A occupies.
+template <int Rows, typename Tile>
+void overBlocks(const PackedS8 &w, int64_t m, int64_t rowBytes, Tile &&tileAt) {
+  const bool par = m * w.n * w.k > (1 << 18);
+  if (m * rowBytes <= (int64_t{1} << 18)) {
+    // A fits in L2 (a decoding step's rows): each panel is read from memory
+    // once and meets every row while it is in L1. This is the order for the
+    // vocabulary projection, whose weights (30 MB at 58k x 512) would
+    // otherwise stream past once per row block.
+#pragma omp parallel for schedule(static) if (par)
+    for (int64_t panel = 0; panel < w.panels; ++panel)
+      panelRows<Rows>(0, m, panel, tileAt);
+    return;
+  }
+  // Row blocks of kRowBlock rows x 16-column panels: a block's rows stay in
+  // L2 while the panels stream past them; consecutive iterations (one block,
+  // neighbouring panels) go to the same thread.
+  const int64_t blocks = (m + kRowBlock - 1) / kRowBlock;
+#pragma omp parallel for collapse(2) schedule(static) if (par)
+  for (int64_t blk = 0; blk < blocks; ++blk)
+    for (int64_t panel = 0; panel < w.panels; ++panel)
+      panelRows<Rows>(blk * kRowBlock, std::min(m, (blk + 1) * kRowBlock), panel, tileAt);
 }
 } // namespace
 
@@ -103,32 +199,25 @@ void gemmU8S8(const PackedS8 &w, const uint8_t *a, int64_t m, int32_t *c, int8_t
     for (int64_t i = w.k; i < w.kPad; ++i)
       dst[i] = 0, abs[i] = 0;
   }
-  // Row blocks of kRowBlock rows x 16-column panels: a block's recentred rows
-  // (2 x 64 x K bytes, 256 KB at K 2048) stay in L2 while the panels stream
-  // past them; consecutive iterations (one block, neighbouring panels) go to
-  // the same thread.
-  const int64_t blocks = (m + kRowBlock - 1) / kRowBlock;
-#pragma omp parallel for collapse(2) schedule(static) if (m * w.n * w.k > (1 << 18))
-  for (int64_t blk = 0; blk < blocks; ++blk)
-    for (int64_t panel = 0; panel < w.panels; ++panel) {
-      const int64_t r0 = blk * kRowBlock, r1 = std::min(m, r0 + kRowBlock);
-      const int64_t full = r0 + (r1 - r0) / kRows * kRows;
-      for (int64_t r = r0; r < full; r += kRows)
-        tile<kRows>(w, scratch, r, panel, c, w.n);
-      switch (r1 - full) {
-      case 3:
-        tile<3>(w, scratch, full, panel, c, w.n);
-        break;
-      case 2:
-        tile<2>(w, scratch, full, panel, c, w.n);
-        break;
-      case 1:
-        tile<1>(w, scratch, full, panel, c, w.n);
-        break;
-      default:
-        break;
-      }
+  overBlocks<kRows>(w, m, 2 * w.kPad, [&](auto R, int64_t r0, int64_t panel) {
+    tile<decltype(R)::value>(w, scratch, r0, panel, c, w.n);
+  });
+}
+
+void gemmU7S8(const PackedS8 &w, const uint8_t *a, int64_t m, int32_t *c, uint8_t *scratch) {
+  // Rows padded with zeros to kPad (a copy only when k is not a multiple of 4).
+  const uint8_t *ap = a;
+  if (w.kPad != w.k) {
+#pragma omp parallel for schedule(static) if (m * w.k > (1 << 16))
+    for (int64_t r = 0; r < m; ++r) {
+      std::memcpy(scratch + r * w.kPad, a + r * w.k, (size_t)w.k);
+      std::memset(scratch + r * w.kPad + w.k, 0, (size_t)(w.kPad - w.k));
     }
+    ap = scratch;
+  }
+  overBlocks<kRows7>(w, m, w.kPad, [&](auto R, int64_t r0, int64_t panel) {
+    tile7<decltype(R)::value>(w, ap, r0, panel, c, w.n);
+  });
 }
 
 } // namespace tfc::cpu

@@ -10,6 +10,7 @@
 
 #include "backends/cpu/attention_cpu.h"
 #include "backends/cpu/convert_cpu.h"
+#include "backends/cpu/elementwise_cpu.h"
 #include "backends/cpu/layer_norm_cpu.h"
 #include "backends/cpu/linear_dnnl.h"
 #include "backends/kernel_rules.h"
@@ -477,20 +478,13 @@ std::string dispatch(uint32_t kernel, const std::vector<const Tensor *> &in, Ten
       }
     return "";
   }
-  // The elementwise float kernels of tfc/unary.def, one loop each.
-#define TFC_UNARY(ENUM, EXPR)                                                              \
-  case TFC_KERNEL_##ENUM: {                                                                \
-    const float *a = in[0]->as<float>();                                                   \
-    float *o = out.as<float>();                                                            \
-    [[maybe_unused]] const int64_t mode = ints.empty() ? 0 : ints[0];                      \
-    for (int64_t i = 0, n = out.numel(); i < n; ++i) {                                     \
-      const float x = a[i];                                                                \
-      o[i] = (EXPR);                                                                       \
-    }                                                                                      \
-    return "";                                                                             \
-  }
+  // The elementwise float kernels of tfc/unary.def: elementwise_cpu.cc.
+#define TFC_UNARY(ENUM, EXPR) case TFC_KERNEL_##ENUM:
 #include "tfc/unary.def"
 #undef TFC_UNARY
+    runUnary(kernel, ints.empty() ? 0 : ints[0], in[0]->as<float>(), out.as<float>(),
+             out.numel());
+    return "";
   case TFC_KERNEL_SOFTMAX:
   case TFC_KERNEL_LOG_SOFTMAX: {
     const Tensor &x = *in[0];

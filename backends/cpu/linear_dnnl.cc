@@ -270,8 +270,11 @@ std::string runInt8(const PackedLinear &w, const LinearCall &c) {
   auto *scratch = w.s8 ? static_cast<int8_t *>(s8buf.get(2 * rows * w.s8->kPad)) : nullptr;
   if (!q || !sx || !zx || !acc || (w.s8 && !scratch))
     return "out of memory for an int8 linear layer's buffers";
-  quantizeRows(c.x, c.xDtype == TFC_DTYPE_BF16, rows, k, q, sx, zx);
-  if (w.s8) {
+  const bool u7 = w.s8 && cpuPaths().int8Avx2U7;
+  quantizeRows(c.x, c.xDtype == TFC_DTYPE_BF16, rows, k, q, sx, zx, u7 ? 127 : 255);
+  if (u7) {
+    gemmU7S8(*w.s8, q, rows, acc, reinterpret_cast<uint8_t *>(scratch));
+  } else if (w.s8) {
     gemmU8S8(*w.s8, q, rows, acc, scratch);
   } else {
     const PackedLinear::Prim &p = w.get(rows, dt::u8, dt::s32, false, 0, false);

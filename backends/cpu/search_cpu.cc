@@ -71,4 +71,82 @@ int rowTopK(const float *l, int64_t n, int m, int32_t *idx, float *val) {
   return k;
 }
 
+namespace {
+/// rowTopK with a vector filter: past the first m entries, a vector of
+/// entries is looked at one by one only when one of them beats the worst kept
+/// (NaN compares false, which is its rank below -inf), so a row of a 58k
+/// vocabulary costs about one vector compare per 8 or 16 entries. The same
+/// result as rowTopK: the same insertions in the same order.
+int rowTopKFiltered(const float *l, int64_t n, int m, int32_t *idx, float *val) {
+  if (m <= 0 || n <= 0)
+    return 0;
+  const float nanRank = -std::numeric_limits<float>::infinity();
+  int k = 0;
+  auto insert = [&](float x, int64_t v) {
+    if (k == m && !(x > val[m - 1]))
+      return;
+    int at = k < m ? k++ : m - 1;
+    while (at > 0 && x > val[at - 1]) {
+      val[at] = val[at - 1];
+      idx[at] = idx[at - 1];
+      --at;
+    }
+    val[at] = x;
+    idx[at] = static_cast<int32_t>(v);
+  };
+  int64_t v = 0;
+  for (; v < n && k < m; ++v)
+    insert(l[v] == l[v] ? l[v] : nanRank, v);
+  for (; v + kVec <= n; v += kVec) {
+    const VF x = vload(l + v);
+    const VI beats = x > vsplat(val[m - 1]);
+    bool any = false;
+    for (int c = 0; c < kVec; ++c)
+      any |= beats[c] != 0;
+    if (!any)
+      continue;
+    for (int c = 0; c < kVec; ++c)
+      insert(x[c] == x[c] ? x[c] : nanRank, v + c);
+  }
+  for (; v < n; ++v)
+    insert(l[v] == l[v] ? l[v] : nanRank, v);
+  return k;
+}
+
+/// rowLogSumExp's second pass, given the row's maximum |m| (NaN ignored).
+float logSumExpWithMax(const float *l, int64_t n, float m) {
+  if (!std::isfinite(m))
+    return m;
+  const VF mv = vsplat(m);
+  VF acc{};
+  int64_t v = 0;
+  for (; v + kVec <= n; v += kVec) {
+    const VF x = vload(l + v);
+    const VF e = vexp(x - mv);
+    acc += x == x ? e : VF{};
+  }
+  double s = 0;
+  for (int c = 0; c < kVec; ++c)
+    s += acc[c];
+  for (; v < n; ++v)
+    if (l[v] == l[v])
+      s += std::exp(static_cast<double>(l[v]) - m);
+  return m + static_cast<float>(std::log(s));
+}
+} // namespace
+
+void rowsLogSumExpTopK(const float *l, int64_t rows, int64_t n, int m, float *lse,
+                       int32_t *idx, float *val) {
+  // One row is about 20 us at n 58k: worth a thread from a few rows up.
+#pragma omp parallel for schedule(static) if (rows * n >= (1 << 16))
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *row = l + r * n;
+    const int got = rowTopKFiltered(row, n, m, idx + r * m, val + r * m);
+    // The best kept entry is the row's maximum (NaN ranks below -inf, so it is
+    // the largest non-NaN value, or -inf): the log-sum-exp needs one pass more.
+    // With m 0 the maximum comes from rowLogSumExp itself.
+    lse[r] = got > 0 ? logSumExpWithMax(row, n, val[r * m]) : rowLogSumExp(row, n);
+  }
+}
+
 } // namespace tfc::cpu

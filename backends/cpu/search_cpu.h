@@ -27,6 +27,14 @@ float rowLogSumExp(const float *l, int64_t n);
 /// Returns how many it wrote. One pass, an insertion into the m best.
 int rowTopK(const float *l, int64_t n, int m, int32_t *idx, float *val);
 
+/// rowLogSumExp and rowTopK of each of |rows| rows of |n| (row stride n):
+/// lse[r], and min(m, n) entries per row at idx/val + r * m. The rows are
+/// split across the OpenMP threads: at a 58k vocabulary and 128 rows a step
+/// this pass is what beam search's bookkeeping costs, and on one thread it
+/// did not shrink with a second (docs/performance.md).
+void rowsLogSumExpTopK(const float *l, int64_t rows, int64_t n, int m, float *lse,
+                       int32_t *idx, float *val);
+
 } // namespace tfc::cpu
 
 #endif // TFC_BACKENDS_CPU_SEARCH_CPU_H

@@ -17,7 +17,7 @@ config.test_exec_root = os.path.join(
 # FileCheck / not / count.
 # The CPU path cap (backends/cpu/cpu_isa.h): `TFC_CPU_ISA=AVX2 ctest` runs the
 # whole suite on the paths of an AVX2-only CPU.
-for var in ("TFC_CPU_ISA", "ONEDNN_MAX_CPU_ISA"):
+for var in ("TFC_CPU_ISA", "TFC_INT8_AVX2", "ONEDNN_MAX_CPU_ISA"):
     if var in os.environ:
         config.environment[var] = os.environ[var]
 config.environment["PATH"] = os.pathsep.join(
