@@ -487,13 +487,13 @@ class Generators(unittest.TestCase):
 LONG_TEXT = " ".join(WORDS[:24])
 
 
-def batch_with(target: str, n: int):
-    """n texts, |target| at n // 2, the others from CORPUS; one of them longer than
-    |target| (so that it is padded) when n > 1."""
+def batch_with(target: str, n: int, long: str = LONG_TEXT):
+    """n texts, |target| at n // 2, the others from CORPUS; one of them |long|, longer
+    than |target| (so that it is padded), when n > 1."""
     g = np.random.default_rng(n)
     others = [CORPUS[i] for i in g.choice(len(CORPUS), size=n - 1, replace=False)]
     if others:
-        others[0] = LONG_TEXT
+        others[0] = long
     return others[:n // 2] + [target] + others[n // 2:], n // 2
 
 
@@ -599,8 +599,11 @@ class BatchComposition(unittest.TestCase):
         self.assertGreater(min(margins), 1e-3)
         alone = gen.generate_text(target, max_len=10)
         self.assertGreater(len(alone), len(target))
-        for n in (2, 3, 16):  # gpt2.yaml's max_batch is 16
-            texts, pos = batch_with(target, n)
+        # gpt2.yaml's max_batch is 16; prompt and new tokens share the 64 positions
+        long = " ".join(WORDS[:6])
+        self.assertGreater(len(tok(long)["input_ids"]), len(tok(target)["input_ids"]))
+        for n in (2, 3, 16):
+            texts, pos = batch_with(target, n, long)
             self.assertEqual(gen.generate_text(texts, max_len=10, batch_size=n)[pos], alone,
                              f"batch of {n}")
 
