@@ -27,7 +27,7 @@ import sys
 
 import numpy as np
 import torch
-from hfcommon import run
+from hfcommon import check_cpu_cap, run
 from transformers import (BertConfig, BertForSequenceClassification, BertModel,
                           DistilBertConfig, DistilBertForSequenceClassification, DistilBertModel,
                           RobertaConfig, RobertaForSequenceClassification, RobertaModel,
@@ -77,6 +77,7 @@ def check(name, ckpt_dir, reference, config, lengths=(7, 4, 1), seq=7, extra=(),
         np.save(files[k], v)
     binp = os.path.join(work, f"{name}.bin")
     run(tfc, "compile", ckpt_dir, "-o", binp, *extra)
+    check_cpu_cap(tfrun, binp)
     out = os.path.join(work, f"{name}-out")
     os.makedirs(out, exist_ok=True)
     run(tfrun, binp, "--threads", "1", "--output-dir", out,

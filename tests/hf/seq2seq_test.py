@@ -35,7 +35,7 @@ import sys
 
 import numpy as np
 import torch
-from hfcommon import run
+from hfcommon import check_cpu_cap, run
 from transformers import (BartConfig, BartForConditionalGeneration, MarianConfig, MarianMTModel,
                           MBartConfig, MBartForConditionalGeneration, T5Config,
                           T5ForConditionalGeneration)
@@ -55,6 +55,7 @@ def family(tag, m, V, PAD, EOS, START):
     m64 = copy.deepcopy(m).double()
     binp = os.path.join(work, tag + ".bin")
     run(tfc, "compile", d, "-o", binp)
+    check_cpu_cap(tfrun, binp)
 
     g = np.random.default_rng(1)
     lengths, S, T = (9, 5, 2), 9, 6
