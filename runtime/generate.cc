@@ -117,6 +117,36 @@ int64_t argmax(const float *l, int64_t vocab) {
   return best;
 }
 
+/// The NaN and +inf entries of one row of logits, and whether any entry is
+/// above -inf (something a search can choose).
+struct RowCheck {
+  int64_t nan = 0, posInf = 0;
+  bool choosable = false;
+};
+RowCheck checkRow(const float *l, int64_t vocab) {
+  RowCheck c;
+  const float inf = std::numeric_limits<float>::infinity();
+  int64_t nan = 0, posInf = 0, finite = 0;
+  for (int64_t v = 0; v < vocab; ++v) { // branch-free: vectorizes
+    nan += l[v] != l[v];
+    posInf += l[v] == inf;
+    finite += l[v] > -inf;
+  }
+  c.nan = nan;
+  c.posInf = posInf;
+  c.choosable = finite > posInf;
+  return c;
+}
+
+/// docs/generation.md, "Non-finite logits": NaN or +inf in the logits a step
+/// chooses from stops generation with TFRUN_NON_FINITE, naming the step (the
+/// 0-based index of the new token) and the batch item.
+Status nonFiniteLogits(int64_t t, size_t b, const RowCheck &c) {
+  return Status::nonFinite(format("generate: step %" PRId64 ": the logits of batch item %zu "
+                                  "hold %" PRId64 " NaN and %" PRId64 " +inf values",
+                                  t, b, c.nan, c.posInf));
+}
+
 /// score / length^alpha (in f64, rounded to f32 as the reference does).
 float normalize(float score, int64_t length, float alpha) {
   return static_cast<float>(static_cast<double>(score) /
@@ -272,6 +302,14 @@ Status singleRowSearch(StepModel &model, const std::vector<std::vector<int64_t>>
         continue;
       }
       const float *l = logits + static_cast<int64_t>(r) * vocab;
+      const int64_t t = static_cast<int64_t>(out.ids[b].size());
+      const int64_t forced = forcedToken(opt, t);
+      RowCheck check;
+      if (forced < 0) { // a forced token ignores the logits
+        check = checkRow(l, vocab);
+        if (check.nan || check.posInf)
+          return nonFiniteLogits(t, b, check);
+      }
       if (bans) {
         // The processed scores: chosen from, and normalized over, as
         // transformers' greedy search and compute_transition_scores do.
@@ -281,7 +319,14 @@ Status singleRowSearch(StepModel &model, const std::vector<std::vector<int64_t>>
         banTokens(opt, seq, vocab, processed.data());
         l = processed.data();
       }
-      const int64_t forced = forcedToken(opt, static_cast<int64_t>(out.ids[b].size()));
+      if (forced < 0 && bans)
+        check.choosable = checkRow(l, vocab).choosable;
+      if (forced < 0 && !check.choosable) {
+        // Every logit -inf (or banned): nothing to choose, the item ends
+        // here as at eos, with score -inf.
+        out.scores[b] = -std::numeric_limits<float>::infinity();
+        continue;
+      }
       const int64_t tok = forced >= 0 ? forced
                           : opt.sample ? sampler->draw(l, opt, rngs[b])
                                        : argmax(l, vocab);
@@ -369,6 +414,12 @@ Status beamSearchImpl(StepModel &model, const std::vector<std::vector<int64_t>> 
     for (const Finished &f : it.finished) // first finished wins a tie
       if (!best || f.norm > best->norm)
         best = &f;
+    if (!best) {
+      // No hypothesis finished above -inf (every candidate was -inf): the
+      // item ends with no tokens and score -inf.
+      out.scores[b] = -std::numeric_limits<float>::infinity();
+      return;
+    }
     std::vector<int64_t> &ids = out.ids[b];
     for (int32_t n = best->node; n >= 0; n = it.nodes[n].parent)
       ids.push_back(it.nodes[n].token);
@@ -408,6 +459,16 @@ Status beamSearchImpl(StepModel &model, const std::vector<std::vector<int64_t>> 
       // Each hypothesis's best min(K, vocab) candidates contain the item's best K.
       cands.clear();
       const int64_t forced = forcedToken(opt, t);
+      if (forced < 0) { // a forced token ignores the logits
+        RowCheck sum;
+        for (int64_t h = 0; h < n; ++h) {
+          const RowCheck c = checkRow(logits + (row0 + h) * vocab, vocab);
+          sum.nan += c.nan;
+          sum.posInf += c.posInf;
+        }
+        if (sum.nan || sum.posInf)
+          return nonFiniteLogits(t, b, sum);
+      }
       for (int64_t h = 0; h < n; ++h) {
         const float *l = logits + (row0 + h) * vocab;
         const float s = it.live[h].score;

@@ -22,7 +22,7 @@ import numpy as np
 
 from . import _tfc
 from ._compiler import PathLike, run_compiler
-from ._errors import BY_CODE, InvalidArgument
+from ._errors import BY_CODE, InvalidArgument, warn_non_finite
 
 _tfc._set_error_classes(BY_CODE)
 
@@ -204,7 +204,10 @@ class Session:
         """Runs the model: ``{"src": ids, ...}`` (int64 or int32 ``[batch, seq]``) to
         ``{output name: float32 array}``. Optional inputs may be left out (see
         ``TensorInfo.default``). The GIL is released while the model runs."""
-        return self._native.run(_inputs(inputs))
+        outputs = self._native.run(_inputs(inputs))
+        for name, value in outputs.items():
+            warn_non_finite(name, value)
+        return outputs
 
     @staticmethod
     def _options(beam, max_len, length_penalty, sample, temperature, top_k, top_p, seed):
@@ -230,8 +233,10 @@ class Session:
         it runs."""
         opts = self._options(beam, max_len, length_penalty, sample, temperature, top_k,
                              top_p, seed)
-        return [Generation(list(ids), float(score))
-                for ids, score in self._native.generate(_inputs(inputs), *opts)]
+        out = [Generation(list(ids), float(score))
+               for ids, score in self._native.generate(_inputs(inputs), *opts)]
+        warn_non_finite("scores", [g.score for g in out])  # -inf: nothing left to choose
+        return out
 
     def generate_tokens(self, inputs: Mapping[str, ArrayLike], beam: int = 1,
                         max_len: Optional[int] = None, length_penalty: float = 1.0,
