@@ -100,7 +100,7 @@ cl::opt<std::string> headOpt(
 enum class NonFiniteWeights { Warn, Error };
 cl::opt<NonFiniteWeights> nonFiniteWeights(
     "nonfinite-weights",
-    cl::desc("What a weight holding NaN or infinite values is (docs/generation.md)"),
+    cl::desc("What a weight holding NaN or infinite values is: warn or error (docs/generation.md, \"Non-finite logits\")"),
     cl::init(NonFiniteWeights::Warn),
     cl::values(clEnumValN(NonFiniteWeights::Warn, "warn",
                           "one warning per weight, and the compile goes on (the default)"),
