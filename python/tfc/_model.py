@@ -292,15 +292,21 @@ def load(path: PathLike) -> Model:
 
 def compile(source: PathLike, *, weights: Optional[PathLike] = None,
             set: Optional[Mapping[str, object]] = None, precision: str = "f32",
-            fusion: bool = True) -> Model:
+            fusion: bool = True, nonfinite_weights: str = "warn") -> Model:
     """Compiles a model description (YAML) or a Hugging Face model directory.
 
     ``weights``: a safetensors file (overrides the description's ``weights:``);
     ``set``: parameter overrides, e.g. ``{"d_model": 64}`` (``tfc compile --set``);
     ``precision``: "f32", "bf16" or "int8"; ``fusion``: False compiles the unfused
-    model. Raises tfc.CompileError with the diagnostic's file, line and column.
+    model; ``nonfinite_weights``: "warn" (a warning per weight holding NaN or inf, in
+    ``Model.warnings``) or "error" (a CompileError; ``tfc compile --nonfinite-weights``).
+    Raises tfc.CompileError with the diagnostic's file, line and column.
     """
-    return _compile(source, weights=weights, set=set, precision=precision, fusion=fusion)
+    if nonfinite_weights not in ("warn", "error"):
+        raise InvalidArgument(f"nonfinite_weights must be 'warn' or 'error', "
+                              f"got {nonfinite_weights!r}")
+    return _compile(source, weights=weights, set=set, precision=precision, fusion=fusion,
+                    _extra=[f"--nonfinite-weights={nonfinite_weights}"])
 
 
 def _compile(source: PathLike, *, weights: Optional[PathLike] = None,
