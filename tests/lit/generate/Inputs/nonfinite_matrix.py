@@ -35,7 +35,7 @@ COMPILE_WARN = re.compile(r".*: warning: weight '([^']+)' holds 1 NaN or infinit
 D = 16  # d_model
 MODELS = {
     "floydhub": ("tutorial-floydhub.yaml",
-                 f"d_model={D} heads=2 d_ff=32 layers=1 max_len=16 max_batch=4 src_vocab=24 "
+                 f"d_model={D} heads=2 d_ff=32 layers=1 max_len=16 max_batch=8 src_vocab=24 "
                  "tgt_vocab=24 bos_id=1 eos_id=2 pad_id=0",
                  {"embedding": ("decoder.embed.embed.weight", 1 * D + 3),  # bos's row
                   "query": ("decoder.layers.0.attn_1.q_linear.weight", 5),
