@@ -49,7 +49,7 @@ MODELS = {
            "max_distance=8 max_len=8 max_batch=2 num_beams=2 no_repeat_ngram_size=2"),
 }
 # fuzz_model_run only: int8 and bf16 plans (max_batch 4, so that beam 4 runs), and
-# a model whose output head holds NaN and +inf weights (issue 21: non-finite
+# a model whose output head holds a NaN weight and a +inf bias (issue 21: non-finite
 # logits in greedy, beam search and sampling).
 # name -> (model yaml, --set overrides, extra tfc flags, {weight: {flat index: value}})
 RUN_MODELS = {
@@ -65,7 +65,8 @@ RUN_MODELS = {
     "floydhub-nan": ("tutorial-floydhub.yaml",
                      "d_model=8 heads=2 d_ff=16 layers=1 max_len=8 max_batch=4 "
                      "src_vocab=16 tgt_vocab=16", [],
-                     {"out.weight": {5 * 8: float("nan"), 7 * 8 + 1: float("inf")}}),
+                     # token 5's logit NaN, token 7's +inf at every step
+                     {"out.weight": {5 * 8: float("nan")}, "out.bias": {7: float("inf")}}),
 }
 # Params made tiny in the YAML seeds, whichever model declares them.
 TINY = {"d_model": "8", "heads": "2", "d_ff": "16", "layers": "1", "vocab": "16",
