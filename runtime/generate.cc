@@ -351,6 +351,79 @@ Status singleRowSearch(StepModel &model, const std::vector<std::vector<int64_t>>
   return {};
 }
 
+namespace beam {
+// A hypothesis's tokens are a chain of nodes (parent, token); -1 is the empty one.
+struct Node {
+  int32_t parent;
+  int64_t token;
+};
+struct Hyp {
+  int32_t node;
+  float score;
+};
+struct Finished {
+  int32_t node;
+  float norm;
+};
+struct Item {
+  std::vector<Node> nodes;
+  std::vector<Hyp> live, next;
+  std::vector<Finished> finished;
+};
+struct Cand {
+  float score;
+  int64_t flat; // h * vocab + v
+};
+
+/// Item b's result: its best finished hypothesis (the first finished wins a tie).
+void finish(const Item &it, size_t b, const SearchOptions &opt, SearchResult &out) {
+  const Finished *best = nullptr;
+  for (const Finished &f : it.finished)
+    if (!best || f.norm > best->norm)
+      best = &f;
+  if (!best) {
+    // No hypothesis finished above -inf (every candidate was -inf): the
+    // item ends with no tokens and score -inf.
+    out.scores[b] = -std::numeric_limits<float>::infinity();
+    return;
+  }
+  std::vector<int64_t> &ids = out.ids[b];
+  for (int32_t n = best->node; n >= 0; n = it.nodes[n].parent)
+    ids.push_back(it.nodes[n].token);
+  std::reverse(ids.begin(), ids.end());
+  out.scores[b] = best->norm;
+  if (opt.onToken)
+    for (size_t i = 0; i < ids.size(); ++i)
+      opt.onToken(b, static_cast<int64_t>(i), ids[i], std::numeric_limits<float>::quiet_NaN());
+}
+
+/// Whether item |it| stops after step t, with |it.next| its new live hypotheses.
+bool stops(const Item &it, const SearchOptions &opt, int64_t t, bool last) {
+  if (last || it.next.empty())
+    return true;
+  if (static_cast<int64_t>(it.finished.size()) < opt.beam)
+    return false;
+  if (opt.early_stopping == 1)
+    return true;
+  // Can the best live hypothesis still beat the worst finished one?
+  const int64_t len =
+      opt.early_stopping == 2 && opt.length_penalty > 0.0f ? opt.max_len : t + 1;
+  return !(normalize(it.next.front().score, len, opt.length_penalty) >
+           it.finished.back().norm);
+}
+
+/// NaN or +inf in the |n| rows of an item's hypotheses at step t: the error.
+Status checkRows(const float *rows, int64_t n, int64_t vocab, int64_t t, size_t b) {
+  RowCheck sum;
+  for (int64_t h = 0; h < n; ++h) {
+    const RowCheck c = checkRow(rows + h * vocab, vocab);
+    sum.nan += c.nan;
+    sum.posInf += c.posInf;
+  }
+  return sum.nan || sum.posInf ? nonFiniteLogits(t, b, sum) : Status();
+}
+} // namespace beam
+
 /// Beam search, per item as docs/generation.md specifies, with all items' live hypotheses as
 /// the model's rows.
 Status beamSearchImpl(StepModel &model, const std::vector<std::vector<int64_t>> &prompts,
@@ -364,28 +437,7 @@ Status beamSearchImpl(StepModel &model, const std::vector<std::vector<int64_t>> 
   const int64_t M = 2 * K;
   const int64_t perRow = std::min<int64_t>(M, vocab); // candidates kept per hypothesis
 
-  // A hypothesis's tokens are a chain of nodes (parent, token); -1 is the empty one.
-  struct Node {
-    int32_t parent;
-    int64_t token;
-  };
-  struct Hyp {
-    int32_t node;
-    float score;
-  };
-  struct Finished {
-    int32_t node;
-    float norm;
-  };
-  struct Item {
-    std::vector<Node> nodes;
-    std::vector<Hyp> live, next;
-    std::vector<Finished> finished;
-  };
-  struct Cand {
-    float score;
-    int64_t flat; // h * vocab + v
-  };
+  using namespace beam;
   std::vector<Item> items(batch);
   for (Item &it : items) {
     it.live.reserve(K);
@@ -408,27 +460,6 @@ Status beamSearchImpl(StepModel &model, const std::vector<std::vector<int64_t>> 
 
   const bool bans = bansTokens(opt);
   std::vector<int64_t> seq;
-  auto finish = [&](size_t b) {
-    const Item &it = items[b];
-    const Finished *best = nullptr;
-    for (const Finished &f : it.finished) // first finished wins a tie
-      if (!best || f.norm > best->norm)
-        best = &f;
-    if (!best) {
-      // No hypothesis finished above -inf (every candidate was -inf): the
-      // item ends with no tokens and score -inf.
-      out.scores[b] = -std::numeric_limits<float>::infinity();
-      return;
-    }
-    std::vector<int64_t> &ids = out.ids[b];
-    for (int32_t n = best->node; n >= 0; n = it.nodes[n].parent)
-      ids.push_back(it.nodes[n].token);
-    std::reverse(ids.begin(), ids.end());
-    out.scores[b] = best->norm;
-    if (opt.onToken)
-      for (size_t i = 0; i < ids.size(); ++i)
-        opt.onToken(b, static_cast<int64_t>(i), ids[i], std::numeric_limits<float>::quiet_NaN());
-  };
 
   for (int64_t pos = 0; !active.empty(); ++pos) {
     tokens.clear();
@@ -459,16 +490,8 @@ Status beamSearchImpl(StepModel &model, const std::vector<std::vector<int64_t>> 
       // Each hypothesis's best min(K, vocab) candidates contain the item's best K.
       cands.clear();
       const int64_t forced = forcedToken(opt, t);
-      if (forced < 0) { // a forced token ignores the logits
-        RowCheck sum;
-        for (int64_t h = 0; h < n; ++h) {
-          const RowCheck c = checkRow(logits + (row0 + h) * vocab, vocab);
-          sum.nan += c.nan;
-          sum.posInf += c.posInf;
-        }
-        if (sum.nan || sum.posInf)
-          return nonFiniteLogits(t, b, sum);
-      }
+      if (forced < 0) // a forced token ignores the logits
+        TFC_RETURN_IF_ERROR(checkRows(logits + row0 * vocab, n, vocab, t, b));
       for (int64_t h = 0; h < n; ++h) {
         const float *l = logits + (row0 + h) * vocab;
         const float s = it.live[h].score;
@@ -554,22 +577,9 @@ Status beamSearchImpl(StepModel &model, const std::vector<std::vector<int64_t>> 
         if (static_cast<int64_t>(it.finished.size()) > K)
           it.finished.resize(K);
       }
-      bool done = last || it.next.empty();
-      if (!done && static_cast<int64_t>(it.finished.size()) >= K) {
-        if (opt.early_stopping == 1) {
-          done = true;
-        } else {
-          // Can the best live hypothesis still beat the worst finished one?
-          const int64_t len = opt.early_stopping == 2 && opt.length_penalty > 0.0f
-                                  ? opt.max_len
-                                  : t + 1;
-          done = !(normalize(it.next.front().score, len, opt.length_penalty) >
-                   it.finished.back().norm);
-        }
-      }
-      if (done) {
+      if (stops(it, opt, t, last)) {
         from.resize(fromBefore); // the item is done: its rows go
-        finish(b);
+        finish(it, b, opt, out);
         continue;
       }
       it.live.swap(it.next);
