@@ -20,6 +20,9 @@
 //    their probabilities; top-p's "reaches" is cumulative mass >= top_p.
 //  - top_k and top_p are validated whether or not sampling is on; temperature only
 //    when sampling (as the brief lists it).
+//  - Non-finite logits (issue 21; docs/generation.md, "Non-finite logits"): NaN or
+//    +inf in a row a step chooses from is TFRUN_NON_FINITE; -inf is a banned
+//    token; a row with nothing above -inf ends its item with score -inf.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/generate.h"
