@@ -53,13 +53,22 @@ FailureOr<Value> Importer::weight(const Node &at, const std::string &name,
   if (!ws.declare(name, shape, role, err))
     return error(at, err);
   // NaN or infinite values compile (a model may mean them, e.g. a -inf mask
-  // buffer) but are worth one warning per weight.
+  // buffer) but are worth one warning per weight; --nonfinite-weights=error
+  // makes that an error.
   uint64_t first = 0;
   if (nonFiniteChecked.insert(name).second)
-    if (uint64_t bad = ws.countNonFinite(name, first))
-      emitWarning(loc(at), "weight '")
-          << name << "' holds " << bad << " NaN or infinite value" << (bad == 1 ? "" : "s")
-          << " (the first at flat index " << first << ")";
+    if (uint64_t bad = ws.countNonFinite(name, first)) {
+      std::string msg = "weight '" + name + "' holds " + std::to_string(bad) +
+                        " NaN or infinite value" + (bad == 1 ? "" : "s") +
+                        " (the first at flat index " + std::to_string(first) + ")";
+      if (opts.nonFiniteWeightsError) {
+        if (!errored)
+          emitError(loc(at)) << msg << " [--nonfinite-weights=error]";
+        errored = true;
+        return failure();
+      }
+      emitWarning(loc(at)) << msg;
+    }
   auto t = RankedTensorType::get(shape, b.getF32Type());
   return make<td::WeightOp>(loc(at), {},
                             {attr("name", b.getStringAttr(name)),

@@ -42,6 +42,9 @@ struct ImportOptions {
   /// `--head NAME`: a Hugging Face directory's output head (docs/hf.md); empty
   /// picks one from the directory.
   std::string hfHead;
+  /// `--nonfinite-weights=error`: a weight holding NaN or infinite values is an
+  /// error rather than a warning.
+  bool nonFiniteWeightsError = false;
 };
 
 /// The imported model: the module plus the data of every weight it names.

@@ -195,15 +195,23 @@ uint32_t Writer::weightOperand(Operation *op, unsigned i, Value v,
     // token of an embedding table [V, D]: the same numbers for a tied weight).
     std::vector<int8_t> q(t.data.size());
     std::vector<float> sc(rows);
+    // A row holding NaN or inf is stored as scale NaN and zeros: its outputs
+    // (a linear layer's output column, an embedding's token row) are NaN
+    // (docs/precision.md, "Non-finite values"). The rest in double, so that
+    // 127 / amax cannot overflow and nothing non-finite is cast to int8.
     for (int64_t r = 0; r < rows; ++r) {
       const float *w = t.data.data() + r * cols;
       float amax = 0;
-      for (int64_t c = 0; c < cols; ++c)
+      bool finite = true;
+      for (int64_t c = 0; c < cols; ++c) {
+        finite &= std::isfinite(w[c]);
         amax = std::max(amax, std::fabs(w[c]));
-      sc[r] = amax / 127.0f;
-      float inv = amax > 0 ? 127.0f / amax : 0.0f;
+      }
+      sc[r] = finite ? amax / 127.0f : NAN;
+      const double inv = finite && amax > 0 ? 127.0 / amax : 0.0;
       for (int64_t c = 0; c < cols; ++c)
-        q[r * cols + c] = (int8_t)std::clamp(std::nearbyint(w[c] * inv), -127.0f, 127.0f);
+        q[r * cols + c] = finite ? (int8_t)std::clamp(std::nearbyint(w[c] * inv), -127.0, 127.0)
+                                 : 0;
     }
     id = addWeightBytes(t.shape, TFC_DTYPE_I8, reinterpret_cast<const char *>(q.data()),
                         q.size());

@@ -24,7 +24,8 @@ static_assert((int)Code::Ok == TFRUN_OK && (int)Code::InvalidArgument == TFRUN_I
                   (int)Code::Unsupported == TFRUN_UNSUPPORTED &&
                   (int)Code::IoError == TFRUN_IO_ERROR &&
                   (int)Code::OutOfMemory == TFRUN_OUT_OF_MEMORY &&
-                  (int)Code::Internal == TFRUN_INTERNAL,
+                  (int)Code::Internal == TFRUN_INTERNAL &&
+                  (int)Code::NonFinite == TFRUN_NON_FINITE,
               "tfc::Code and tfrun_code_t must agree one for one");
 static_assert((uint32_t)TFRUN_I64 == TFC_DTYPE_I64 && (uint32_t)TFRUN_I32 == TFC_DTYPE_I32 &&
                   (uint32_t)TFRUN_F32 == TFC_DTYPE_F32 && (uint32_t)TFRUN_F16 == TFC_DTYPE_F16 &&

@@ -20,6 +20,9 @@
 //    their probabilities; top-p's "reaches" is cumulative mass >= top_p.
 //  - top_k and top_p are validated whether or not sampling is on; temperature only
 //    when sampling (as the brief lists it).
+//  - Non-finite logits (issue 21; docs/generation.md, "Non-finite logits"): NaN or
+//    +inf in a row a step chooses from is TFRUN_NON_FINITE; -inf is a banned
+//    token; a row with nothing above -inf ends its item with score -inf.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/generate.h"
@@ -115,6 +118,36 @@ int64_t argmax(const float *l, int64_t vocab) {
       best = v;
     }
   return best;
+}
+
+/// The NaN and +inf entries of one row of logits, and whether any entry is
+/// above -inf (something a search can choose).
+struct RowCheck {
+  int64_t nan = 0, posInf = 0;
+  bool choosable = false;
+};
+RowCheck checkRow(const float *l, int64_t vocab) {
+  RowCheck c;
+  const float inf = std::numeric_limits<float>::infinity();
+  int64_t nan = 0, posInf = 0, finite = 0;
+  for (int64_t v = 0; v < vocab; ++v) { // branch-free: vectorizes
+    nan += l[v] != l[v];
+    posInf += l[v] == inf;
+    finite += l[v] > -inf;
+  }
+  c.nan = nan;
+  c.posInf = posInf;
+  c.choosable = finite > posInf;
+  return c;
+}
+
+/// docs/generation.md, "Non-finite logits": NaN or +inf in the logits a step
+/// chooses from stops generation with TFRUN_NON_FINITE, naming the step (the
+/// 0-based index of the new token) and the batch item.
+Status nonFiniteLogits(int64_t t, size_t b, const RowCheck &c) {
+  return Status::nonFinite(format("generate: step %" PRId64 ": the logits of batch item %zu "
+                                  "hold %" PRId64 " NaN and %" PRId64 " +inf values",
+                                  t, b, c.nan, c.posInf));
 }
 
 /// score / length^alpha (in f64, rounded to f32 as the reference does).
@@ -272,6 +305,14 @@ Status singleRowSearch(StepModel &model, const std::vector<std::vector<int64_t>>
         continue;
       }
       const float *l = logits + static_cast<int64_t>(r) * vocab;
+      const int64_t t = static_cast<int64_t>(out.ids[b].size());
+      const int64_t forced = forcedToken(opt, t);
+      RowCheck check;
+      if (forced < 0) { // a forced token ignores the logits
+        check = checkRow(l, vocab);
+        if (check.nan || check.posInf)
+          return nonFiniteLogits(t, b, check);
+      }
       if (bans) {
         // The processed scores: chosen from, and normalized over, as
         // transformers' greedy search and compute_transition_scores do.
@@ -281,7 +322,14 @@ Status singleRowSearch(StepModel &model, const std::vector<std::vector<int64_t>>
         banTokens(opt, seq, vocab, processed.data());
         l = processed.data();
       }
-      const int64_t forced = forcedToken(opt, static_cast<int64_t>(out.ids[b].size()));
+      if (forced < 0 && bans)
+        check.choosable = checkRow(l, vocab).choosable;
+      if (forced < 0 && !check.choosable) {
+        // Every logit -inf (or banned): nothing to choose, the item ends
+        // here as at eos, with score -inf.
+        out.scores[b] = -std::numeric_limits<float>::infinity();
+        continue;
+      }
       const int64_t tok = forced >= 0 ? forced
                           : opt.sample ? sampler->draw(l, opt, rngs[b])
                                        : argmax(l, vocab);
@@ -306,6 +354,79 @@ Status singleRowSearch(StepModel &model, const std::vector<std::vector<int64_t>>
   return {};
 }
 
+namespace beam {
+// A hypothesis's tokens are a chain of nodes (parent, token); -1 is the empty one.
+struct Node {
+  int32_t parent;
+  int64_t token;
+};
+struct Hyp {
+  int32_t node;
+  float score;
+};
+struct Finished {
+  int32_t node;
+  float norm;
+};
+struct Item {
+  std::vector<Node> nodes;
+  std::vector<Hyp> live, next;
+  std::vector<Finished> finished;
+};
+struct Cand {
+  float score;
+  int64_t flat; // h * vocab + v
+};
+
+/// Item b's result: its best finished hypothesis (the first finished wins a tie).
+void finish(const Item &it, size_t b, const SearchOptions &opt, SearchResult &out) {
+  const Finished *best = nullptr;
+  for (const Finished &f : it.finished)
+    if (!best || f.norm > best->norm)
+      best = &f;
+  if (!best) {
+    // No hypothesis finished above -inf (every candidate was -inf): the
+    // item ends with no tokens and score -inf.
+    out.scores[b] = -std::numeric_limits<float>::infinity();
+    return;
+  }
+  std::vector<int64_t> &ids = out.ids[b];
+  for (int32_t n = best->node; n >= 0; n = it.nodes[n].parent)
+    ids.push_back(it.nodes[n].token);
+  std::reverse(ids.begin(), ids.end());
+  out.scores[b] = best->norm;
+  if (opt.onToken)
+    for (size_t i = 0; i < ids.size(); ++i)
+      opt.onToken(b, static_cast<int64_t>(i), ids[i], std::numeric_limits<float>::quiet_NaN());
+}
+
+/// Whether item |it| stops after step t, with |it.next| its new live hypotheses.
+bool stops(const Item &it, const SearchOptions &opt, int64_t t, bool last) {
+  if (last || it.next.empty())
+    return true;
+  if (static_cast<int64_t>(it.finished.size()) < opt.beam)
+    return false;
+  if (opt.early_stopping == 1)
+    return true;
+  // Can the best live hypothesis still beat the worst finished one?
+  const int64_t len =
+      opt.early_stopping == 2 && opt.length_penalty > 0.0f ? opt.max_len : t + 1;
+  return !(normalize(it.next.front().score, len, opt.length_penalty) >
+           it.finished.back().norm);
+}
+
+/// NaN or +inf in the |n| rows of an item's hypotheses at step t: the error.
+Status checkRows(const float *rows, int64_t n, int64_t vocab, int64_t t, size_t b) {
+  RowCheck sum;
+  for (int64_t h = 0; h < n; ++h) {
+    const RowCheck c = checkRow(rows + h * vocab, vocab);
+    sum.nan += c.nan;
+    sum.posInf += c.posInf;
+  }
+  return sum.nan || sum.posInf ? nonFiniteLogits(t, b, sum) : Status();
+}
+} // namespace beam
+
 /// Beam search, per item as docs/generation.md specifies, with all items' live hypotheses as
 /// the model's rows.
 Status beamSearchImpl(StepModel &model, const std::vector<std::vector<int64_t>> &prompts,
@@ -319,28 +440,7 @@ Status beamSearchImpl(StepModel &model, const std::vector<std::vector<int64_t>> 
   const int64_t M = 2 * K;
   const int64_t perRow = std::min<int64_t>(M, vocab); // candidates kept per hypothesis
 
-  // A hypothesis's tokens are a chain of nodes (parent, token); -1 is the empty one.
-  struct Node {
-    int32_t parent;
-    int64_t token;
-  };
-  struct Hyp {
-    int32_t node;
-    float score;
-  };
-  struct Finished {
-    int32_t node;
-    float norm;
-  };
-  struct Item {
-    std::vector<Node> nodes;
-    std::vector<Hyp> live, next;
-    std::vector<Finished> finished;
-  };
-  struct Cand {
-    float score;
-    int64_t flat; // h * vocab + v
-  };
+  using namespace beam;
   std::vector<Item> items(batch);
   for (Item &it : items) {
     it.live.reserve(K);
@@ -356,6 +456,7 @@ Status beamSearchImpl(StepModel &model, const std::vector<std::vector<int64_t>> 
   from.reserve(batch * K);
   stillActive.reserve(batch);
   std::vector<float> top, rowLse, rowTop;
+  std::vector<uint8_t> rowBad;
   std::vector<int32_t> topIdx, rowTopIdx;
   std::vector<int64_t> banned;
   std::vector<Cand> cands;
@@ -363,21 +464,6 @@ Status beamSearchImpl(StepModel &model, const std::vector<std::vector<int64_t>> 
 
   const bool bans = bansTokens(opt);
   std::vector<int64_t> seq;
-  auto finish = [&](size_t b) {
-    const Item &it = items[b];
-    const Finished *best = nullptr;
-    for (const Finished &f : it.finished) // first finished wins a tie
-      if (!best || f.norm > best->norm)
-        best = &f;
-    std::vector<int64_t> &ids = out.ids[b];
-    for (int32_t n = best->node; n >= 0; n = it.nodes[n].parent)
-      ids.push_back(it.nodes[n].token);
-    std::reverse(ids.begin(), ids.end());
-    out.scores[b] = best->norm;
-    if (opt.onToken)
-      for (size_t i = 0; i < ids.size(); ++i)
-        opt.onToken(b, static_cast<int64_t>(i), ids[i], std::numeric_limits<float>::quiet_NaN());
-  };
 
   for (int64_t pos = 0; !active.empty(); ++pos) {
     tokens.clear();
@@ -397,8 +483,9 @@ Status beamSearchImpl(StepModel &model, const std::vector<std::vector<int64_t>> 
     rowLse.resize(rows);
     rowTop.resize(rows * perRow);
     rowTopIdx.resize(rows * perRow);
+    rowBad.resize(rows);
     tfc::cpu::rowsLogSumExpTopK(logits, rows, vocab, static_cast<int>(perRow), rowLse.data(),
-                                rowTopIdx.data(), rowTop.data());
+                                rowTopIdx.data(), rowTop.data(), rowBad.data());
     from.clear();
     stillActive.clear();
     int64_t row0 = 0; // the item's first row
@@ -416,6 +503,11 @@ Status beamSearchImpl(StepModel &model, const std::vector<std::vector<int64_t>> 
       // Each hypothesis's best min(K, vocab) candidates contain the item's best K.
       cands.clear();
       const int64_t forced = forcedToken(opt, t);
+      // A forced token ignores the logits; the threaded pass flagged the rows
+      // that hold NaN or +inf, and checkRows counts them for the error.
+      if (forced < 0 && std::any_of(rowBad.begin() + row0, rowBad.begin() + row0 + n,
+                                    [](uint8_t bad) { return bad != 0; }))
+        TFC_RETURN_IF_ERROR(checkRows(logits + row0 * vocab, n, vocab, t, b));
       for (int64_t h = 0; h < n; ++h) {
         const float *l = logits + (row0 + h) * vocab;
         const float s = it.live[h].score;
@@ -508,22 +600,9 @@ Status beamSearchImpl(StepModel &model, const std::vector<std::vector<int64_t>> 
         if (static_cast<int64_t>(it.finished.size()) > K)
           it.finished.resize(K);
       }
-      bool done = last || it.next.empty();
-      if (!done && static_cast<int64_t>(it.finished.size()) >= K) {
-        if (opt.early_stopping == 1) {
-          done = true;
-        } else {
-          // Can the best live hypothesis still beat the worst finished one?
-          const int64_t len = opt.early_stopping == 2 && opt.length_penalty > 0.0f
-                                  ? opt.max_len
-                                  : t + 1;
-          done = !(normalize(it.next.front().score, len, opt.length_penalty) >
-                   it.finished.back().norm);
-        }
-      }
-      if (done) {
+      if (stops(it, opt, t, last)) {
         from.resize(fromBefore); // the item is done: its rows go
-        finish(b);
+        finish(it, b, opt, out);
         continue;
       }
       it.live.swap(it.next);

@@ -109,7 +109,10 @@ struct AttentionParams {
 ///   or an all -inf additive row) produces NaN in every output element;
 /// - a row where every key is masked with a finite mask_value gets the
 ///   uniform average of all kv_len value rows (the softmax of equal scores);
-/// - kv_len == 0 produces zeros (an empty sum), q_len == 0 writes nothing.
+/// - kv_len == 0 produces zeros (an empty sum), q_len == 0 writes nothing;
+/// - a NaN score (a NaN in the row's query or in any unmasked key, a NaN in
+///   the additive mask) makes every output element of the row NaN, and so
+///   does a +inf score (exp(inf - inf)); no NaN weighs 0 (issue 21).
 ///
 /// Only the q_len rows of each batch of `out` (at out_row_stride and
 /// out_batch_stride), in the heads*dv columns, are written; `out` must not

@@ -98,8 +98,12 @@ TFC_INLINE void pinInRegister(VF &v) {
 /// -inf), NaN for NaN. Cephes' expf: x = n ln2 + r with |r| <= ln2/2, a degree
 /// 5 polynomial for e^r, and 2^n built in the exponent bits. n is rounded with
 /// the 1.5 * 2^23 trick so that no float-to-int conversion (undefined for NaN)
-/// is needed. exp(0) is exactly 1.
+/// is needed. exp(0) is exactly 1. A NaN lane is returned as it came (the
+/// clamps below would turn it into exp(-87) or exp(88), and an attention score
+/// of NaN would then weigh nothing instead of making the row NaN; issue 21).
 TFC_INLINE VF vexp(VF x) {
+  const VF in = x;
+  const VI nan = x != x;
   const VI under = x < vsplat(kExpCutoff);
   x = vmax(x, vsplat(kExpCutoff));
   x = x < vsplat(88.0f) ? x : vsplat(88.0f);
@@ -117,6 +121,7 @@ TFC_INLINE VF vexp(VF x) {
   y = y * r + vsplat(5.0000001201e-1f);
   y = y * (r * r) + r + vsplat(1.0f);
   y = y * (VF)((ni + 127) << 23);
+  y = nan ? in : y;
   return under ? vsplat(0.0f) : y;
 }
 

@@ -100,16 +100,25 @@ void quantizeRows(const void *x, bool isBf16, int64_t rows, int64_t k, uint8_t *
       nan |= std::isnan(v);
     }
     uint8_t *qr = q + r * k;
-    const bool finite = !nan && std::isfinite(lo) && std::isfinite(hi) && std::isfinite(hi - lo);
-    if (!finite || !(hi - lo > 0.0f)) {
-      // All zeros (exact as scale 0), or inf/NaN (the output row is NaN).
+    // docs/precision.md, "Non-finite values": a NaN or an infinity anywhere in
+    // the row makes the whole output row NaN (scale NaN, q and zero 0). The
+    // range is taken in double, where hi - lo of finite floats cannot
+    // overflow; a range so small that its step is below FLT_MIN (subnormal
+    // inputs) quantizes as all zeros, as an all-zero row does: its output is
+    // the bias, off by at most range * sum |w|.
+    const bool finite = !nan && std::isfinite(lo) && std::isfinite(hi);
+    const double range = finite ? (double)hi - (double)lo : 0.0;
+    const float s = (float)(range / fl);
+    if (!finite || !(s >= 1.17549435e-38f)) {
       scale[r] = finite ? 0.0f : NAN;
       zero[r] = 0;
       std::memset(qr, 0, (size_t)k);
       continue;
     }
-    const float s = (hi - lo) / fl, inv = fl / (hi - lo);
-    const float zp = std::nearbyint(-lo * inv);
+    // s >= FLT_MIN bounds inv below 1 / FLT_MIN, so x * inv is finite, and
+    // -lo * inv lies in [0, 255]; the clamp only guards the last rounding.
+    const float inv = (float)(fl / range);
+    float zp = std::nearbyint(std::fmin(std::fmax(-lo * inv, 0.0f), fl));
     scale[r] = s;
     zero[r] = (int32_t)zp;
     // Round to nearest even as nearbyint does: |x * inv| <= 255 < 2^22,

@@ -299,9 +299,13 @@ std::string runInt8(const PackedLinear &w, const LinearCall &c) {
     const int32_t *a = acc + r * n;
     const float s = sx[r];
     const int32_t z = zx[r];
-    // Branch-free loops, so that each vectorizes.
+    // Branch-free loops, so that each vectorizes. quantizeRows keeps z in
+    // [0, 255], so sum_k (q - z) w, like a itself, is within 255 * 127 * K and
+    // fits in 32 bits (K < 66306); the correction is taken in uint32 (wrapping
+    // is defined, and exact whenever the result fits), never as a signed
+    // overflow (docs/precision.md, "Non-finite values").
     for (int64_t j = 0; j < n; ++j)
-      y[j] = (float)(a[j] - z * wsum[j]) * (s * sw[j]);
+      y[j] = (float)(int32_t)((uint32_t)a[j] - (uint32_t)z * (uint32_t)wsum[j]) * (s * sw[j]);
     if (b)
       for (int64_t j = 0; j < n; ++j)
         y[j] += b[j];

@@ -113,30 +113,43 @@ int rowTopKFiltered(const float *l, int64_t n, int m, int32_t *idx, float *val) 
   return k;
 }
 
-/// rowLogSumExp's second pass, given the row's maximum |m| (NaN ignored).
-float logSumExpWithMax(const float *l, int64_t n, float m) {
-  if (!std::isfinite(m))
+/// rowLogSumExp's second pass, given the row's maximum |m| (NaN ignored);
+/// |nan| is set when the row holds a NaN.
+float logSumExpWithMax(const float *l, int64_t n, float m, bool &nan) {
+  if (!std::isfinite(m)) { // all -inf or NaN, or a +inf: only the NaN scan is left
+    nan = false;
+    for (int64_t v = 0; v < n; ++v)
+      nan |= l[v] != l[v];
     return m;
+  }
   const VF mv = vsplat(m);
   VF acc{};
+  VI isNan{};
   int64_t v = 0;
   for (; v + kVec <= n; v += kVec) {
     const VF x = vload(l + v);
     const VF e = vexp(x - mv);
     acc += x == x ? e : VF{};
+    isNan |= x != x;
   }
   double s = 0;
-  for (int c = 0; c < kVec; ++c)
+  nan = false;
+  for (int c = 0; c < kVec; ++c) {
     s += acc[c];
-  for (; v < n; ++v)
+    nan |= isNan[c] != 0;
+  }
+  for (; v < n; ++v) {
     if (l[v] == l[v])
       s += std::exp(static_cast<double>(l[v]) - m);
+    else
+      nan = true;
+  }
   return m + static_cast<float>(std::log(s));
 }
 } // namespace
 
 void rowsLogSumExpTopK(const float *l, int64_t rows, int64_t n, int m, float *lse,
-                       int32_t *idx, float *val) {
+                       int32_t *idx, float *val, uint8_t *nonFinite) {
   // One row is about 20 us at n 58k: worth a thread from a few rows up.
 #pragma omp parallel for schedule(static) if (rows * n >= (1 << 16))
   for (int64_t r = 0; r < rows; ++r) {
@@ -144,8 +157,16 @@ void rowsLogSumExpTopK(const float *l, int64_t rows, int64_t n, int m, float *ls
     const int got = rowTopKFiltered(row, n, m, idx + r * m, val + r * m);
     // The best kept entry is the row's maximum (NaN ranks below -inf, so it is
     // the largest non-NaN value, or -inf): the log-sum-exp needs one pass more.
-    // With m 0 the maximum comes from rowLogSumExp itself.
-    lse[r] = got > 0 ? logSumExpWithMax(row, n, val[r * m]) : rowLogSumExp(row, n);
+    // (With m 0 there is no kept entry: rowLogSumExp finds the maximum itself,
+    // and +inf is its result.)
+    bool nan = false;
+    const float mx = got > 0 ? val[r * m] : rowLogSumExp(row, n);
+    lse[r] = got > 0 ? logSumExpWithMax(row, n, mx, nan) : mx;
+    if (got == 0)
+      for (int64_t v = 0; v < n; ++v)
+        nan |= row[v] != row[v];
+    if (nonFinite)
+      nonFinite[r] = nan || mx == std::numeric_limits<float>::infinity();
   }
 }
 

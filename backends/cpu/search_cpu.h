@@ -32,8 +32,10 @@ int rowTopK(const float *l, int64_t n, int m, int32_t *idx, float *val);
 /// split across the OpenMP threads: at a 58k vocabulary and 128 rows a step
 /// this pass is what beam search's bookkeeping costs, and on one thread it
 /// did not shrink with a second (docs/performance.md).
+/// When |nonFinite| is not null, nonFinite[r] is 1 where row r holds a NaN
+/// or a +inf (what generation refuses: docs/generation.md), else 0.
 void rowsLogSumExpTopK(const float *l, int64_t rows, int64_t n, int m, float *lse,
-                       int32_t *idx, float *val);
+                       int32_t *idx, float *val, uint8_t *nonFinite = nullptr);
 
 } // namespace tfc::cpu
 

@@ -31,6 +31,7 @@ enum class Code : int {
   IoError = 4,
   OutOfMemory = 5,
   Internal = 6, ///< a bug, or a device failure the caller did not cause
+  NonFinite = 7, ///< the model computed NaN or +inf where a finite value is needed
 };
 
 class [[nodiscard]] Status {
@@ -45,6 +46,7 @@ public:
   static Status ioError(std::string m) { return {Code::IoError, std::move(m)}; }
   static Status outOfMemory(std::string m) { return {Code::OutOfMemory, std::move(m)}; }
   static Status internal(std::string m) { return {Code::Internal, std::move(m)}; }
+  static Status nonFinite(std::string m) { return {Code::NonFinite, std::move(m)}; }
   /// A backend's "" (success) or message, as |code|.
   static Status fromMessage(std::string m, Code code = Code::InvalidArgument) {
     return m.empty() ? Status() : Status(code, std::move(m));

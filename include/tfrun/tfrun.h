@@ -27,10 +27,11 @@
 extern "C" {
 #endif
 
-#define TFRUN_API_VERSION 4 /* 3: tfrun_session_memory_info, tfrun_model_input_info;
+#define TFRUN_API_VERSION 5 /* 3: tfrun_session_memory_info, tfrun_model_input_info;
                               4: tfrun_session_generate_stream,
                                  tfrun_session_clear_inputs; generate options
-                                 of 0 / NaN take the model's defaults */
+                                 of 0 / NaN take the model's defaults;
+                              5: TFRUN_NON_FINITE */
 
 /* Status codes. Append-only. */
 typedef enum tfrun_code_t {
@@ -41,6 +42,8 @@ typedef enum tfrun_code_t {
   TFRUN_IO_ERROR = 4,
   TFRUN_OUT_OF_MEMORY = 5,
   TFRUN_INTERNAL = 6,
+  TFRUN_NON_FINITE = 7, /* (API version 5) the model computed NaN or +inf where a
+                           finite value is needed: generation's logits */
 } tfrun_code_t;
 
 /* Element types of inputs and outputs (same values as tfc_dtype_t in tfc/abi.h). */

@@ -11,14 +11,15 @@ model.bin; ``Model.session`` gives a Session (``run``, ``generate``,
 add a Hugging Face directory's tokenizer (pip install tfc[text]).
 """
 from ._errors import (CompileError, Error, Internal, InvalidArgument, InvalidModel, IoError,
-                      OutOfMemory, Unsupported)
+                      NonFinite, NonFiniteWarning, OutOfMemory, Unsupported)
 from ._model import (Generation, GenerationStep, Model, Session, TensorInfo, compile, load)
 from . import _tfc
 
 __all__ = [
     "compile", "load", "Model", "Session", "TensorInfo", "Generation", "GenerationStep",
     "Error", "CompileError", "InvalidArgument", "InvalidModel", "Unsupported", "IoError",
-    "OutOfMemory", "Internal", "cuda_device_count", "Translator", "Encoder", "Generator",
+    "OutOfMemory", "Internal", "NonFinite", "NonFiniteWarning",
+    "cuda_device_count", "Translator", "Encoder", "Generator",
     "API_VERSION", "__version__",
 ]
 

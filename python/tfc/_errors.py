@@ -52,6 +52,33 @@ class Internal(Error):
     code = 6
 
 
+class NonFinite(Error, ArithmeticError):
+    """The model computed NaN or +inf where a finite value is needed: generation's
+    logits (TFRUN_NON_FINITE; docs/generation.md, "Non-finite logits")."""
+
+    code = 7
+
+
+class NonFiniteWarning(RuntimeWarning):
+    """An output holds NaN or infinite values (``Session.run``, ``Session.generate``'s
+    scores): ``output "logits" holds 12 NaN and 0 inf values``, as tfrun warns."""
+
+
+def warn_non_finite(name: str, values) -> None:
+    """Warns (NonFiniteWarning, once per distinct message under Python's default filter)
+    when the float array ``values`` holds NaN or infinite values."""
+    import warnings
+
+    import numpy as np
+
+    v = np.asarray(values, dtype=np.float32)
+    nan = int(np.count_nonzero(np.isnan(v)))
+    inf = int(np.count_nonzero(np.isinf(v)))
+    if nan or inf:
+        warnings.warn(f'output "{name}" holds {nan} NaN and {inf} inf values',
+                      NonFiniteWarning, stacklevel=3)
+
+
 class CompileError(Error):
     """A compiler diagnostic: ``file:line:column: error: message``.
 
@@ -72,4 +99,4 @@ class CompileError(Error):
 
 #: The class of each status code, registered with the native module.
 BY_CODE = {cls.code: cls for cls in (InvalidArgument, InvalidModel, Unsupported, IoError,
-                                     OutOfMemory, Internal)}
+                                     OutOfMemory, Internal, NonFinite)}

@@ -22,7 +22,7 @@ import numpy as np
 
 from . import _tfc
 from ._compiler import PathLike, run_compiler
-from ._errors import BY_CODE, InvalidArgument
+from ._errors import BY_CODE, InvalidArgument, warn_non_finite
 
 _tfc._set_error_classes(BY_CODE)
 
@@ -204,7 +204,10 @@ class Session:
         """Runs the model: ``{"src": ids, ...}`` (int64 or int32 ``[batch, seq]``) to
         ``{output name: float32 array}``. Optional inputs may be left out (see
         ``TensorInfo.default``). The GIL is released while the model runs."""
-        return self._native.run(_inputs(inputs))
+        outputs = self._native.run(_inputs(inputs))
+        for name, value in outputs.items():
+            warn_non_finite(name, value)
+        return outputs
 
     @staticmethod
     def _options(beam, max_len, length_penalty, sample, temperature, top_k, top_p, seed):
@@ -230,8 +233,10 @@ class Session:
         it runs."""
         opts = self._options(beam, max_len, length_penalty, sample, temperature, top_k,
                              top_p, seed)
-        return [Generation(list(ids), float(score))
-                for ids, score in self._native.generate(_inputs(inputs), *opts)]
+        out = [Generation(list(ids), float(score))
+               for ids, score in self._native.generate(_inputs(inputs), *opts)]
+        warn_non_finite("scores", [g.score for g in out])  # -inf: nothing left to choose
+        return out
 
     def generate_tokens(self, inputs: Mapping[str, ArrayLike], beam: int = 1,
                         max_len: Optional[int] = None, length_penalty: float = 1.0,
@@ -287,15 +292,21 @@ def load(path: PathLike) -> Model:
 
 def compile(source: PathLike, *, weights: Optional[PathLike] = None,
             set: Optional[Mapping[str, object]] = None, precision: str = "f32",
-            fusion: bool = True) -> Model:
+            fusion: bool = True, nonfinite_weights: str = "warn") -> Model:
     """Compiles a model description (YAML) or a Hugging Face model directory.
 
     ``weights``: a safetensors file (overrides the description's ``weights:``);
     ``set``: parameter overrides, e.g. ``{"d_model": 64}`` (``tfc compile --set``);
     ``precision``: "f32", "bf16" or "int8"; ``fusion``: False compiles the unfused
-    model. Raises tfc.CompileError with the diagnostic's file, line and column.
+    model; ``nonfinite_weights``: "warn" (a warning per weight holding NaN or inf, in
+    ``Model.warnings``) or "error" (a CompileError; ``tfc compile --nonfinite-weights``).
+    Raises tfc.CompileError with the diagnostic's file, line and column.
     """
-    return _compile(source, weights=weights, set=set, precision=precision, fusion=fusion)
+    if nonfinite_weights not in ("warn", "error"):
+        raise InvalidArgument(f"nonfinite_weights must be 'warn' or 'error', "
+                              f"got {nonfinite_weights!r}")
+    return _compile(source, weights=weights, set=set, precision=precision, fusion=fusion,
+                    _extra=[f"--nonfinite-weights={nonfinite_weights}"])
 
 
 def _compile(source: PathLike, *, weights: Optional[PathLike] = None,

@@ -4,6 +4,8 @@
 Seeds are small on purpose (the whole tree of them stays well under 1 MB):
   fuzz_model_load, fuzz_model_run: model.bin files compiled by the normal
       build's tfc from the bundled models at tiny sizes (d_model 8, 1 layer);
+      fuzz_model_run also int8 and bf16 ones and one with NaN and inf weights
+      (RUN_MODELS);
   fuzz_safetensors: small files written here, one per dtype and edge case;
   fuzz_npy: arrays written with numpy.save, every dtype tfrun reads;
   fuzz_yaml: the bundled models with tiny params and no checkpoint, plus the
@@ -46,6 +48,26 @@ MODELS = {
            "d_model=8 d_kv=4 heads=2 d_ff=16 enc_layers=1 dec_layers=1 vocab=16 buckets=4 "
            "max_distance=8 max_len=8 max_batch=2 num_beams=2 no_repeat_ngram_size=2"),
 }
+# fuzz_model_run only: int8 and bf16 plans (max_batch 4, so that beam 4 runs), and
+# a model whose output head holds a NaN weight and a +inf bias (issue 21: non-finite
+# logits in greedy, beam search and sampling).
+# name -> (model yaml, --set overrides, extra tfc flags, {weight: {flat index: value}})
+RUN_MODELS = {
+    "floydhub-int8": ("tutorial-floydhub.yaml",
+                      "d_model=8 heads=2 d_ff=16 layers=1 max_len=8 max_batch=4 "
+                      "src_vocab=16 tgt_vocab=16", ["--precision", "int8"], None),
+    "gpt2-bf16": ("gpt2.yaml",
+                  "d_model=8 heads=2 layers=1 vocab=16 max_len=8 max_batch=4 bos_id=1 "
+                  "eos_id=2", ["--precision", "bf16"], None),
+    "gpt2-int8": ("gpt2.yaml",
+                  "d_model=8 heads=2 layers=1 vocab=16 max_len=8 max_batch=4 bos_id=1 "
+                  "eos_id=2", ["--precision", "int8"], None),
+    "floydhub-nan": ("tutorial-floydhub.yaml",
+                     "d_model=8 heads=2 d_ff=16 layers=1 max_len=8 max_batch=4 "
+                     "src_vocab=16 tgt_vocab=16", [],
+                     # token 5's logit NaN, token 7's +inf at every step
+                     {"out.weight": {5 * 8: float("nan")}, "out.bias": {7: float("inf")}}),
+}
 # Params made tiny in the YAML seeds, whichever model declares them.
 TINY = {"d_model": "8", "heads": "2", "d_ff": "16", "layers": "1", "vocab": "16",
         "src_vocab": "16", "tgt_vocab": "16", "max_len": "8", "pe_len": "8",
@@ -72,6 +94,42 @@ def model_bins(tfc):
             subprocess.run(cmd, check=True)
             for d in dirs:
                 shutil.copy(out, os.path.join(d, name + ".bin"))
+
+
+def weights_with(tfc, cmd, changes, path):
+    """Writes |path|: every weight the model declares (names and shapes from
+    --emit=mlir-import), small random values, then |changes| applied."""
+    ir = subprocess.run(cmd + ["--emit=mlir-import"], check=True,
+                        capture_output=True, text=True).stdout
+    rng = np.random.default_rng(21)
+    tensors = []
+    for name, dims in re.findall(r'tfc\.weight "([^"]+)" : tensor<([0-9x]*)xf32>', ir):
+        shape = [int(d) for d in dims.split("x")]
+        w = rng.uniform(-0.5, 0.5, size=shape).astype("<f4")
+        for i, v in changes.get(name, {}).items():
+            w.reshape(-1)[i] = v
+        tensors.append((name, "F32", shape, w.tobytes()))
+    missing = set(changes) - {t[0] for t in tensors}
+    if missing:
+        sys.exit(f"make_corpus.py: no weight {sorted(missing)} in {cmd[2]}")
+    with open(path, "wb") as f:
+        f.write(st_bytes(tensors))
+
+
+def run_model_bins(tfc):
+    d = os.path.join(CORPUS, "fuzz_model_run")
+    for name, (yaml, sets, flags, changes) in RUN_MODELS.items():
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "m.bin")
+            cmd = [tfc, "compile", os.path.join(ROOT, "models", yaml)]
+            for s in sets.split():
+                cmd += ["--set", s]
+            if changes:
+                st = os.path.join(tmp, "w.safetensors")
+                weights_with(tfc, cmd, changes, st)
+                cmd += ["--weights", st]
+            subprocess.run(cmd + flags + ["-o", out], check=True)
+            shutil.copy(out, os.path.join(d, name + ".bin"))
 
 
 def st_bytes(tensors, metadata=None, pad=True):
@@ -186,6 +244,7 @@ def main():
     if not os.access(args.tfc, os.X_OK):
         sys.exit(f"make_corpus.py: no tfc at {args.tfc}: run scripts/build.sh or pass --tfc")
     model_bins(args.tfc)
+    run_model_bins(args.tfc)
     safetensors()
     npys()
     yamls()

@@ -66,7 +66,7 @@ class Installed(unittest.TestCase):
         self.assertTrue(os.path.realpath(tfc.__file__).startswith(os.path.realpath(sys.prefix)),
                         tfc.__file__)
         self.assertFalse(os.path.realpath(os.getcwd()).startswith(str(ROOT.resolve()) + "/python"))
-        self.assertEqual(tfc.API_VERSION, 4)
+        self.assertEqual(tfc.API_VERSION, 5)
         project = re.search(r"project\(tfc VERSION ([0-9.]+)", (ROOT / "CMakeLists.txt").read_text())
         self.assertEqual(tfc.__version__, project.group(1))
 
@@ -276,6 +276,49 @@ class Generate(Fixture):
         with self.assertRaises(tfc.InvalidArgument) as cm:
             list(s.generate_tokens({"src": SRC}, top_p=0.0))
         self.assertEqual(str(cm.exception), "top_p must be in (0, 1], got 0")
+
+
+def with_weight(src: Path, dst: Path, name: str, index: int, value: float) -> None:
+    """Copies the safetensors file |src| to |dst| with F32 element |index| of |name| set."""
+    import json
+    import struct
+    blob = bytearray(src.read_bytes())
+    (n,) = struct.unpack("<Q", blob[:8])
+    start, _ = json.loads(blob[8:8 + n])[name]["data_offsets"]
+    struct.pack_into("<f", blob, 8 + n + start + 4 * index, value)
+    dst.write_bytes(bytes(blob))
+
+
+class NonFinite(Fixture):
+    """docs/generation.md, "Non-finite logits": NaN logits stop generation with
+    tfc.NonFinite, outputs holding NaN warn, --nonfinite-weights=error."""
+
+    def test_nan_logits_and_warnings(self):
+        st = self.tmp / "w.safetensors"
+        with_weight(GOLDEN / "gpt2" / "weights.safetensors", st, "transformer.ln_f.weight", 0,
+                    float("nan"))
+        model = tfc.compile(MODELS / "gpt2.yaml", set=GPT2_SMALL, weights=st)
+        self.assertEqual([w["message"] for w in model.warnings],
+                         ["weight 'transformer.ln_f.weight' holds 1 NaN or infinite value "
+                          "(the first at flat index 0)"])
+        s = model.session(threads=1)
+        prompt = np.array([[5, 6, 7], [8, 9, 0]])
+        with self.assertWarns(tfc.NonFiniteWarning) as cm:
+            s.run({"tokens": prompt})
+        self.assertEqual(str(cm.warning), 'output "logits" holds 240 NaN and 0 inf values')
+        for kw in (dict(), dict(beam=2), dict(sample=True, seed=3)):
+            with self.assertRaises(tfc.NonFinite) as cm:
+                s.generate({"tokens": prompt}, max_len=4, **kw)
+            self.assertIsInstance(cm.exception, ArithmeticError)
+            # Item 1's prompt is the shorter: it chooses first.
+            self.assertEqual(str(cm.exception), "generate: step 0: the logits of batch item 1 "
+                                                "hold 40 NaN and 0 +inf values", kw)
+        with self.assertRaises(tfc.CompileError) as cm:
+            tfc.compile(MODELS / "gpt2.yaml", set=GPT2_SMALL, weights=st,
+                        nonfinite_weights="error")
+        self.assertEqual(cm.exception.message,
+                         "weight 'transformer.ln_f.weight' holds 1 NaN or infinite value "
+                         "(the first at flat index 0) [--nonfinite-weights=error]")
 
 
 class Threads(Fixture):

@@ -97,6 +97,17 @@ cl::opt<std::string> headOpt(
              "cls_pooling; default: picked from the directory"),
     cl::value_desc("name"), cl::init(""));
 
+enum class NonFiniteWeights { Warn, Error };
+cl::opt<NonFiniteWeights> nonFiniteWeights(
+    "nonfinite-weights",
+    cl::desc("What a weight holding NaN or infinite values is: warn or error (docs/generation.md, \"Non-finite logits\")"),
+    cl::init(NonFiniteWeights::Warn),
+    cl::values(clEnumValN(NonFiniteWeights::Warn, "warn",
+                          "one warning per weight, and the compile goes on (the default)"),
+               clEnumValN(NonFiniteWeights::Error, "error",
+                          "an error at the weight's use; nothing is written")),
+    cl::cat(tfcCategory));
+
 cl::opt<long long> seedOpt(
     "seed", cl::desc("Seed for the Xavier-uniform initialisation used without weights"),
     cl::init(-1), cl::cat(tfcCategory));
@@ -311,6 +322,7 @@ int runCompile() {
   }
   opts.weightsPath = weightsFile;
   opts.hfHead = headOpt;
+  opts.nonFiniteWeightsError = nonFiniteWeights == NonFiniteWeights::Error;
   if (headOpt.getNumOccurrences() && !llvm::sys::fs::is_directory(inputFile)) {
     llvm::errs() << "error: --head picks the output of a Hugging Face model directory; '"
                  << inputFile << "' is a model description (edit its output: section)\n";

@@ -40,6 +40,19 @@ int failStatus(tfrun_status_t *st) {
   return fail(msg);
 }
 
+/// docs/generation.md, "Non-finite outputs": one warning on stderr per output
+/// that holds NaN or infinite values; the exit code does not change.
+void warnNonFinite(const char *name, const float *data, size_t n) {
+  size_t nan = 0, inf = 0;
+  for (size_t k = 0; k < n; ++k) {
+    nan += std::isnan(data[k]);
+    inf += std::isinf(data[k]);
+  }
+  if (nan || inf)
+    std::fprintf(stderr, "tfrun: warning: output \"%s\" holds %zu NaN and %zu inf values\n", name,
+                 nan, inf);
+}
+
 const char *kUsage =
     "usage: tfrun model.bin [--input NAME=FILE.npy ...] [--output-dir DIR]\n"
     "             [--threads N] [--bench N] [--profile] [--device cpu|cuda[:N]]\n"
@@ -143,6 +156,7 @@ int runGenerate(tfrun_session_t *session, const tfrun_generate_options_t &gopt, 
     longest = std::max(longest, len);
     tokens += len;
   }
+  warnNonFinite("scores", scores.data(), n); // -inf: an item with nothing to choose
   if (bench) {
     std::sort(ms.begin(), ms.end());
     double med = ms[ms.size() / 2];
@@ -491,6 +505,7 @@ int main(int argc, char **argv) {
     size_t n = 1;
     for (int64_t d : dims)
       n *= (size_t)d;
+    warnNonFinite(name, data, n);
     if (!outDir.empty()) {
       std::string err = tfc::npy::writeF32(outDir + "/" + name + ".npy", data, dims);
       if (!err.empty()) {

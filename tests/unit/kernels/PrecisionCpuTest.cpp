@@ -147,6 +147,95 @@ TEST(QuantizeRows, ZeroConstantAndNonFiniteRows) {
   EXPECT_TRUE(std::isnan(s[3])); // inf too
 }
 
+// Issue 21: every row quantizes to defined values (docs/precision.md, "Non-finite
+// values"): NaN or +-inf anywhere -> scale NaN, zero point and q 0; huge finite
+// values quantize as any other; a range below 255 * FLT_MIN -> all zeros.
+TEST(QuantizeRows, NonFiniteHugeAndSubnormalRows) {
+  const int64_t k = 37, rows = 9; // 37: the vector loop and the scalar tail
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = INFINITY;
+  const float big = 0.99f * std::numeric_limits<float>::max(); // bf16 too: no overflow
+  std::vector<float> x = randomVec(rows * k, 5, -1.0f, 1.0f);
+  x[0 * k + 5] = nan;             // NaN in the vector part
+  x[1 * k + 36] = inf;            // +inf in the tail
+  x[2 * k + 0] = -inf;            // -inf
+  for (int64_t i = 0; i < k; ++i) {
+    x[3 * k + i] = nan;                                    // all NaN
+    x[4 * k + i] = (i % 2 ? big : -big) * (1.0f - i / 64.0f); // huge, both signs
+    x[5 * k + i] = (i % 2 ? 1e-40f : -1e-40f);               // subnormal
+    x[6 * k + i] = big * (i / 36.0f);                        // [0, FLT_MAX]
+    x[7 * k + i] = (i % 2 ? 1e-37f : -1e-37f);               // step below FLT_MIN
+    x[8 * k + i] = (i % 3 - 1) * 1e-30f;                     // tiny but fine
+  }
+  std::vector<uint8_t> q(rows * k, 77);
+  std::vector<float> s(rows);
+  std::vector<int32_t> z(rows);
+  for (bool bf : {false, true}) {
+    std::vector<uint16_t> xb = toBf16(x);
+    std::vector<float> ref = bf ? fromBf16(xb) : x;
+    quantizeRows(bf ? (const void *)xb.data() : (const void *)x.data(), bf, rows, k, q.data(),
+                 s.data(), z.data());
+    for (int r : {0, 1, 2, 3}) {
+      EXPECT_TRUE(std::isnan(s[r])) << "bf16=" << bf << " row " << r;
+      EXPECT_EQ(z[r], 0) << "row " << r;
+      for (int64_t i = 0; i < k; ++i)
+        ASSERT_EQ(q[r * k + i], 0) << "row " << r << " i " << i;
+    }
+    for (int r : {5, 7}) { // a step below FLT_MIN: zeros, exactly as an all-zero row
+      EXPECT_EQ(s[r], 0.0f) << "bf16=" << bf << " row " << r;
+      EXPECT_EQ(z[r], 0);
+      for (int64_t i = 0; i < k; ++i)
+        ASSERT_EQ(q[r * k + i], 0) << "row " << r << " i " << i;
+    }
+    EXPECT_EQ(z[6], 0); // non-negative: the whole 0..255 range
+    for (int r : {4, 6, 8}) {
+      ASSERT_TRUE(std::isfinite(s[r]) && s[r] > 0.0f) << "bf16=" << bf << " row " << r;
+      EXPECT_GE(z[r], 0);
+      EXPECT_LE(z[r], 255);
+      for (int64_t i = 0; i < k; ++i) {
+        const double back = (double)s[r] * ((double)q[r * k + i] - z[r]);
+        EXPECT_LE(std::fabs(back - ref[r * k + i]), 0.5 * s[r] * 1.001)
+            << "bf16=" << bf << " row " << r << " i " << i;
+      }
+    }
+  }
+}
+
+// The int8 linear layer on those rows: all-NaN output rows for NaN and +-inf
+// inputs, finite ones for huge finite inputs, the rest unaffected.
+TEST(QuantizeRows, Int8LinearOutputOnNonFiniteRows) {
+  const int64_t rows = 5, k = 64, n = 24;
+  std::vector<float> w = randomVec(n * k, 21, -0.5f, 0.5f), b = randomVec(n, 22);
+  std::vector<int8_t> wq(n * k);
+  std::vector<float> scales(n, 0.5f / 127.0f);
+  for (size_t i = 0; i < w.size(); ++i)
+    wq[i] = (int8_t)std::nearbyint(w[i] / scales[0]);
+  std::string err;
+  auto packed = packLinear(wq.data(), TFC_DTYPE_I8, n, k, scales.data(), err);
+  ASSERT_TRUE(packed) << err;
+  std::vector<float> x = randomVec(rows * k, 23, -2.0f, 2.0f);
+  x[0 * k + 3] = std::numeric_limits<float>::quiet_NaN();
+  x[1 * k + 60] = INFINITY;
+  x[2 * k + 9] = -INFINITY;
+  for (int64_t i = 0; i < k; ++i)
+    x[3 * k + i] = (i % 2 ? 1e30f : -1e30f);
+  std::vector<float> y(rows * n, 0.0f);
+  LinearCall call;
+  call.x = x.data();
+  call.xDtype = TFC_DTYPE_F32;
+  call.rows = rows;
+  call.bias = b.data();
+  call.y = y.data();
+  call.yDtype = TFC_DTYPE_F32;
+  ASSERT_EQ(runPackedLinear(*packed, call), "");
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < n; ++j) {
+      if (r < 3)
+        ASSERT_TRUE(std::isnan(y[r * n + j])) << "r=" << r << " j=" << j;
+      else
+        ASSERT_TRUE(std::isfinite(y[r * n + j])) << "r=" << r << " j=" << j;
+    }
+}
+
 /// y = act(x W^T + b) + res in double, on the weights as stored (dequantized):
 /// the shared reference, tests/reference/Reference.h.
 std::vector<double> referenceLinear(const std::vector<float> &x, const std::vector<float> &w,

@@ -3,7 +3,8 @@
 // rowsLogSumExpTopK (backends/cpu/search_cpu.h), the threaded and filtered
 // pass beam search runs over every row of logits, against rowTopK and
 // rowLogSumExp row by row: the same indices and values in the same order
-// (ties to the lower index, NaN below -inf), and the same log-sum-exp, on
+// (ties to the lower index, NaN below -inf), the same log-sum-exp, and the
+// flag of rows holding NaN or +inf (what generation refuses), on
 // rows with ties, NaN, +-inf, all -inf and all NaN, and on every tail of the
 // vector width.
 //
@@ -26,7 +27,8 @@ const float kInf = std::numeric_limits<float>::infinity();
 void expectSameAsRowByRow(const std::vector<float> &l, int64_t rows, int64_t n, int m) {
   std::vector<float> lse(rows), val(rows * m);
   std::vector<int32_t> idx(rows * m, -1);
-  rowsLogSumExpTopK(l.data(), rows, n, m, lse.data(), idx.data(), val.data());
+  std::vector<uint8_t> bad(rows, 2);
+  rowsLogSumExpTopK(l.data(), rows, n, m, lse.data(), idx.data(), val.data(), bad.data());
   for (int64_t r = 0; r < rows; ++r) {
     const float *row = l.data() + r * n;
     std::vector<float> wantVal(m);
@@ -37,6 +39,10 @@ void expectSameAsRowByRow(const std::vector<float> &l, int64_t rows, int64_t n, 
       EXPECT_EQ(idx[r * m + i], wantIdx[i]) << "row " << r << " rank " << i << " n " << n;
       EXPECT_EQ(val[r * m + i], wantVal[i]) << "row " << r << " rank " << i << " n " << n;
     }
+    bool nanOrPosInf = false;
+    for (int64_t v = 0; v < n; ++v)
+      nanOrPosInf |= std::isnan(row[v]) || row[v] == kInf;
+    EXPECT_EQ(bad[r], nanOrPosInf ? 1 : 0) << "row " << r;
     const float want = rowLogSumExp(row, n);
     if (std::isnan(want))
       EXPECT_TRUE(std::isnan(lse[r])) << "row " << r;
