@@ -14,7 +14,7 @@
 //   32767), so there our own AVX2 GEMM runs instead (gemm_s8_avx2.h): exact,
 //   the same sums as VNNI.
 // - f32 GEMMs: oneDNN's brgemm with AVX-512; below it OpenBLAS's sgemm for
-//   16 to 511 rows (oneDNN otherwise: linear_dnnl.cc), with our epilogue.
+//   16 rows or more (oneDNN for fewer), with our epilogue.
 // - our own vector kernels (bf16 conversion, int8 quantization): AVX-512
 //   where the CPU has it, AVX2 otherwise.
 //
@@ -60,7 +60,7 @@ struct CpuPaths {
   /// (0..127) for gemmU7S8, 1.2-1.45x faster GEMMs on a Zen 3 but outside
   /// int8's accuracy bounds on two bundled models (docs/precision.md).
   bool int8Avx2U7 = false;
-  /// f32 GEMMs (of 16 to 511 rows) on OpenBLAS rather than oneDNN: where
+  /// f32 GEMMs (of 16 rows or more) on OpenBLAS rather than oneDNN: where
   /// oneDNN 2.6 has no brgemm f32 kernel (below AVX-512) its gemm:jit reaches
   /// about 77 GFLOP/s per core at M 128, K 512, N 2048, OpenBLAS's Haswell/Zen
   /// sgemm about 120 (docs/performance.md). Only in builds with OpenBLAS.

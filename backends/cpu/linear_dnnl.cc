@@ -92,7 +92,7 @@ public:
   dnnl::memory::desc wdesc;
   WeightMemory storage{nullptr, std::free}; ///< what |weights| points into
   dnnl::memory weights;
-  /// f32 GEMMs of kBlasMinRows to kBlasMaxRows - 1 rows run on OpenBLAS's sgemm, on the
+  /// f32 GEMMs of at least kBlasMinRows rows run on OpenBLAS's sgemm, on the
   /// same weights (oneDNN lays them out plain, [K, N] row-major, where it
   /// has no brgemm kernel): see cpu_isa.h for when.
   bool blas = false;
@@ -325,16 +325,10 @@ std::string runInt8(const PackedLinear &w, const LinearCall &c) {
 }
 
 #if TFC_HAVE_OPENBLAS
-/// OpenBLAS's sgemm runs f32 GEMMs of kBlasMinRows to kBlasMaxRows - 1 rows;
-/// oneDNN's gemm:jit (on weights reordered once) the others. Below 16 rows
-/// OpenBLAS loses (it packs the weights on every call: K 512, N 2048, 1 row
-/// 8 vs 45 GFLOP/s, 4 rows 40 vs 56). From 512 rows oneDNN wins again on a
-/// real Zen 3, by 2-10% at 1 thread and up to 35% at 2, on 13 of 16
-/// Transformer shapes measured (M 512-1280, K 384-2048, N 384-2048), while
-/// at 32-256 rows OpenBLAS is 1.2-1.7x faster (docs/performance.md, "Which
-/// GEMM path wins where").
+/// Below this many rows oneDNN's GEMM wins (measured on AVX2, K 512, N 2048:
+/// 1 row 45 vs 8 GFLOP/s, 4 rows 56 vs 40; 16 rows 73 vs 84, 128 rows 77 vs
+/// 122): OpenBLAS packs the weights on every call.
 constexpr int64_t kBlasMinRows = 16;
-constexpr int64_t kBlasMaxRows = 512;
 
 /// y = act(x W + b) + residual with OpenBLAS's sgemm: y is first filled with
 /// the bias (plus the residual when there is no activation) and the GEMM
@@ -388,8 +382,7 @@ std::string runBlas(const PackedLinear &w, const LinearCall &c, const float *x, 
 std::string runGemm(const PackedLinear &w, const LinearCall &c, const void *x, dt srcT, void *y,
                     dt dstT) {
 #if TFC_HAVE_OPENBLAS
-  if (w.blas && c.rows >= kBlasMinRows && c.rows < kBlasMaxRows && srcT == dt::f32 &&
-      dstT == dt::f32)
+  if (w.blas && c.rows >= kBlasMinRows && srcT == dt::f32 && dstT == dt::f32)
     return runBlas(w, c, static_cast<const float *>(x), static_cast<float *>(y));
 #endif
   const PackedLinear::Prim &p =
