@@ -358,7 +358,9 @@ INSTANTIATE_TEST_SUITE_P(
         LinearCase{TFC_DTYPE_F32, TFC_DTYPE_F32, TFC_DTYPE_F32, 20, 96, 80, true, true, 1},
         LinearCase{TFC_DTYPE_F32, TFC_DTYPE_F32, TFC_DTYPE_F32, 33, 64, 72, true, true, 2},
         LinearCase{TFC_DTYPE_F32, TFC_DTYPE_F32, TFC_DTYPE_F32, 130, 256, 96, false, true, 3},
-        LinearCase{TFC_DTYPE_F32, TFC_DTYPE_F32, TFC_DTYPE_F32, 64, 128, 64, true, false, 0}));
+        LinearCase{TFC_DTYPE_F32, TFC_DTYPE_F32, TFC_DTYPE_F32, 64, 128, 64, true, false, 0},
+        LinearCase{TFC_DTYPE_F32, TFC_DTYPE_F32, TFC_DTYPE_F32, 600, 64, 48, true, false, 2},
+        LinearCase{TFC_DTYPE_F32, TFC_DTYPE_F32, TFC_DTYPE_F32, 700, 64, 48, true, true, 1}));
 
 TEST(LinearPrecision, RejectsDtypesTheWeightCannotServe) {
   std::vector<float> w = randomVec(8 * 8, 1);
