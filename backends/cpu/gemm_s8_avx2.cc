@@ -21,6 +21,28 @@ inline __m256i dot4(__m256i absA, __m256i a, __m256i w, __m256i ones) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(absA, _mm256_sign_epi8(w, a)), ones);
 }
 
+/// One tile row's 16 sums (lo: columns 0-7, hi: 8-15), plus 128 * wsum[j]
+/// when |wsum| is given (the exact kernel's recentring), into cr[0, cols): two
+/// vector stores for a whole panel, element by element for the last one.
+inline void storeRow(__m256i lo, __m256i hi, int32_t *cr, int64_t cols, const int32_t *wsum) {
+  if (cols == kPanel) {
+    if (wsum) {
+      lo = _mm256_add_epi32(lo, _mm256_slli_epi32(
+                                    _mm256_loadu_si256(reinterpret_cast<const __m256i *>(wsum)), 7));
+      hi = _mm256_add_epi32(hi, _mm256_slli_epi32(_mm256_loadu_si256(
+                                    reinterpret_cast<const __m256i *>(wsum + 8)), 7));
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i *>(cr), lo);
+    _mm256_storeu_si256(reinterpret_cast<__m256i *>(cr + 8), hi);
+    return;
+  }
+  alignas(32) int32_t out[2 * 8];
+  _mm256_store_si256(reinterpret_cast<__m256i *>(out), lo);
+  _mm256_store_si256(reinterpret_cast<__m256i *>(out + 8), hi);
+  for (int64_t j = 0; j < cols; ++j)
+    cr[j] = out[j] + (wsum ? 128 * wsum[j] : 0);
+}
+
 /// Rows [r0, r0 + R) of one panel: R x 16 outputs.
 template <int R>
 void tile(const PackedS8 &w, const int8_t *a, int64_t r0, int64_t panel, int32_t *c,
@@ -50,14 +72,8 @@ void tile(const PackedS8 &w, const int8_t *a, int64_t r0, int64_t panel, int32_t
   }
   // sum_k q w = sum_k (q - 128) w + 128 * sum_k w.
   const int64_t n0 = panel * kPanel, cols = w.n - n0 < kPanel ? w.n - n0 : kPanel;
-  alignas(32) int32_t out[2 * 8];
-  for (int r = 0; r < R; ++r) {
-    _mm256_store_si256(reinterpret_cast<__m256i *>(out), acc[r][0]);
-    _mm256_store_si256(reinterpret_cast<__m256i *>(out + 8), acc[r][1]);
-    int32_t *cr = c + (r0 + r) * ldc + n0;
-    for (int64_t j = 0; j < cols; ++j)
-      cr[j] = out[j] + 128 * w.wsum[n0 + j];
-  }
+  for (int r = 0; r < R; ++r)
+    storeRow(acc[r][0], acc[r][1], c + (r0 + r) * ldc + n0, cols, w.wsum.get() + n0);
 }
 /// The 7-bit form: A is u7 (0..127), so a pair of u7 x s8 products is at most
 /// 2 * 127 * 127 = 32258 and vpmaddubsw takes A as it is: vpmaddubsw, vpmaddwd,
@@ -87,19 +103,8 @@ void tile7(const PackedS8 &w, const uint8_t *a, int64_t r0, int64_t panel, int32
     }
   }
   const int64_t n0 = panel * kPanel, cols = w.n - n0 < kPanel ? w.n - n0 : kPanel;
-  alignas(32) int32_t out[2 * 8];
-  for (int r = 0; r < R; ++r) {
-    int32_t *cr = c + (r0 + r) * ldc + n0;
-    if (cols == kPanel) { // a whole panel: two vector stores
-      _mm256_storeu_si256(reinterpret_cast<__m256i *>(cr), acc[r][0]);
-      _mm256_storeu_si256(reinterpret_cast<__m256i *>(cr + 8), acc[r][1]);
-      continue;
-    }
-    _mm256_store_si256(reinterpret_cast<__m256i *>(out), acc[r][0]);
-    _mm256_store_si256(reinterpret_cast<__m256i *>(out + 8), acc[r][1]);
-    for (int64_t j = 0; j < cols; ++j)
-      cr[j] = out[j];
-  }
+  for (int r = 0; r < R; ++r)
+    storeRow(acc[r][0], acc[r][1], c + (r0 + r) * ldc + n0, cols, nullptr);
 }
 
 /// Rows [r0, r1) of one panel: whole Rows-row tiles, then the tail.

@@ -47,27 +47,33 @@ float rowLogSumExp(const float *l, int64_t n) {
   return m + static_cast<float>(std::log(s));
 }
 
+namespace {
+/// The rank of a logit: itself, or -inf for NaN.
+inline float rankOf(float x) { return x == x ? x : -std::numeric_limits<float>::infinity(); }
+
+/// Inserts rank x of entry v into the k (of at most m) best kept, in order:
+/// the first m entries, then every later one that beats the worst kept. Ties
+/// keep the earlier index: a later equal value never displaces it.
+inline void insertRanked(float x, int64_t v, int m, int &k, int32_t *idx, float *val) {
+  if (k == m && !(x > val[m - 1]))
+    return;
+  int at = k < m ? k++ : m - 1;
+  while (at > 0 && x > val[at - 1]) {
+    val[at] = val[at - 1];
+    idx[at] = idx[at - 1];
+    --at;
+  }
+  val[at] = x;
+  idx[at] = static_cast<int32_t>(v);
+}
+} // namespace
+
 int rowTopK(const float *l, int64_t n, int m, int32_t *idx, float *val) {
   if (m <= 0 || n <= 0)
     return 0;
-  const float nanRank = -std::numeric_limits<float>::infinity();
   int k = 0;
-  auto rank = [&](float x) { return x == x ? x : nanRank; };
-  // The first m entries, then every later one that beats the worst kept.
-  // Ties keep the earlier index: a later equal value never displaces it.
-  for (int64_t v = 0; v < n; ++v) {
-    const float x = rank(l[v]);
-    if (k == m && !(x > val[m - 1]))
-      continue;
-    int at = k < m ? k++ : m - 1;
-    while (at > 0 && x > val[at - 1]) {
-      val[at] = val[at - 1];
-      idx[at] = idx[at - 1];
-      --at;
-    }
-    val[at] = x;
-    idx[at] = static_cast<int32_t>(v);
-  }
+  for (int64_t v = 0; v < n; ++v)
+    insertRanked(rankOf(l[v]), v, m, k, idx, val);
   return k;
 }
 
@@ -80,23 +86,10 @@ namespace {
 int rowTopKFiltered(const float *l, int64_t n, int m, int32_t *idx, float *val) {
   if (m <= 0 || n <= 0)
     return 0;
-  const float nanRank = -std::numeric_limits<float>::infinity();
   int k = 0;
-  auto insert = [&](float x, int64_t v) {
-    if (k == m && !(x > val[m - 1]))
-      return;
-    int at = k < m ? k++ : m - 1;
-    while (at > 0 && x > val[at - 1]) {
-      val[at] = val[at - 1];
-      idx[at] = idx[at - 1];
-      --at;
-    }
-    val[at] = x;
-    idx[at] = static_cast<int32_t>(v);
-  };
   int64_t v = 0;
   for (; v < n && k < m; ++v)
-    insert(l[v] == l[v] ? l[v] : nanRank, v);
+    insertRanked(rankOf(l[v]), v, m, k, idx, val);
   for (; v + kVec <= n; v += kVec) {
     const VF x = vload(l + v);
     const VI beats = x > vsplat(val[m - 1]);
@@ -106,10 +99,10 @@ int rowTopKFiltered(const float *l, int64_t n, int m, int32_t *idx, float *val) 
     if (!any)
       continue;
     for (int c = 0; c < kVec; ++c)
-      insert(x[c] == x[c] ? x[c] : nanRank, v + c);
+      insertRanked(rankOf(x[c]), v + c, m, k, idx, val);
   }
   for (; v < n; ++v)
-    insert(l[v] == l[v] ? l[v] : nanRank, v);
+    insertRanked(rankOf(l[v]), v, m, k, idx, val);
   return k;
 }
 
