@@ -1,41 +1,34 @@
-//===- kernel_rules.h - what each kernel's operands must satisfy ----------===//
+//===- kernel_rules.h - the shape relations of each kernel ----------------===//
 //
-// The contract of every kernel of include/tfc/kernels.def, checked on the
-// actual tensors of one call before the kernel runs: operand counts, ranks,
-// shapes against each other, dtypes, and attribute ranges (axes in range, head
-// counts that divide widths, permutations, finite scales). A call that passes
-// never makes a kernel read or write outside its operands, whatever model.bin
-// says; one that fails is rejected with a message naming the rule.
+// The relations between one call's operands that tfc/kernels.def cannot say:
+// ranks, shapes against each other, head counts that divide widths, axes in
+// range, permutations, broadcasting, and the few dtype relations between
+// operands (a bf16 input to a linear needs a reduced-precision weight). Arity,
+// per-operand dtypes and attribute ranges come first, from the schema
+// (backends/kernel_call.h bindCall). A call that passes both never makes a
+// kernel read or write outside its operands, whatever model.bin says; one that
+// fails is rejected with a message naming the rule.
 //
 // Data-dependent rules (a token id out of range, a decode position beyond the
 // KV cache) stay with the kernels, which check them as they read the data.
 //
-// Both backends check every call through this: the CPU in runKernel, the
-// CUDA device before it queues a kernel.
+// Both backends check every call through this before it runs.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TFC_BACKENDS_KERNEL_RULES_H
 #define TFC_BACKENDS_KERNEL_RULES_H
 
-#include "backends/tensor.h"
+#include "backends/kernel_call.h"
 
-#include <cstdint>
 #include <string>
-#include <vector>
 
 namespace tfc {
 
-/// Which backend runs the call: the float dtypes differ. The CPU computes in
-/// f32, with bf16 only where include/tfc/abi.h allows it; CUDA reads and
-/// writes f32, f16 or bf16 for every float operand.
-enum class KernelBackend { Cpu, Cuda };
-
-/// "" when the call satisfies |kernel|'s rules, else what is wrong, starting
-/// with the kernel's name.
-std::string checkKernelCall(KernelBackend backend, uint32_t kernel,
-                            const std::vector<const Tensor *> &in,
-                            const Tensor &out, const std::vector<int64_t> &ints,
-                            const std::vector<double> &floats);
+/// "" when the call's operands relate as |kernel| needs, else what is wrong,
+/// starting with the kernel's name.
+#define TFC_KERNEL(ENUM, name, Camel, ...) std::string checkShapes(const Camel##Call &c);
+#include "tfc/kernels.def"
+#undef TFC_KERNEL
 
 } // namespace tfc
 

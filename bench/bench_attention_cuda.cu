@@ -391,7 +391,8 @@ std::string runOurs(Context &ctx, const Problem &p, Buffers &b, int mask) {
   if (mask == kMaskPadding)
     in.push_back(&tok);
   return tfc::cuda::runKernel(ctx, TFC_KERNEL_ATTENTION, in, out, {mask, p.heads, kPadId},
-                              {static_cast<double>(p.scale()), static_cast<double>(kMaskValue)});
+                              {static_cast<double>(p.scale()), static_cast<double>(kMaskValue)})
+      .message();
 }
 
 /// The cuBLAS composition: scores = scale Q K^T (f32), masked softmax -> P (dtype), P V.

@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------------===//
 #include "ir/TfcDialect.h"
 
+#include "tfc/kernel_schema.h"
+
 #include "llvm/Support/ErrorHandling.h"
 
 #include <string>
@@ -23,102 +25,190 @@ static int64_t kernelAxis(Operation *op, int64_t axis) {
   return normalizeAxis(axis, op->getOperand(0).getType().cast<RankedTensorType>().getRank());
 }
 
+namespace sc = ::tfc::schema;
+
 void TokenEmbeddingOp::appendKernelAttributes(std::vector<int64_t> &ints,
                                               std::vector<double> &floats) {
-  ints.insert(ints.end(), {(int64_t)getPositionAxis(), getPositions() ? 1 : 0,
-                           getTypeIds() ? 1 : 0, getPositionOffset() ? 1 : 0});
-  floats.push_back(getScale().convertToDouble());
+  sc::TokenEmbeddingAttrs a;
+  a.position_axis = (int64_t)getPositionAxis();
+  a.has_positions = (bool)getPositions();
+  a.has_type_ids = (bool)getTypeIds();
+  a.has_offset = (bool)getPositionOffset();
+  a.scale = getScale().convertToDouble();
+  a.encode(ints, floats);
 }
 
-void LinearOp::appendKernelAttributes(std::vector<int64_t> &ints, std::vector<double> &) {
-  ints.push_back(getBias() ? 1 : 0);
+void LinearOp::appendKernelAttributes(std::vector<int64_t> &ints, std::vector<double> &floats) {
+  sc::LinearAttrs a;
+  a.has_bias = (bool)getBias();
+  a.encode(ints, floats);
 }
 
 void FusedLinearOp::appendKernelAttributes(std::vector<int64_t> &ints,
-                                           std::vector<double> &) {
-  ints.insert(ints.end(),
-              {getBias() ? 1 : 0, getResidual() ? 1 : 0, (int64_t)getActivation()});
+                                           std::vector<double> &floats) {
+  sc::FusedLinearAttrs a;
+  a.has_bias = (bool)getBias();
+  a.has_residual = (bool)getResidual();
+  a.activation = static_cast<tfc_act_t>(getActivation());
+  a.encode(ints, floats);
 }
 
-void MatmulOp::appendKernelAttributes(std::vector<int64_t> &ints, std::vector<double> &) {
-  ints.push_back(getTransposeB() ? 1 : 0);
+void MatmulOp::appendKernelAttributes(std::vector<int64_t> &ints, std::vector<double> &floats) {
+  sc::MatmulAttrs a;
+  a.transpose_b = getTransposeB();
+  a.encode(ints, floats);
 }
 
-void CompareOp::appendKernelAttributes(std::vector<int64_t> &ints, std::vector<double> &) {
-  ints.push_back((int64_t)getPredicate());
+void CompareOp::appendKernelAttributes(std::vector<int64_t> &ints, std::vector<double> &floats) {
+  sc::CompareAttrs a;
+  a.predicate = static_cast<tfc_cmp_t>(getPredicate());
+  a.encode(ints, floats);
 }
 
-void MaskedFillOp::appendKernelAttributes(std::vector<int64_t> &,
+void MaskedFillOp::appendKernelAttributes(std::vector<int64_t> &ints,
                                           std::vector<double> &floats) {
-  floats.push_back(getValue().convertToDouble());
+  sc::MaskedFillAttrs a;
+  a.value = getValue().convertToDouble();
+  a.encode(ints, floats);
 }
 
-void TransposeOp::appendKernelAttributes(std::vector<int64_t> &ints, std::vector<double> &) {
-  ints.insert(ints.end(), getPerm().begin(), getPerm().end());
+void TransposeOp::appendKernelAttributes(std::vector<int64_t> &ints,
+                                         std::vector<double> &floats) {
+  sc::TransposeAttrs a;
+  a.perm.assign(getPerm().begin(), getPerm().end());
+  a.encode(ints, floats);
 }
 
-void SliceOp::appendKernelAttributes(std::vector<int64_t> &ints, std::vector<double> &) {
-  ints.insert(ints.end(), {kernelAxis(*this, (int64_t)getAxis()), (int64_t)getStart(),
-                           (int64_t)getSize()});
+void SliceOp::appendKernelAttributes(std::vector<int64_t> &ints, std::vector<double> &floats) {
+  sc::SliceAttrs a;
+  a.axis = kernelAxis(*this, (int64_t)getAxis());
+  a.start = (int64_t)getStart();
+  a.size = (int64_t)getSize();
+  a.encode(ints, floats);
+}
+
+/// Reductions and softmaxes: an axis in the kernel's range (and keepdim).
+template <typename AttrsT, typename OpT>
+static void encodeAxis(OpT op, std::vector<int64_t> &ints, std::vector<double> &floats) {
+  AttrsT a;
+  a.axis = kernelAxis(op, (int64_t)op.getAxis());
+  if constexpr (std::is_same_v<AttrsT, sc::ReduceMeanAttrs> ||
+                std::is_same_v<AttrsT, sc::ReduceSumAttrs>)
+    a.keepdim = op.getKeepdim();
+  a.encode(ints, floats);
 }
 
 void ReduceMeanOp::appendKernelAttributes(std::vector<int64_t> &ints,
-                                          std::vector<double> &) {
-  ints.insert(ints.end(), {kernelAxis(*this, (int64_t)getAxis()), getKeepdim() ? 1 : 0});
+                                          std::vector<double> &floats) {
+  encodeAxis<sc::ReduceMeanAttrs>(*this, ints, floats);
 }
 
 void ReduceSumOp::appendKernelAttributes(std::vector<int64_t> &ints,
-                                         std::vector<double> &) {
-  ints.insert(ints.end(), {kernelAxis(*this, (int64_t)getAxis()), getKeepdim() ? 1 : 0});
+                                         std::vector<double> &floats) {
+  encodeAxis<sc::ReduceSumAttrs>(*this, ints, floats);
 }
 
-void GeluOp::appendKernelAttributes(std::vector<int64_t> &ints, std::vector<double> &) {
-  ints.push_back((int64_t)getApproximate());
-}
-
-void SoftmaxOp::appendKernelAttributes(std::vector<int64_t> &ints, std::vector<double> &) {
-  ints.push_back(kernelAxis(*this, (int64_t)getAxis()));
+void SoftmaxOp::appendKernelAttributes(std::vector<int64_t> &ints, std::vector<double> &floats) {
+  encodeAxis<sc::SoftmaxAttrs>(*this, ints, floats);
 }
 
 void LogSoftmaxOp::appendKernelAttributes(std::vector<int64_t> &ints,
-                                          std::vector<double> &) {
-  ints.push_back(kernelAxis(*this, (int64_t)getAxis()));
+                                          std::vector<double> &floats) {
+  encodeAxis<sc::LogSoftmaxAttrs>(*this, ints, floats);
+}
+
+void GeluOp::appendKernelAttributes(std::vector<int64_t> &ints, std::vector<double> &floats) {
+  sc::GeluAttrs a;
+  a.approximate = static_cast<tfc_gelu_t>(getApproximate());
+  a.encode(ints, floats);
 }
 
 void LayerNormOp::appendKernelAttributes(std::vector<int64_t> &ints,
                                          std::vector<double> &floats) {
-  ints.push_back((int64_t)getVariant());
-  floats.push_back(getEps().convertToDouble());
+  sc::LayerNormAttrs a;
+  a.variant = static_cast<tfc_norm_t>(getVariant());
+  a.eps = getEps().convertToDouble();
+  a.encode(ints, floats);
 }
 
 void AttentionOp::appendKernelAttributes(std::vector<int64_t> &ints,
                                          std::vector<double> &floats) {
-  ints.insert(ints.end(),
-              {(int64_t)getMaskKind(), (int64_t)getNumHeads(), (int64_t)getPadId()});
-  if (getPositionBias()) // the table is the last input (abi.h)
-    ints.insert(ints.end(), {1, getBiasBidirectional() ? 1 : 0, (int64_t)getBiasMaxDistance()});
-  floats.insert(floats.end(),
-                {getScale().convertToDouble(), getMaskValue().convertToDouble()});
+  sc::AttentionAttrs a;
+  a.mask_kind = static_cast<tfc_mask_t>(getMaskKind());
+  a.num_heads = (int64_t)getNumHeads();
+  a.pad_id = (int64_t)getPadId();
+  a.has_bias = (bool)getPositionBias();
+  if (a.has_bias) {
+    a.bidirectional = getBiasBidirectional();
+    a.max_distance = (int64_t)getBiasMaxDistance();
+  }
+  a.scale = getScale().convertToDouble();
+  a.mask_value = getMaskValue().convertToDouble();
+  a.encode(ints, floats);
 }
 
 void CachedAttentionOp::appendKernelAttributes(std::vector<int64_t> &ints,
                                                std::vector<double> &floats) {
-  ints.push_back((int64_t)getNumHeads());
-  if (getPositionBias())
-    ints.insert(ints.end(), {1, getBiasBidirectional() ? 1 : 0, (int64_t)getBiasMaxDistance()});
-  floats.push_back(getScale().convertToDouble());
+  sc::CachedAttentionAttrs a;
+  a.num_heads = (int64_t)getNumHeads();
+  a.has_bias = (bool)getPositionBias();
+  if (a.has_bias) {
+    a.bidirectional = getBiasBidirectional();
+    a.max_distance = (int64_t)getBiasMaxDistance();
+  }
+  a.scale = getScale().convertToDouble();
+  a.encode(ints, floats);
 }
 
 void RelativePositionBiasOp::appendKernelAttributes(std::vector<int64_t> &ints,
-                                                    std::vector<double> &) {
-  ints.insert(ints.end(), {getBidirectional() ? 1 : 0, (int64_t)getMaxDistance()});
+                                                    std::vector<double> &floats) {
+  sc::RelativePositionBiasAttrs a;
+  a.bidirectional = getBidirectional();
+  a.max_distance = (int64_t)getMaxDistance();
+  a.encode(ints, floats);
 }
 
-void PositionsOp::appendKernelAttributes(std::vector<int64_t> &ints, std::vector<double> &) {
-  ints.push_back(kernelAxis(*this, (int64_t)getAxis()));
+void PositionsOp::appendKernelAttributes(std::vector<int64_t> &ints,
+                                         std::vector<double> &floats) {
+  sc::PositionsAttrs a;
+  a.axis = kernelAxis(*this, (int64_t)getAxis());
   if (IntegerAttr pad = getPaddingIdxAttr())
-    ints.push_back(pad.getInt()); // a second int: RoBERTa's padded positions (abi.h)
+    a.padding_idx = pad.getInt(); // RoBERTa's padded positions: ids is an input
+  a.encode(ints, floats);
 }
+
+//===----------------------------------------------------------------------------===//
+// The enums of include/tfc/enums.def are the ODS enums' cases
+//===----------------------------------------------------------------------------===//
+
+#define TFC_MASK(ENUM, ods, value)                                                       \
+  static_assert((int)MaskKind::ods == TFC_MASK_##ENUM && TFC_MASK_##ENUM == value,       \
+                "tfc/enums.def and MaskKind (TfcOps.td) differ");
+#define TFC_NORM(ENUM, ods, value)                                                       \
+  static_assert((int)NormVariant::ods == TFC_NORM_##ENUM && TFC_NORM_##ENUM == value,    \
+                "tfc/enums.def and NormVariant (TfcOps.td) differ");
+#define TFC_CMP(ENUM, ods, value)                                                        \
+  static_assert((int)CmpPredicate::ods == TFC_CMP_##ENUM && TFC_CMP_##ENUM == value,     \
+                "tfc/enums.def and CmpPredicate (TfcOps.td) differ");
+#define TFC_GELU(ENUM, ods, value)                                                       \
+  static_assert((int)GeluApprox::ods == TFC_GELU_##ENUM && TFC_GELU_##ENUM == value,     \
+                "tfc/enums.def and GeluApprox (TfcOps.td) differ");
+#define TFC_ACTIVATION(ENUM, ods, value, UNARY, mode)                                    \
+  static_assert((int)Activation::ods == TFC_ACT_##ENUM && TFC_ACT_##ENUM == value,       \
+                "tfc/enums.def and Activation (TfcOps.td) differ");
+#include "tfc/enums.def"
+
+// And each ODS enum has no case that enums.def lacks: its largest value is the
+// last row's.
+static_assert((int)getMaxEnumValForMaskKind() == TFC_MASK_COUNT - 1, "MaskKind has a case enums.def lacks");
+static_assert((int)getMaxEnumValForNormVariant() == TFC_NORM_COUNT - 1,
+              "NormVariant has a case enums.def lacks");
+static_assert((int)getMaxEnumValForCmpPredicate() == TFC_CMP_COUNT - 1,
+              "CmpPredicate has a case enums.def lacks");
+static_assert((int)getMaxEnumValForGeluApprox() == TFC_GELU_COUNT - 1,
+              "GeluApprox has a case enums.def lacks");
+static_assert((int)getMaxEnumValForActivation() == TFC_ACT_COUNT - 1,
+              "Activation has a case enums.def lacks");
 
 //===----------------------------------------------------------------------------===//
 // Checks against include/tfc/kernels.def
@@ -129,7 +219,7 @@ namespace {
 /// Whether kernels.def has a row with id |id|.
 constexpr bool isKernelDefRow(uint32_t id) {
   switch (id) {
-#define TFC_KERNEL(ENUM, name, id, in, ints, floats)                                     \
+#define TFC_KERNEL(ENUM, name, Camel, id, ...)                                           \
   case id:                                                                               \
     return true;
 #include "tfc/kernels.def"

@@ -197,15 +197,15 @@ std::string Writer::arenaFormula(const std::vector<uint32_t> &order,
     const uint32_t v = order[k];
     if (items[k].from > busiest || busiest > items[k].to)
       continue;
-    uint64_t coef = tfc_dtype_size(values[v].dtype);
+    uint64_t elems = 1;
     std::vector<int64_t> syms;
     for (int64_t d : values[v].dims)
       if (d < 0)
         syms.push_back(-(d + 1));
       else
-        coef *= (uint64_t)d;
+        elems *= (uint64_t)d;
     llvm::sort(syms);
-    terms[syms] += coef;
+    terms[syms] += tfc_dtype_bytes(values[v].dtype, elems);
   }
   std::vector<std::pair<std::vector<int64_t>, uint64_t>> sorted(terms.begin(), terms.end());
   llvm::stable_sort(sorted, [](const auto &a, const auto &b) {
@@ -245,15 +245,16 @@ LogicalResult Writer::planFunction(func::FuncOp f, Out &m, PlanStats *stats) {
     info.maxDims = maxShapes[arg];
     if (f.getArgAttr(i, "tfc.state")) {
       auto nm = f.getArgAttrOfType<StringAttr>(i, "tfc.name");
-      uint64_t bytes = tfc_dtype_size(info.dtype);
+      uint64_t elems = 1;
       for (int64_t d : info.maxDims)
-        bytes *= (uint64_t)d;
+        elems *= (uint64_t)d;
+      const uint64_t bytes = tfc_dtype_bytes(info.dtype, elems);
       info.storage = TFC_STORAGE_STATE;
       info.offset = stateSize;
       stateSize += (bytes + 63) / 64 * 64;
       // [rows, positions, width]: what one row and position take.
       if (info.maxDims.size() == 3)
-        stateBytesPerRowPosition += tfc_dtype_size(info.dtype) * (uint64_t)info.maxDims[2];
+        stateBytesPerRowPosition += tfc_dtype_bytes(info.dtype, (uint64_t)info.maxDims[2]);
       stateNames.push_back(nm ? nm.str() : "state");
     } else {
       info.storage = TFC_STORAGE_INPUT;
@@ -339,11 +340,13 @@ LogicalResult Writer::planFunction(func::FuncOp f, Out &m, PlanStats *stats) {
   std::vector<format::ArenaItem> items;
   for (uint32_t v = 0; v < values.size(); ++v)
     if (values[v].storage == TFC_STORAGE_ARENA) {
-      uint64_t n = tfc_dtype_size(values[v].dtype);
+      uint64_t elems = 1, n = 0;
+      bool tooLarge = false;
       for (int64_t d : values[v].maxDims)
-        if (__builtin_mul_overflow(n, (uint64_t)d, &n))
-          return f.emitError("a value of @") << f.getName()
-                 << " is larger than 2^64 bytes at the declared maximum dims";
+        tooLarge |= __builtin_mul_overflow(elems, (uint64_t)d, &elems);
+      if (tooLarge || !tfc_dtype_bytes_checked(values[v].dtype, elems, &n))
+        return f.emitError("a value of @") << f.getName()
+               << " is larger than 2^64 bytes at the declared maximum dims";
       order.push_back(v);
       items.push_back({n, def[v] < 0 ? 0 : def[v], std::max<int64_t>(last[v], def[v] < 0 ? 0 : def[v])});
     }

@@ -105,7 +105,7 @@ public:
           continue;
         queued[wv] = 1;
         jobs.push_back({fi, wv, in.inputs.back(),
-                        (uint64_t)w.dims[0] * (uint64_t)w.dims[1] * dtypeSize(w.dtype)});
+                        tfc_dtype_bytes(w.dtype, (uint64_t)w.dims[0] * (uint64_t)w.dims[1])});
       }
     }
     std::stable_sort(jobs.begin(), jobs.end(),

@@ -12,7 +12,6 @@
 #include <algorithm>
 
 #include "backends/cuda/kernels_cuda.h"
-#include "backends/kernel_rules.h"
 
 namespace tfrun::rt {
 
@@ -77,7 +76,7 @@ public:
     for (int64_t x : v.dims)
       n *= (uint64_t)x;
     void *p = nullptr;
-    TFC_RETURN_IF_ERROR(alloc(std::max<uint64_t>(n, 1) * tfc_dtype_size(dtype), &p, false));
+    TFC_RETURN_IF_ERROR(alloc(tfc_dtype_bytes(dtype, std::max<uint64_t>(n, 1)), &p, false));
     converted.push_back(p);
     TFC_RETURN_IF_ERROR(fail(tfc::cuda::convertWeights(
         *ctx, reinterpret_cast<const float *>(model->weights + v.offset), (int64_t)n, dtype, p)));
@@ -107,12 +106,7 @@ public:
   }
   Status run(const Instr &in, const std::vector<const tfc::Tensor *> &args,
              tfc::Tensor &out) override {
-    std::string bad =
-        tfc::checkKernelCall(tfc::KernelBackend::Cuda, in.kernel, args, out, in.ints, in.floats);
-    if (!bad.empty())
-      return Status::invalidModel(std::move(bad));
-    return fail(tfc::cuda::runKernel(*ctx, in.kernel, args, out, in.ints, in.floats),
-                Code::InvalidArgument);
+    return tfc::cuda::runKernel(*ctx, in.kernel, args, out, in.ints, in.floats);
   }
   Status sync() override {
     // The kernels report bad data (a token id out of range) at the next sync,

@@ -101,9 +101,10 @@ Status placeInputs(Session &s, Session::FnState &fs, const std::vector<BoundInpu
       where[i] = const_cast<void *>(ins[i].data);
       continue;
     }
-    size_t bytes = tfc_dtype_size(ins[i].dtype);
+    uint64_t elems = 1;
     for (int64_t x : ins[i].shape)
-      bytes *= (size_t)x;
+      elems *= (uint64_t)x;
+    const size_t bytes = tfc_dtype_bytes(ins[i].dtype, elems);
     auto &buf = fs.devInputs[i];
     if (bytes > buf.second) {
       d.release(buf.first);
@@ -129,16 +130,19 @@ Status valueBytes(const Session &s, size_t fn, const std::vector<int64_t> &sym,
     const ValueDesc &v = f.values[i];
     if (v.storage != Storage::Arena)
       continue;
-    uint64_t b = tfc_dtype_size(s.fns[fn].dtypes[i]);
+    uint64_t elems = 1, b = 0;
     for (int64_t d : v.dims) {
       int64_t x = d >= 0 ? d : sym[-(d + 1)];
       if (x < 0)
         return Status::invalidArgument("'" + f.name + "': no input gives the size of " +
                                        m.symbolNames[-(d + 1)]);
-      if (__builtin_mul_overflow(b, (uint64_t)x, &b))
+      if (__builtin_mul_overflow(elems, (uint64_t)x, &elems))
         return Status::invalidModel("'" + f.name + "': value " + std::to_string(i) +
                                     " is too large");
     }
+    if (!tfc_dtype_bytes_checked(s.fns[fn].dtypes[i], elems, &b))
+      return Status::invalidModel("'" + f.name + "': value " + std::to_string(i) +
+                                  " is too large");
     bytes[i] = b;
   }
   return Status::ok();
@@ -212,11 +216,13 @@ Status bindTensors(Session &s, size_t fn, const std::vector<BoundInput> &ins,
     // The bytes a kernel may touch, in checked arithmetic: they must lie in the
     // value's storage whatever the file says (the loader checked the declared
     // maxima; this holds for the actual dims too).
-    uint64_t bytes = tfc_dtype_size(t.dtype);
+    uint64_t elems = 1, bytes = 0;
+    bool tooLarge = false;
     for (int64_t x : v.storage == Storage::Input ? ins[v.offset].shape : t.shape)
-      if (__builtin_mul_overflow(bytes, (uint64_t)x, &bytes))
-        return Status::invalidModel("'" + f.name + "': value " + std::to_string(i) +
-                                    " is too large");
+      tooLarge |= __builtin_mul_overflow(elems, (uint64_t)x, &elems);
+    if (tooLarge || !tfc_dtype_bytes_checked(t.dtype, elems, &bytes))
+      return Status::invalidModel("'" + f.name + "': value " + std::to_string(i) +
+                                  " is too large");
     switch (v.storage) {
     case Storage::Input:
       t.data = inputData[v.offset];
@@ -248,7 +254,7 @@ Status bindTensors(Session &s, size_t fn, const std::vector<BoundInput> &ins,
     }
     case Storage::View: {
       const tfc::Tensor &src = fs.tensors[v.offset];
-      if (bytes > (uint64_t)src.numel() * tfc_dtype_size(src.dtype))
+      if (bytes > tfc_dtype_bytes(src.dtype, (uint64_t)src.numel()))
         return Status::invalidModel("'" + f.name + "': view " + std::to_string(i) +
                                     " is larger than the value it aliases");
       t.data = src.data;

@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/model.h"
 
+#include "tfc/kernel_schema.h"
+
 #include <algorithm>
 #include <cmath>
 #include <array>
@@ -21,8 +23,6 @@
 
 namespace tfrun::rt {
 
-size_t dtypeSize(uint32_t d) { return (size_t)tfc_dtype_size(d); }
-
 namespace {
 
 Status invalid(std::string msg) { return Status::invalidModel(std::move(msg)); }
@@ -30,97 +30,31 @@ Status invalid(std::string msg) { return Status::invalidModel(std::move(msg)); }
 /// The alignment of arena and state slots: every element type's, at least.
 constexpr uint64_t kValueAlign = 8;
 
-bool isFloat(uint32_t d) { return d == TFC_DTYPE_F32 || d == TFC_DTYPE_BF16; }
-bool isReduced(uint32_t d) {
-  return d == TFC_DTYPE_BF16 || d == TFC_DTYPE_F16 || d == TFC_DTYPE_I8;
-}
-
-/// The dtype rules of reduced-precision plans (include/tfc/abi.h): bf16 and i8
-/// values appear only where a kernel reads or writes them, and an i8 weight
-/// comes with its scales. Returns "" or what is wrong.
-std::string checkDtypes(const Function &f, const Instr &in) {
-  const size_t n = in.inputs.size();
-  auto val = [&](size_t i) -> const ValueDesc & { return f.values[in.inputs[i]]; };
-  const uint32_t out = f.values[in.output].dtype;
-  // The scales of an i8 weight/table: the last input, an f32 weight [rows].
-  auto scalesOk = [&](int64_t rows) {
-    const ValueDesc &s = val(n - 1);
-    return s.dtype == TFC_DTYPE_F32 && s.storage == Storage::Weight &&
-           s.dims == std::vector<int64_t>{rows};
-  };
-  switch (in.kernel) {
-  case TFC_KERNEL_LINEAR:
-  case TFC_KERNEL_FUSED_LINEAR: {
-    if (n < 2 || in.ints.size() < (in.kernel == TFC_KERNEL_LINEAR ? 1u : 3u))
-      return "lacks its weight or attributes";
-    const ValueDesc &w = val(1);
-    bool res = in.kernel == TFC_KERNEL_FUSED_LINEAR && in.ints[1];
-    size_t want = 2 + (in.ints[0] ? 1 : 0) + (res ? 1 : 0) + (w.dtype == TFC_DTYPE_I8);
-    if (n != want)
-      return "has " + std::to_string(n) + " inputs, not " + std::to_string(want);
-    if (w.dtype != TFC_DTYPE_F32 && w.dtype != TFC_DTYPE_BF16 && w.dtype != TFC_DTYPE_I8)
-      return std::string("has a weight of dtype ") + tfc_dtype_name(w.dtype);
-    if (w.dtype != TFC_DTYPE_F32 && (w.storage != Storage::Weight || w.dims.size() != 2))
-      return "has a reduced-precision weight that is not a 2-D weight";
-    if (w.dtype == TFC_DTYPE_I8 && !scalesOk(w.dims[0]))
-      return "has an int8 weight without its [N] f32 scales";
-    const bool reducedOk = w.dtype != TFC_DTYPE_F32;
-    for (uint32_t d : {val(0).dtype, out})
-      if (!(d == TFC_DTYPE_F32 || (reducedOk && d == TFC_DTYPE_BF16)))
-        return std::string("reads or writes ") + tfc_dtype_name(d) + " with " +
-               tfc_dtype_name(w.dtype) + " weights";
-    for (size_t i = 2; i < 2 + (in.ints[0] ? 1 : 0) + (res ? 1 : 0); ++i)
-      if (val(i).dtype != TFC_DTYPE_F32)
-        return "has a bias or residual that is not f32";
-    return "";
+/// The instruction's attributes, arity and dtypes against its row of
+/// tfc/kernels.def (tfc/kernel_schema.h: the one dtype rule set, the CPU's
+/// sets being the plan's), plus what only the loader knows: which inputs are
+/// weights, and that a cached attention's caches are session state. Returns
+/// "" or what is wrong, starting with the kernel's name.
+std::string checkOperands(const Function &f, const Instr &in) {
+  std::vector<uint32_t> dtypes(in.inputs.size());
+  std::vector<uint8_t> weight(in.inputs.size());
+  for (size_t i = 0; i < in.inputs.size(); ++i) {
+    dtypes[i] = f.values[in.inputs[i]].dtype;
+    weight[i] = f.values[in.inputs[i]].storage == Storage::Weight;
   }
-  case TFC_KERNEL_TOKEN_EMBEDDING: {
-    if (n < 2 || in.ints.size() < 3)
-      return "lacks its table or attributes";
-    const ValueDesc &t = val(1);
-    size_t want = 2 + (in.ints[1] ? 1 : 0) + (in.ints[2] ? 2 : 0) +
-                  (in.ints.size() > 3 && in.ints[3] ? 1 : 0) + (t.dtype == TFC_DTYPE_I8);
-    if (n != want)
-      return "has " + std::to_string(n) + " inputs, not " + std::to_string(want);
-    if (t.dims.size() != 2 ||
-        (t.dtype != TFC_DTYPE_F32 && t.dtype != TFC_DTYPE_BF16 && t.dtype != TFC_DTYPE_I8))
-      return "has a table that is not a 2-D f32, bf16 or i8 tensor";
-    if (t.dtype == TFC_DTYPE_I8 && (t.storage != Storage::Weight || !scalesOk(t.dims[0])))
-      return "has an int8 table without its [V] f32 scales";
-    for (size_t i = 2; i < n - (t.dtype == TFC_DTYPE_I8); ++i)
-      if (isReduced(val(i).dtype))
-        return "has a reduced-precision positional or type table";
-    return out == TFC_DTYPE_F32 ? "" : "must write f32";
+  tfc::schema::OperandDtypes d{dtypes.data(), dtypes.size(), f.values[in.output].dtype,
+                               weight.data()};
+  std::string bad =
+      tfc::schema::checkOperands(tfc::schema::Backend::Cpu, in.kernel, in.ints, in.floats, d);
+  if (!bad.empty() || in.kernel != TFC_KERNEL_CACHED_ATTENTION)
+    return bad;
+  for (const char *cache : {"k_cache", "v_cache"}) {
+    int32_t at = tfc::schema::operandIndex(in.kernel, cache, in.ints, in.floats,
+                                           {dtypes.data(), dtypes.size()});
+    if (at < 0 || f.values[in.inputs[at]].storage != Storage::State)
+      return std::string("cached_attention: the ") + cache + " is not session state";
   }
-  case TFC_KERNEL_LAYER_NORM: {
-    // rms_norm (variant 2) has no beta.
-    const size_t want = !in.ints.empty() && in.ints[0] == 2 ? 2 : 3;
-    if (n != want || !isFloat(val(0).dtype) || !isFloat(out) || val(1).dtype != TFC_DTYPE_F32 ||
-        (want == 3 && val(2).dtype != TFC_DTYPE_F32))
-      return want == 3 ? "must read f32 or bf16 with f32 gamma and beta"
-                       : "must read f32 or bf16 with an f32 gamma and no beta";
-    return "";
-  }
-  case TFC_KERNEL_ATTENTION:
-    if (n < 3 || !isFloat(val(0).dtype) || val(1).dtype != val(0).dtype ||
-        val(2).dtype != val(0).dtype || !isFloat(out))
-      return "must read q, k and v of one dtype, f32 or bf16";
-    for (size_t i = 3; i < n; ++i)
-      if (isReduced(val(i).dtype))
-        return "has a reduced-precision mask or position bias";
-    return "";
-  case TFC_KERNEL_SLICE:
-  case TFC_KERNEL_RESHAPE:
-  case TFC_KERNEL_UNSQUEEZE:
-    if (n < 1 || val(0).dtype != out)
-      return "changes the dtype";
-    return "";
-  default:
-    for (size_t i = 0; i < n; ++i)
-      if (isReduced(val(i).dtype))
-        return std::string("reads a ") + tfc_dtype_name(val(i).dtype) + " value";
-    return isReduced(out) ? std::string("writes a ") + tfc_dtype_name(out) + " value" : "";
-  }
+  return "";
 }
 
 using tfc::format::Reader;
@@ -349,7 +283,7 @@ static Status parse(const uint8_t *data, size_t size, std::unique_ptr<Model> &m,
     std::vector<uint64_t> maxBytes(nvals, 0); ///< each value's bytes at the declared maxima
     for (size_t i = 0; i < nvals; ++i) {
       const ValueDesc &v = f.values[i];
-      if (dtypeSize(v.dtype) == 0)
+      if (!tfc_dtype_known(v.dtype))
         return invalid(where + "value " + std::to_string(i) + " has unknown dtype " +
                        std::to_string(v.dtype));
       // Sizes in checked arithmetic: a file can declare dims whose product
@@ -370,7 +304,9 @@ static Status parse(const uint8_t *data, size_t size, std::unique_ptr<Model> &m,
           overflow |= __builtin_mul_overflow(maxElems, (uint64_t)d, &maxElems);
         }
       }
-      overflow |= __builtin_mul_overflow(maxElems, (uint64_t)dtypeSize(v.dtype), &bytes);
+      // tfc_dtype_bytes multiplies by the bits per element: at most 64.
+      overflow |= maxElems > (UINT64_MAX - 7) / 64;
+      bytes = overflow ? 0 : tfc_dtype_bytes(v.dtype, maxElems);
       if (overflow)
         return invalid(where + "value " + std::to_string(i) +
                        " is too large: its size overflows 64 bits at the declared maxima");
@@ -419,40 +355,17 @@ static Status parse(const uint8_t *data, size_t size, std::unique_ptr<Model> &m,
         return invalid(where + "input '" + f.inputs[i].name + "' is not an input value");
     for (size_t i = 0; i < f.plan.size(); ++i) {
       const Instr &in = f.plan[i];
-      uint32_t minIn = 0, minInts = 0, minFloats = 0;
-      if (!tfc_kernel_min_arity(in.kernel, &minIn, &minInts, &minFloats))
+      if (!tfc::schema::kernelInfo(in.kernel))
         return Status::unsupported("model.bin uses kernel " + std::to_string(in.kernel) +
                                    ", unknown to this runtime");
-      // Every kernel reads at least its row of tfc/kernels.def.
-      if (in.inputs.size() < minIn || in.ints.size() < minInts || in.floats.size() < minFloats)
-        return invalid(where + "instruction " + std::to_string(i) + " (" +
-                       tfc_kernel_name(in.kernel) + ") has " + std::to_string(in.inputs.size()) +
-                       " inputs, " + std::to_string(in.ints.size()) + " ints and " +
-                       std::to_string(in.floats.size()) + " floats; it needs at least " +
-                       std::to_string(minIn) + ", " + std::to_string(minInts) + " and " +
-                       std::to_string(minFloats));
       if (in.output >= nvals)
         return invalid(where + "instruction " + std::to_string(i) + " writes a missing value");
       for (uint32_t v : in.inputs)
         if (v >= nvals)
           return invalid(where + "instruction " + std::to_string(i) + " reads a missing value");
-      // A cached attention with a relative position bias (T5) has a 7th input,
-      // the f32 table, and ints num_heads, 1, bidirectional, max_distance.
-      const bool cachedBias =
-          in.kernel == TFC_KERNEL_CACHED_ATTENTION && in.ints.size() == 4 && in.ints[1] == 1;
-      if (in.kernel == TFC_KERNEL_CACHED_ATTENTION &&
-          (in.inputs.size() != (cachedBias ? 7u : 6u) ||
-           in.ints.size() != (cachedBias ? 4u : 1u) || in.floats.size() != 1 ||
-           (cachedBias && f.values[in.inputs[6]].dtype != TFC_DTYPE_F32) ||
-           f.values[in.inputs[3]].storage != Storage::State ||
-           f.values[in.inputs[4]].storage != Storage::State ||
-           f.values[in.inputs[5]].dtype != TFC_DTYPE_I64 || in.ints[0] <= 0))
-        return invalid(where + "cached attention instruction " + std::to_string(i) +
-                       " is malformed");
-      std::string bad = checkDtypes(f, in);
+      std::string bad = checkOperands(f, in);
       if (!bad.empty())
-        return invalid(where + "instruction " + std::to_string(i) + " (" +
-                       tfc_kernel_name(in.kernel) + ") " + bad);
+        return invalid(where + "instruction " + std::to_string(i) + ": " + bad);
       bad = checkWrites(f, in, maxBytes);
       if (!bad.empty())
         return invalid(where + "instruction " + std::to_string(i) + " (" +

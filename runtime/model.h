@@ -132,7 +132,6 @@ Status loadModel(const uint8_t *data, size_t size, std::unique_ptr<Model> &out);
 Status loadModelFile(const char *path, std::unique_ptr<Model> &out);
 
 /// Bytes per element of a tfc_dtype_t.
-size_t dtypeSize(uint32_t dtype);
 
 } // namespace tfrun::rt
 

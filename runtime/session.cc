@@ -52,7 +52,7 @@ Status Session::setInput(const char *name, uint32_t dtype, const int64_t *shape,
   if (dtype != TFC_DTYPE_I64 && dtype != TFC_DTYPE_I32)
     return Status::invalidArgument(
         std::string("input '") + name + "' takes token ids (i64 or i32), got " +
-        (tfc_dtype_size(dtype) ? std::string(tfc_dtype_name(dtype))
+        (tfc_dtype_known(dtype) ? std::string(tfc_dtype_name(dtype))
                                : "dtype " + std::to_string((int32_t)dtype)));
   if (rank != v.dims.size())
     return Status::invalidArgument(std::string("input '") + name + "' must have rank " +
@@ -134,7 +134,7 @@ Status Session::reserveState(int64_t rows, int64_t len) {
           std::to_string(v.dims[1]) + ")");
     auto &w = widths[v.offset];
     w.first = std::max(w.first, v.dims[2]);
-    w.second = std::max<uint64_t>(w.second, tfc_dtype_size(fns[fn].dtypes[i]));
+    w.second = std::max<uint64_t>(w.second, tfc_dtype_bytes(fns[fn].dtypes[i], 1));
   }
   std::map<uint64_t, uint64_t> slots;
   uint64_t total = 0;

@@ -90,9 +90,10 @@ public:
       if (!src || shape.empty() || shape[0] != batch)
         return Status::invalidModel("decode_step input '" + name + "' has no source");
       r.rowShape.assign(shape.begin() + 1, shape.end());
-      r.rowBytes = tfc_dtype_size(r.dtype);
+      uint64_t rowElems = 1;
       for (int64_t d : r.rowShape)
-        r.rowBytes *= (uint64_t)d;
+        rowElems *= (uint64_t)d;
+      r.rowBytes = tfc_dtype_bytes(r.dtype, rowElems);
       r.data.assign(static_cast<const char *>(src),
                     static_cast<const char *>(src) + r.rowBytes * batch);
       rowInputs.push_back(std::move(r));
@@ -261,7 +262,7 @@ private:
     /// dtype may differ from model.bin's f32).
     uint64_t elemSize(const Session *s, size_t fn) const {
       const auto &dts = s->fns[fn].dtypes;
-      return tfc_dtype_size(value < dts.size() ? dts[value] : TFC_DTYPE_F32);
+      return tfc_dtype_bytes(value < dts.size() ? dts[value] : TFC_DTYPE_F32, 1);
     }
   };
   size_t index(const char *name) const {

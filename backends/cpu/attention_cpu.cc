@@ -45,9 +45,11 @@
 
 #include "backends/cpu/attention_cpu.h"
 #include "backends/cpu/attention_impl.h"
+#include "backends/cpu/kernels_cpu.h"
 #include "tfc/relative_bucket.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cassert>
 #include <cstdint>
 #include <cstring>
@@ -350,7 +352,7 @@ void attention(const AttentionParams &params, const float *q, const float *k,
   AttentionParams biased;
   std::vector<float> distances;
   if (params.rel_bias && params.q_len > 0 && params.kv_len > 0 &&
-      params.mask != MaskKind::Additive) {
+      params.mask != TFC_MASK_ADDITIVE) {
     // The relative position bias depends on j - i only: one row per head of
     // the q_len + kv_len - 1 distances, read as an additive mask whose query
     // stride is -1 (element (h, i, j) at h * n + (q_len - 1) - i + j).
@@ -385,10 +387,10 @@ void attention(const AttentionParams &params, const float *q, const float *k,
       }
     return;
   }
-  const bool keyPad = p.mask == MaskKind::KeyPadding || p.mask == MaskKind::PaddingCausal;
-  const bool causal = p.mask == MaskKind::Causal || p.mask == MaskKind::PaddingCausal;
+  const bool keyPad = p.mask == TFC_MASK_KEY_PADDING || p.mask == TFC_MASK_PADDING_CAUSAL;
+  const bool causal = p.mask == TFC_MASK_CAUSAL || p.mask == TFC_MASK_PADDING_CAUSAL;
   // The position bias (expanded above) is read through the additive slot.
-  const bool additive = p.mask == MaskKind::Additive || pp == &biased;
+  const bool additive = p.mask == TFC_MASK_ADDITIVE || pp == &biased;
   assert(!keyPad || p.key_tokens);
   assert(!additive || p.additive);
 
@@ -423,6 +425,105 @@ void attention(const AttentionParams &params, const float *q, const float *k,
       runTask(pr, sc, bh / p.heads, bh % p.heads, qb);
     }
   }
+}
+
+//===----------------------------------------------------------------------===//
+// The plan's attention kernels
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// An attention's relative position bias (T5): the [num_buckets, H] table.
+void setRelativeBias(AttentionParams &p, const Tensor *table, bool bidirectional,
+                     int64_t maxDistance) {
+  if (!table)
+    return;
+  p.rel_bias = table->as<float>();
+  p.rel_buckets = table->shape[0];
+  p.rel_bidirectional = bidirectional;
+  p.rel_max_distance = maxDistance;
+}
+
+} // namespace
+
+Status run(const AttentionCall &c) {
+  const Tensor &q = *c.q, &k = *c.k, &v = *c.v;
+  Tensor &out = *c.out;
+  const auto &a = c.attrs;
+  AttentionParams p{};
+  p.batch = q.shape[0];
+  p.q_len = q.shape[1];
+  p.kv_len = k.shape[1];
+  p.heads = a.num_heads;
+  p.head_dim = q.shape[2] / p.heads;
+  p.v_head_dim = v.shape[2] / p.heads;
+  p.q_row_stride = q.shape[2];
+  p.k_row_stride = k.shape[2];
+  p.v_row_stride = v.shape[2];
+  p.out_row_stride = out.shape[2];
+  p.scale = (float)a.scale;
+  p.mask = a.mask_kind;
+  p.mask_value = (float)a.mask_value;
+  p.pad_id = a.pad_id;
+  if (c.key_tokens)
+    p.key_tokens = c.key_tokens->as<int64_t>();
+  if (c.mask) {
+    // The additive mask broadcasts to [B, H, Sq, Sk]; right-align its dims.
+    const Tensor &m = *c.mask;
+    std::vector<int64_t> full(4, 1);
+    for (size_t i = 0; i < m.shape.size(); ++i)
+      full[4 - m.shape.size() + i] = m.shape[i];
+    const int64_t sk = full[3], sq = full[2], sh = full[1];
+    p.additive = m.as<float>();
+    p.add_stride_q = full[2] == 1 ? 0 : sk;
+    p.add_stride_h = full[1] == 1 ? 0 : sq * sk;
+    p.add_stride_b = full[0] == 1 ? 0 : sh * sq * sk;
+  }
+  setRelativeBias(p, c.bias_table, a.bidirectional, a.max_distance);
+  // bf16 q/k/v are widened once (the kernel's arithmetic is f32 either way).
+  thread_local std::vector<float> qb, kb, vb, ob;
+  attention(p, asF32(q, qb), asF32(k, kb), asF32(v, vb), outF32(out, ob));
+  finishOut(out, ob);
+  return Status();
+}
+
+Status run(const CachedAttentionCall &c) {
+  // q/k/v: [B, T, D] new tokens at positions pos..pos+T-1; caches [B, L, D].
+  const Tensor &q = *c.q, &k = *c.k, &v = *c.v, &kc = *c.k_cache, &vc = *c.v_cache;
+  const int64_t pos = *c.pos->as<int64_t>();
+  const int64_t B = q.shape[0], T = q.shape[1], L = kc.shape[1];
+  const int64_t dk = k.shape[2], dv = v.shape[2];
+  if (pos < 0 || pos + T > L)
+    return Status::invalidArgument("decode position " + std::to_string(pos + T) +
+                                   " is beyond the KV cache's " + std::to_string(L) +
+                                   " positions");
+  if (kc.shape[0] < B || vc.shape[0] < B)
+    return Status::invalidArgument("the KV cache holds fewer rows than the batch");
+  float *kcache = kc.as<float>(), *vcache = vc.as<float>();
+  for (int64_t b = 0; b < B; ++b) {
+    std::memcpy(kcache + (b * L + pos) * dk, k.as<float>() + b * T * dk, sizeof(float) * T * dk);
+    std::memcpy(vcache + (b * L + pos) * dv, v.as<float>() + b * T * dv, sizeof(float) * T * dv);
+  }
+  AttentionParams p{};
+  p.batch = B;
+  p.q_len = T;
+  p.kv_len = pos + T;
+  p.heads = c.attrs.num_heads;
+  p.head_dim = q.shape[2] / p.heads;
+  p.v_head_dim = dv / p.heads;
+  p.q_row_stride = q.shape[2];
+  p.k_row_stride = dk;
+  p.v_row_stride = dv;
+  p.out_row_stride = c.out->shape[2];
+  p.k_batch_stride = L * dk;
+  p.v_batch_stride = L * dv;
+  p.q_pos_offset = pos;
+  p.scale = (float)c.attrs.scale;
+  p.mask = TFC_MASK_CAUSAL;
+  p.mask_value = -INFINITY;
+  setRelativeBias(p, c.bias_table, c.attrs.bidirectional, c.attrs.max_distance);
+  attention(p, q.as<float>(), kcache, vcache, c.out->as<float>());
+  return Status();
 }
 
 } // namespace tfc::cpu

@@ -22,19 +22,17 @@
 #ifndef TFC_BACKENDS_CPU_ATTENTION_CPU_H
 #define TFC_BACKENDS_CPU_ATTENTION_CPU_H
 
+#include "tfc/abi.h"
+
 #include <cstdint>
 
 namespace tfc::cpu {
 
-/// How the attention scores are masked. The values are those of the dialect's
-/// MaskKind (ir/TfcOps.td) and may be serialized: append-only.
-enum class MaskKind : int32_t {
-  None = 0,          ///< nothing is masked
-  KeyPadding = 1,    ///< key j is masked where key_tokens[b, j] == pad_id
-  Causal = 2,        ///< key j is masked for query i where j > i + q_pos_offset
-  PaddingCausal = 3, ///< both of the above
-  Additive = 4,      ///< the `additive` tensor is added to the scaled scores
-};
+/// How the attention scores are masked: tfc/enums.def's TFC_MASK_* (key
+/// padding masks key j where key_tokens[b, j] == pad_id; causal masks key j
+/// for query i where j > i + q_pos_offset; additive adds the `additive`
+/// tensor to the scaled scores).
+using MaskKind = tfc_mask_t;
 
 /// Shapes, layouts and mask of one attention call. All strides count floats
 /// (or, for nothing else, elements); row r of batch b of a tensor X is at
@@ -64,7 +62,7 @@ struct AttentionParams {
   int64_t q_pos_offset = 0;
   /// Multiplies Q K^T (typically 1/sqrt(head_dim)).
   float scale = 1.0f;
-  MaskKind mask = MaskKind::None;
+  MaskKind mask = TFC_MASK_NONE;
   /// The score given to masked positions (masked_fill semantics: it replaces
   /// the score, it is not added). Typically -1e9 or -inf. Unused for None and
   /// Additive.

@@ -5,6 +5,9 @@
 //===----------------------------------------------------------------------===//
 #include "backends/cpu/elementwise_cpu.h"
 
+#include "backends/cpu/kernels_cpu.h"
+#include "tfc/kernel_schema.h"
+
 #include "backends/cpu/attention_impl.h"
 #include "tfc/abi.h"
 
@@ -94,5 +97,26 @@ bool runUnary(int kernel, int64_t mode, const float *a, float *o, int64_t n) {
     unaryChunk(kernel, mode, a, o, c * kChunk, std::min(n, (c + 1) * kChunk));
   return true;
 }
+
+void applyActivation(int64_t act, float *y, int64_t n) {
+  uint32_t kernel = 0;
+  int64_t mode = 0;
+  if (schema::activationUnary(act, &kernel, &mode))
+    runUnary((int)kernel, mode, y, y, n);
+}
+
+namespace {
+template <typename CallT> Status unary(const CallT &c, int64_t mode) {
+  runUnary((int)CallT::kKernel, mode, c.input->template as<float>(), c.out->template as<float>(),
+           c.out->numel());
+  return Status();
+}
+} // namespace
+
+Status run(const SqrtCall &c) { return unary(c, 0); }
+Status run(const ReluCall &c) { return unary(c, 0); }
+Status run(const GeluCall &c) { return unary(c, c.attrs.approximate); }
+Status run(const SiluCall &c) { return unary(c, 0); }
+Status run(const TanhCall &c) { return unary(c, 0); }
 
 } // namespace tfc::cpu

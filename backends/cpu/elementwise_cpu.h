@@ -22,6 +22,11 @@ namespace tfc::cpu {
 /// attribute. Returns false, writing nothing, for a kernel with no row.
 bool runUnary(int kernel, int64_t mode, const float *a, float *o, int64_t n);
 
+/// y[i] = act(y[i]) for i < n: the unary.def row that activation |act| (a
+/// tfc_act_t) names in tfc/enums.def; nothing for TFC_ACT_NONE. The fused
+/// linear's epilogue, wherever oneDNN has no post-op for it.
+void applyActivation(int64_t act, float *y, int64_t n);
+
 } // namespace tfc::cpu
 
 #endif // TFC_BACKENDS_CPU_ELEMENTWISE_CPU_H

@@ -12,6 +12,8 @@
 
 #include "backends/cpu/layer_norm_cpu.h"
 
+#include "backends/cpu/kernels_cpu.h"
+
 #include <cmath>
 #include <limits>
 
@@ -21,7 +23,7 @@ namespace {
 void normalizeRow(NormVariant v, int64_t dim, const float *x, const float *gamma,
                   const float *beta, float eps, float *y) {
   double sum = 0.0;
-  if (v != NormVariant::RmsNorm) {
+  if (v != TFC_NORM_RMS) {
 #pragma omp simd reduction(+ : sum)
     for (int64_t j = 0; j < dim; ++j)
       sum += x[j];
@@ -37,7 +39,7 @@ void normalizeRow(NormVariant v, int64_t dim, const float *x, const float *gamma
   }
 
   double inv;
-  if (v == NormVariant::LayerNorm || v == NormVariant::RmsNorm) {
+  if (v == TFC_NORM_LAYER || v == TFC_NORM_RMS) {
     inv = 1.0 / std::sqrt(ss / static_cast<double>(dim) + static_cast<double>(eps));
   } else {
     // Unbiased: dim == 1 divides 0 by 0, NaN, like torch.std.
@@ -74,6 +76,16 @@ void layerNorm(NormVariant v, int64_t rows, int64_t dim, const float *x, int64_t
 #pragma omp parallel for schedule(static) if (rows > 1 && rows * dim >= 16384)
   for (int64_t r = 0; r < rows; ++r)
     normalizeRow(v, dim, x + r * x_stride, gamma, beta, eps, y + r * y_stride);
+}
+
+Status run(const LayerNormCall &c) {
+  const Tensor &x = *c.x;
+  const int64_t d = x.shape.back(), rows = x.numel() / d;
+  thread_local std::vector<float> xbuf, ybuf;
+  layerNorm(c.attrs.variant, rows, d, asF32(x, xbuf), d, c.gamma->as<float>(),
+            c.beta ? c.beta->as<float>() : nullptr, (float)c.attrs.eps, outF32(*c.out, ybuf), d);
+  finishOut(*c.out, ybuf);
+  return Status();
 }
 
 } // namespace tfc::cpu

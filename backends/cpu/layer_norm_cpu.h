@@ -15,20 +15,15 @@
 #ifndef TFC_BACKENDS_CPU_LAYER_NORM_CPU_H
 #define TFC_BACKENDS_CPU_LAYER_NORM_CPU_H
 
+#include "tfc/abi.h"
+
 #include <cstdint>
 
 namespace tfc::cpu {
 
-/// The normalization formula. The values are those of the dialect's
-/// NormVariant (ir/TfcOps.td) and may be serialized: append-only.
-enum class NormVariant : int32_t {
-  /// gamma * (x - mean) / sqrt(var_biased + eps) + beta  (nn.LayerNorm)
-  LayerNorm = 0,
-  /// gamma * (x - mean) / (std_unbiased + eps) + beta    (the tutorials' Norm)
-  StdNorm = 1,
-  /// gamma * x / sqrt(mean(x^2) + eps), no centering, no beta (T5's RMSNorm)
-  RmsNorm = 2,
-};
+/// The normalization formula: tfc/enums.def's TFC_NORM_* (layer_norm,
+/// std_norm, rms_norm).
+using NormVariant = tfc_norm_t;
 
 /// Normalizes each of the `rows` rows of `dim` floats of x (row r at
 /// x + r * x_stride) into y (row r at y + r * y_stride), then applies the

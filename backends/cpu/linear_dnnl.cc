@@ -1,6 +1,8 @@
 //===- linear_dnnl.cc - linear layers on oneDNN matmul --------------------===//
 #include "backends/cpu/linear_dnnl.h"
 
+#include "backends/cpu/elementwise_cpu.h"
+
 #include "backends/cpu/convert_cpu.h"
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/gemm_s8_avx2.h"
@@ -63,14 +65,23 @@ private:
   size_t size = 0;
 };
 
-float activate(float v, int act) {
-  if (act == 1)
-    return v > 0.0f ? v : 0.0f;
-  if (act == 2)
-    return 0.5f * v * (1.0f + std::erf(v * 0.7071067811865476f));
-  if (act == 3)
-    return 0.5f * v * (1.0f + std::tanh(0.7978845608028654f * (v + 0.044715f * v * v * v)));
-  return v;
+/// The oneDNN eltwise algorithm of activation |act| (tfc/enums.def), for the
+/// GEMM's post-ops and the OpenBLAS path's epilogue; false for one oneDNN
+/// lacks, which runPackedLinear applies from tfc/unary.def instead.
+bool dnnlEltwise(int act, dnnl::algorithm &alg) {
+  switch (act) {
+  case TFC_ACT_RELU:
+    alg = dnnl::algorithm::eltwise_relu;
+    return true;
+  case TFC_ACT_GELU:
+    alg = dnnl::algorithm::eltwise_gelu_erf;
+    return true;
+  case TFC_ACT_GELU_TANH:
+    alg = dnnl::algorithm::eltwise_gelu_tanh;
+    return true;
+  default:
+    return false;
+  }
 }
 } // namespace
 
@@ -118,12 +129,9 @@ public:
     dnnl::memory::desc bdesc = bias ? dnnl::memory::desc({1, n}, dt::f32, tag::ab)
                                     : dnnl::memory::desc();
     dnnl::post_ops ops;
-    if (act == 1)
-      ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
-    else if (act == 2)
-      ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_erf, 0.0f, 0.0f);
-    else if (act == 3)
-      ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_tanh, 0.0f, 0.0f);
+    dnnl::algorithm alg;
+    if (dnnlEltwise(act, alg))
+      ops.append_eltwise(1.0f, alg, 0.0f, 0.0f);
     if (res)
       ops.append_binary(dnnl::algorithm::binary_add, rdesc);
     dnnl::primitive_attr attr;
@@ -141,20 +149,19 @@ public:
     return pos->second;
   }
 
-  /// In-place GELU on |count| f32 values (act 2: erf, 3: tanh), for the
-  /// OpenBLAS path's epilogue: oneDNN's JIT eltwise, created on first use.
-  const dnnl::eltwise_forward &gelu(int64_t count, int act) const {
+  /// In-place activation |act| (one dnnlEltwise knows) on |count| f32 values,
+  /// for the OpenBLAS path's epilogue: oneDNN's JIT eltwise, created on first use.
+  const dnnl::eltwise_forward &eltwise(int64_t count, int act) const {
     std::lock_guard<std::mutex> lock(mu);
     auto key = std::make_tuple(count, act, omp_get_max_threads());
     auto it = gelus.find(key);
     if (it != gelus.end())
       return it->second;
     dnnl::memory::desc d({count}, dt::f32, tag::a);
+    dnnl::algorithm alg = dnnl::algorithm::eltwise_relu;
+    dnnlEltwise(act, alg);
     dnnl::eltwise_forward::primitive_desc pd(
-        dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference,
-                                    act == 2 ? dnnl::algorithm::eltwise_gelu_erf
-                                             : dnnl::algorithm::eltwise_gelu_tanh,
-                                    d, 0.0f, 0.0f),
+        dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference, alg, d, 0.0f, 0.0f),
         cpuEngine());
     return gelus.emplace(key, dnnl::eltwise_forward(pd)).first->second;
   }
@@ -260,7 +267,7 @@ std::string execute(const PackedLinear::Prim &p, std::unordered_map<int, dnnl::m
 /// The int8 path: quantize x per row (u8 with a zero point), u8 x s8 -> s32
 /// (oneDNN with VNNI or AMX; our exact AVX2 GEMM without: cpu_isa.h), then one
 /// epilogue pass for the zero points, scales, bias, activation and residual.
-std::string runInt8(const PackedLinear &w, const LinearCall &c) {
+std::string runInt8(const PackedLinear &w, const GemmCall &c) {
   const int64_t rows = c.rows, k = w.k, n = w.n;
   thread_local ThreadBuffer qbuf, sbuf, zbuf, accbuf, s8buf;
   auto *q = static_cast<uint8_t *>(qbuf.get(rows * k));
@@ -309,12 +316,11 @@ std::string runInt8(const PackedLinear &w, const LinearCall &c) {
     if (b)
       for (int64_t j = 0; j < n; ++j)
         y[j] += b[j];
-    if (act == 1)
+    if (act == TFC_ACT_RELU)
       for (int64_t j = 0; j < n; ++j)
         y[j] = y[j] > 0.0f ? y[j] : 0.0f;
-    else if (act)
-      for (int64_t j = 0; j < n; ++j)
-        y[j] = activate(y[j], act);
+    else
+      applyActivation(act, y, n);
     if (res)
       for (int64_t j = 0; j < n; ++j)
         y[j] += res[r * n + j];
@@ -333,7 +339,7 @@ constexpr int64_t kBlasMinRows = 16;
 /// y = act(x W + b) + residual with OpenBLAS's sgemm: y is first filled with
 /// the bias (plus the residual when there is no activation) and the GEMM
 /// accumulates into it (beta 1), so the epilogue is at most one more pass.
-std::string runBlas(const PackedLinear &w, const LinearCall &c, const float *x, float *y) {
+std::string runBlas(const PackedLinear &w, const GemmCall &c, const float *x, float *y) {
   const int64_t rows = c.rows, n = w.n, k = w.k;
   const float *b = c.bias, *res = c.act ? nullptr : c.residual;
   const bool init = b || res;
@@ -353,15 +359,15 @@ std::string runBlas(const PackedLinear &w, const LinearCall &c, const float *x, 
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)n, (int)k, 1.0f, x,
               (int)k, static_cast<const float *>(w.weights.get_data_handle()), (int)n,
               init ? 1.0f : 0.0f, y, (int)n);
-  if (c.act == 2 || c.act == 3) {
+  if (c.act != TFC_ACT_NONE && c.act != TFC_ACT_RELU) {
     dnnl::memory m({{rows * n}, dt::f32, tag::a}, cpuEngine(), y);
     thread_local dnnl::stream stream(cpuEngine());
-    w.gelu(rows * n, c.act).execute(stream, {{DNNL_ARG_SRC, m}, {DNNL_ARG_DST, m}});
+    w.eltwise(rows * n, c.act).execute(stream, {{DNNL_ARG_SRC, m}, {DNNL_ARG_DST, m}});
     stream.wait();
   }
   if (c.act) {
     const float *res2 = c.residual;
-    const bool relu = c.act == 1;
+    const bool relu = c.act == TFC_ACT_RELU;
 #pragma omp parallel for schedule(static) if (rows * n > 32768)
     for (int64_t r = 0; r < rows; ++r) {
       float *yr = y + r * n;
@@ -379,7 +385,7 @@ std::string runBlas(const PackedLinear &w, const LinearCall &c, const float *x, 
 
 /// The GEMM with its fused bias, activation and residual (post-ops on the
 /// f32 sums), reading x as |srcT| and writing y as |dstT|.
-std::string runGemm(const PackedLinear &w, const LinearCall &c, const void *x, dt srcT, void *y,
+std::string runGemm(const PackedLinear &w, const GemmCall &c, const void *x, dt srcT, void *y,
                     dt dstT) {
 #if TFC_HAVE_OPENBLAS
   if (w.blas && c.rows >= kBlasMinRows && srcT == dt::f32 && dstT == dt::f32)
@@ -403,7 +409,7 @@ std::string runGemm(const PackedLinear &w, const LinearCall &c, const void *x, d
 /// bf16 weights without a bf16 GEMM: the input is rounded to bf16 (or is
 /// bf16) and widened, the f32 GEMM runs on the widened weights, and a bf16
 /// output is rounded from the f32 result, as the native path does.
-std::string runBf16Emulated(const PackedLinear &w, const LinearCall &c) {
+std::string runBf16Emulated(const PackedLinear &w, const GemmCall &c) {
   thread_local ThreadBuffer xbuf, hbuf, ybuf;
   const int64_t nx = c.rows * w.k, ny = c.rows * w.n;
   auto *x = static_cast<float *>(xbuf.get(nx * sizeof(float)));
@@ -426,7 +432,39 @@ std::string runBf16Emulated(const PackedLinear &w, const LinearCall &c) {
 }
 } // namespace
 
-std::string runPackedLinear(const PackedLinear &w, const LinearCall &c) {
+/// An activation without a oneDNN post-op: the GEMM (with its bias) into
+/// f32, then the activation from tfc/unary.def, then the residual, then the
+/// output's dtype.
+static std::string runUnfusedEpilogue(const PackedLinear &w, const GemmCall &c) {
+  thread_local ThreadBuffer ybuf;
+  const int64_t ny = c.rows * w.n;
+  const bool f32Out = c.yDtype == TFC_DTYPE_F32;
+  float *y = f32Out ? static_cast<float *>(c.y) : static_cast<float *>(ybuf.get(ny * sizeof(float)));
+  if (!y)
+    return "out of memory for a linear layer's activation";
+  GemmCall g = c;
+  g.act = TFC_ACT_NONE;
+  g.residual = nullptr;
+  g.y = y;
+  g.yDtype = TFC_DTYPE_F32;
+  std::string err = runPackedLinear(w, g);
+  if (!err.empty())
+    return err;
+  applyActivation(c.act, y, ny);
+  if (c.residual) {
+#pragma omp parallel for schedule(static) if (ny > 32768)
+    for (int64_t i = 0; i < ny; ++i)
+      y[i] += c.residual[i];
+  }
+  if (!f32Out)
+    f32ToBf16(y, static_cast<uint16_t *>(c.y), ny);
+  return "";
+}
+
+std::string runPackedLinear(const PackedLinear &w, const GemmCall &c) {
+  dnnl::algorithm alg = dnnl::algorithm::eltwise_relu;
+  if (c.act != TFC_ACT_NONE && !dnnlEltwise(c.act, alg))
+    return runUnfusedEpilogue(w, c);
   try {
     const bool xOk = c.xDtype == TFC_DTYPE_F32 ||
                      (c.xDtype == TFC_DTYPE_BF16 && w.dtype != TFC_DTYPE_F32);

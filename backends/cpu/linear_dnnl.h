@@ -39,7 +39,7 @@ std::shared_ptr<PackedLinear> packLinear(const void *w, uint32_t dtype, int64_t 
 /// One call: y[rows, n] = act(x[rows, k] W^T + bias) + residual; act: 0 none,
 /// 1 relu, 2 gelu (erf), 3 gelu (tanh). bias ([n]) and residual ([rows, n]) are
 /// f32 and may be null. x and y are f32 or bf16 (tfc_dtype_t).
-struct LinearCall {
+struct GemmCall {
   const void *x = nullptr;
   uint32_t xDtype = 0;
   int64_t rows = 0;
@@ -51,7 +51,7 @@ struct LinearCall {
 };
 
 /// Returns "" or an error message.
-std::string runPackedLinear(const PackedLinear &w, const LinearCall &c);
+std::string runPackedLinear(const PackedLinear &w, const GemmCall &c);
 
 } // namespace tfc::cpu
 

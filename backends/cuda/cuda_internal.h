@@ -170,14 +170,16 @@ struct EmbedArgs {
 };
 std::string launchEmbedding(const EmbedArgs &a, DeviceError *err, cudaStream_t s);
 
-/// y[r, j] = act(acc[r, j] + bias[j]) + res[r, j]; act as FUSED_LINEAR's.
+/// y[r, j] = act(acc[r, j] + bias[j]) + res[r, j], with act the tfc/unary.def
+/// row actKernel in mode actMode (-1: none), as FUSED_LINEAR's activation names
+/// it in tfc/enums.def.
 struct EpilogueArgs {
   const void *acc = nullptr, *bias = nullptr, *res = nullptr;
   uint32_t accType = 0, biasType = 0, resType = 0;
   void *out = nullptr;
   uint32_t outType = 0;
   int64_t rows = 0, n = 0;
-  int32_t act = 0;
+  int32_t actKernel = -1, actMode = 0;
 };
 std::string launchLinearEpilogue(const EpilogueArgs &a, cudaStream_t s);
 
@@ -250,7 +252,7 @@ std::string launchAttention(const AttnArgs &a, cudaStream_t s);
 // --- GEMMs on cuBLASLt (linear_cuda.cc) -------------------------------------
 
 /// y = act(x W^T + bias) + residual (LINEAR, FUSED_LINEAR); bias, residual may
-/// be null; act: 0 none, 1 relu, 2 gelu (erf), 3 gelu (tanh).
+/// be null; act a tfc_act_t (tfc/enums.def).
 std::string runLinear(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *bias,
                       const Tensor *residual, int act, Tensor &out);
 /// MATMUL: out[..., M, N] = a[..., M, K] b[..., K, N] (b [..., N, K] if transB),

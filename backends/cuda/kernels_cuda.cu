@@ -369,10 +369,8 @@ __global__ void linearEpilogueKernel(EpilogueArgs a) {
     float v = loadF(a.acc, a.accType, e);
     if (a.bias)
       v += loadF(a.bias, a.biasType, e % a.n);
-    if (a.act == 1)
-      v = unary(TFC_KERNEL_RELU, 0, v);
-    else if (a.act == 2 || a.act == 3)
-      v = unary(TFC_KERNEL_GELU, a.act == 3 ? 1 : 0, v);
+    if (a.actKernel >= 0)
+      v = unary(static_cast<uint32_t>(a.actKernel), a.actMode, v);
     if (a.res)
       v += loadF(a.res, a.resType, e);
     storeF(a.out, a.outType, e, v);

@@ -25,6 +25,7 @@
 #define TFC_BACKENDS_CUDA_KERNELS_CUDA_H
 
 #include "backends/tensor.h"
+#include "tfc/status.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -89,15 +90,17 @@ std::string convertWeights(Context &ctx, const float *src, int64_t count, uint32
                            void *dst);
 
 /// Runs kernel |kernel| (a tfc_kernel_t) on |in|, writing |out| (already shaped
-/// and allocated in device memory), on |ctx|'s stream. Inputs and attributes
-/// are those of tfc::cpu::runKernel. Float tensors may be f32, f16 or bf16 (the
-/// arithmetic is f32); ids i64 or i32; bool one byte. Returns an error message,
-/// or "" once the work is queued; see the top of the file for errors found on
-/// the device. RESHAPE and UNSQUEEZE, views that the executor normally
-/// resolves without a kernel, copy the data when |out| does not alias the input.
-std::string runKernel(Context &ctx, uint32_t kernel, const std::vector<const Tensor *> &in,
-                      Tensor &out, const std::vector<int64_t> &ints,
-                      const std::vector<double> &floats);
+/// and allocated in device memory), on |ctx|'s stream: the instruction is
+/// bound to its typed call (backends/kernel_call.h), checked against the
+/// schema's CUDA dtypes and the shape rules, and handed to that kernel's
+/// run(). Float tensors may be f32, f16 or bf16 (the arithmetic is f32); ids
+/// i64 or i32; bool one byte. OK once the work is queued; see the top of the
+/// file for errors found on the device. RESHAPE and UNSQUEEZE, views that the
+/// executor normally resolves without a kernel, copy the data when |out| does
+/// not alias the input.
+Status runKernel(Context &ctx, uint32_t kernel, const std::vector<const Tensor *> &in,
+                 Tensor &out, const std::vector<int64_t> &ints,
+                 const std::vector<double> &floats);
 
 } // namespace tfc::cuda
 

@@ -30,6 +30,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "backends/cuda/cuda_internal.h"
+#include "tfc/kernel_schema.h"
 
 #include "tfc/abi.h"
 
@@ -330,8 +331,14 @@ std::string runLinear(Context &ctx, const Tensor &x, const Tensor &w, const Tens
       return dtypeError("linear operand", t->dtype);
   if (w.shape.size() != 2 || x.shape.empty() || x.shape.back() != w.shape[1])
     return "linear: the input's last dim does not match the weight [N, K]";
-  if (act < 0 || act > 3)
+  // The activation's tfc/unary.def row (tfc/enums.def), which the epilogue
+  // kernel applies; cuBLASLt's own epilogues cover relu and tanh-GELU.
+  uint32_t actKernel = 0;
+  int64_t actMode = 0;
+  const bool hasAct = schema::activationUnary(act, &actKernel, &actMode);
+  if (act != TFC_ACT_NONE && !hasAct)
     return "linear: unknown activation " + std::to_string(act);
+  const bool ltEpilogue = act == TFC_ACT_NONE || act == TFC_ACT_RELU || act == TFC_ACT_GELU_TANH;
   const int64_t n = w.shape[0], k = w.shape[1];
   const int64_t rows = k > 0 ? x.numel() / k : 0;
   if (rows == 0 || n == 0)
@@ -343,7 +350,7 @@ std::string runLinear(Context &ctx, const Tensor &x, const Tensor &w, const Tens
   // Scratch: x converted to the weight's dtype (when they differ) and the f32
   // GEMM result of the unfused path (when the output is not f32).
   const bool convertX = x.dtype != w.dtype;
-  const size_t xBytes = convertX ? round256(rows * k * tfc_dtype_size(w.dtype)) : 0;
+  const size_t xBytes = convertX ? round256(tfc_dtype_bytes(w.dtype, rows * k)) : 0;
   const bool f32Out = out.dtype == TFC_DTYPE_F32;
   const size_t accBytes = f32Out ? 0 : round256(rows * n * sizeof(float));
   void *scratch = nullptr;
@@ -387,15 +394,15 @@ std::string runLinear(Context &ctx, const Tensor &x, const Tensor &w, const Tens
   const bool sameDtypes = (!bias || bias->dtype == out.dtype) &&
                           (!residual || residual->dtype == out.dtype) &&
                           (out.dtype == w.dtype || f32Out);
-  if (k > 0 && act != 2 && !(act != 0 && residual) && sameDtypes) {
+  if (k > 0 && ltEpilogue && !(hasAct && residual) && sameDtypes) {
     g.cdType = outType;
     g.D = out.data;
     g.C = residual ? residual->data : out.data;
     g.beta = residual ? 1.0f : 0.0f;
     g.bias = bias ? bias->data : nullptr;
-    if (act == 0)
+    if (act == TFC_ACT_NONE)
       g.epilogue = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
-    else if (act == 1)
+    else if (act == TFC_ACT_RELU)
       g.epilogue = bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
     else
       g.epilogue = bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
@@ -426,7 +433,7 @@ std::string runLinear(Context &ctx, const Tensor &x, const Tensor &w, const Tens
       return "linear: cuBLASLt has no algorithm for a " + std::to_string(rows) + "x" +
              std::to_string(k) + " by " + std::to_string(n) + "x" + std::to_string(k) + " GEMM";
   }
-  if (!bias && !residual && act == 0 && f32Out)
+  if (!bias && !residual && !hasAct && f32Out)
     return "";
   EpilogueArgs e;
   e.acc = acc;
@@ -443,7 +450,8 @@ std::string runLinear(Context &ctx, const Tensor &x, const Tensor &w, const Tens
   e.outType = out.dtype;
   e.rows = rows;
   e.n = n;
-  e.act = act;
+  e.actKernel = hasAct ? static_cast<int32_t>(actKernel) : -1;
+  e.actMode = static_cast<int32_t>(actMode);
   return launchLinearEpilogue(e, ctx.stream);
 }
 
@@ -520,7 +528,7 @@ std::string runMatmul(Context &ctx, const Tensor &a, const Tensor &b, bool trans
   const uint32_t common = a.dtype == TFC_DTYPE_F32 ? b.dtype : a.dtype;
   cudaType(common, abType);
   const Tensor *conv = a.dtype != common ? &a : b.dtype != common ? &b : nullptr;
-  const size_t convBytes = conv ? round256(conv->numel() * tfc_dtype_size(common)) : 0;
+  const size_t convBytes = conv ? round256(tfc_dtype_bytes(common, conv->numel())) : 0;
   const bool f32Out = out.dtype == TFC_DTYPE_F32;
   const size_t accBytes = f32Out ? 0 : round256(batches * m * n * sizeof(float));
   void *scratch = nullptr;
@@ -546,7 +554,7 @@ std::string runMatmul(Context &ctx, const Tensor &a, const Tensor &b, bool trans
       return err;
     (conv == &a ? aData : bData) = scratch;
   }
-  const size_t es = tfc_dtype_size(common);
+  const size_t es = tfc_dtype_bytes(common, 1);
   auto run = [&](cudaDataType_t cdType, void *D, bool &unsupported) -> std::string {
     // Column-major: D^T (N x M) = op(b) (N x K) * a^T (K x M).
     GemmCall g;

@@ -47,40 +47,68 @@ typedef enum tfc_dtype_t {
   TFC_DTYPE_I8 = 6,
 } tfc_dtype_t;
 
-/* Kernel ids of plan instructions: the rows of tfc/kernels.def, the one table
- * of kernels (append-only: ids are stored in model.bin). Each corresponds to
- * one tfc op (docs/dialect.md); attributes are stored as the op's, in order:
- * - TOKEN_EMBEDDING ints: position_axis, has_positions, has_type_ids,
- *   has_offset; floats: scale. The table is f32, bf16 or i8; an i8 table has
- *   one more input, last: its per-row f32 scales [V] (row v = scales[v] *
- *   table[v]).
- * - Linear kernels: inputs x, weight [N, K] (, bias [N] f32) (, residual f32).
- *   The weight is f32, bf16 or i8; an i8 weight has one more input, last: its
- *   per-output-channel f32 scales [N] (W[n, :] = scales[n] * weight[n, :]), and
- *   x is quantized per row at run time. x and the output are f32 or bf16 (f32
- *   only with an f32 weight). LINEAR ints: has_bias; FUSED_LINEAR ints:
- *   has_bias, has_residual, activation.
- * - MATMUL ints: transpose_b. COMPARE ints: predicate. MASKED_FILL floats:
- *   value. TRANSPOSE ints: perm. SLICE ints: axis, start, size (any dtype; out
- *   = in). REDUCE_MEAN / REDUCE_SUM ints: axis, keepdim. GELU ints: approximate
- *   (0 erf, 1 tanh). SOFTMAX / LOG_SOFTMAX / POSITIONS ints: axis. POSITIONS may add
- *   padding_idx: RoBERTa's positions of ids [B, S] (input 0), output [B, S].
- * - RESHAPE and UNSQUEEZE are views: no data movement.
- * - LAYER_NORM ints: variant (0 layer_norm, 1 std_norm, 2 rms_norm); floats:
- *   eps. Inputs x, gamma (, beta: absent for rms_norm). x and the output are
- *   f32 or bf16.
- * - ATTENTION ints: mask_kind, num_heads, pad_id (, has_bias, bidirectional,
- *   max_distance); floats: scale, mask_value. q, k and v share one dtype, f32
- *   or bf16; the output is f32 or bf16. With has_bias = 1 the last input is a
- *   relative position bias table [num_buckets, H] f32 (T5; tfc/relative_bucket.h).
- * - CACHED_ATTENTION inputs: q, k, v, k_cache, v_cache, pos (, bias table);
- *   ints: num_heads (, has_bias, bidirectional, max_distance); floats: scale.
- *   Writes k/v into the caches at pos, attends causally over rows [0, pos+T).
- * - RELATIVE_POSITION_BIAS inputs: table [num_buckets, H] f32, query ids
- *   [B, Sq], key ids [B, Sk] (their lengths only); ints: bidirectional,
- *   max_distance; output [1, H, Sq, Sk] f32. */
+/* Dtype sets, as the kernel schema (tfc/kernels.def) gives each operand's
+ * allowed dtypes: bit d is set for tfc_dtype_t d. */
+#define TFC_DTS(d) (1u << TFC_DTYPE_##d)
+#define TFC_DTS_F32 TFC_DTS(F32)
+#define TFC_DTS_I64 TFC_DTS(I64)
+#define TFC_DTS_BOOL TFC_DTS(BOOL)
+#define TFC_DTS_FB (TFC_DTS(F32) | TFC_DTS(BF16))
+#define TFC_DTS_FLOAT (TFC_DTS(F32) | TFC_DTS(F16) | TFC_DTS(BF16))
+#define TFC_DTS_WEIGHT (TFC_DTS_FB | TFC_DTS(I8))
+#define TFC_DTS_WEIGHT_CUDA (TFC_DTS_FLOAT | TFC_DTS(I8))
+#define TFC_DTS_IDS (TFC_DTS(I64) | TFC_DTS(I32))
+#define TFC_DTS_SCALAR (TFC_DTS(F32) | TFC_DTS_IDS | TFC_DTS(BOOL))
+#define TFC_DTS_SCALAR_CUDA (TFC_DTS_SCALAR | TFC_DTS(F16) | TFC_DTS(BF16))
+#define TFC_DTS_ANY (TFC_DTS_SCALAR_CUDA | TFC_DTS(I8))
+
+/* Kernel flags (tfc/kernels.def). */
+enum {
+  TFC_KF_VIEW = 1,          /* aliases its input: no data moves */
+  TFC_KF_POSITION_WISE = 2, /* output position i reads only position i of its inputs */
+  TFC_KF_BROADCAST = 4,     /* elementwise, numpy broadcasting */
+  TFC_KF_UNARY = 8,         /* a tfc/unary.def formula */
+};
+/* Operand flags (tfc/kernels.def). */
+enum {
+  TFC_AF_TIED = 1,   /* has the dtype of the kernel's first operand */
+  TFC_AF_WEIGHT = 2, /* a weight: must be stored in model.bin when not f32 */
+};
+
+/* The enums that kernel attributes hold (tfc/enums.def; append-only), and
+ * how many cases each has. */
+typedef enum tfc_mask_t {
+#define TFC_MASK(ENUM, ods, value) TFC_MASK_##ENUM = value,
+#include "enums.def"
+  TFC_MASK_COUNT
+} tfc_mask_t;
+typedef enum tfc_norm_t {
+#define TFC_NORM(ENUM, ods, value) TFC_NORM_##ENUM = value,
+#include "enums.def"
+  TFC_NORM_COUNT
+} tfc_norm_t;
+typedef enum tfc_cmp_t {
+#define TFC_CMP(ENUM, ods, value) TFC_CMP_##ENUM = value,
+#include "enums.def"
+  TFC_CMP_COUNT
+} tfc_cmp_t;
+typedef enum tfc_gelu_t {
+#define TFC_GELU(ENUM, ods, value) TFC_GELU_##ENUM = value,
+#include "enums.def"
+  TFC_GELU_COUNT
+} tfc_gelu_t;
+typedef enum tfc_act_t {
+#define TFC_ACTIVATION(ENUM, ods, value, UNARY, mode) TFC_ACT_##ENUM = value,
+#include "enums.def"
+  TFC_ACT_COUNT
+} tfc_act_t;
+
+/* Kernel ids of plan instructions: the rows of tfc/kernels.def, the one
+ * schema of kernels (append-only: ids are stored in model.bin). Each
+ * corresponds to one tfc op (docs/dialect.md). Its attributes, operands and
+ * dtypes are that row's; tfc/kernel_schema.h decodes and checks them. */
 typedef enum tfc_kernel_t {
-#define TFC_KERNEL(ENUM, name, id, in, ints, floats) TFC_KERNEL_##ENUM = id,
+#define TFC_KERNEL(ENUM, name, Camel, id, ...) TFC_KERNEL_##ENUM = id,
 #include "kernels.def"
 #undef TFC_KERNEL
 } tfc_kernel_t;
@@ -88,7 +116,7 @@ typedef enum tfc_kernel_t {
 /* How many kernels there are: ids are 0 .. TFC_KERNEL_COUNT - 1. */
 enum {
   TFC_KERNEL_COUNT = 0
-#define TFC_KERNEL(ENUM, name, id, in, ints, floats) +1
+#define TFC_KERNEL(ENUM, name, Camel, id, ...) +1
 #include "kernels.def"
 #undef TFC_KERNEL
 };
@@ -102,29 +130,41 @@ typedef enum tfc_storage_t {
   TFC_STORAGE_STATE = 4,  /* offset: byte offset in the session state (KV caches) */
 } tfc_storage_t;
 
-/* Bytes per element of a tfc_dtype_t; 0 for an unknown value. */
-static inline uint64_t tfc_dtype_size(uint32_t dtype) {
+/* Bits per element of a tfc_dtype_t; 0 for an unknown value. Sub-byte dtypes
+ * (int4, the next one) pack several elements per byte, so sizes come from
+ * tfc_dtype_bytes, never from numel * a per-element size. */
+static inline uint32_t tfc_dtype_bits(uint32_t dtype) {
   switch (dtype) {
   case TFC_DTYPE_F32:
   case TFC_DTYPE_I32:
-    return 4;
+    return 32;
   case TFC_DTYPE_I64:
-    return 8;
+    return 64;
   case TFC_DTYPE_BOOL:
   case TFC_DTYPE_I8:
-    return 1;
+    return 8;
   case TFC_DTYPE_F16:
   case TFC_DTYPE_BF16:
-    return 2;
+    return 16;
   default:
     return 0;
   }
 }
 
+/* Whether |dtype| is a known tfc_dtype_t. */
+static inline int tfc_dtype_known(uint32_t dtype) { return tfc_dtype_bits(dtype) != 0; }
+
+/* The bytes that |numel| elements of |dtype| occupy (rounded up to a whole
+ * byte for sub-byte dtypes); 0 for an unknown dtype. The caller bounds numel
+ * (the loader keeps every tensor under 2^48 elements). */
+static inline uint64_t tfc_dtype_bytes(uint32_t dtype, uint64_t numel) {
+  return (numel * tfc_dtype_bits(dtype) + 7) / 8;
+}
+
 /* The kernel's name as the dialect spells the op ("fused_linear"); "?" if unknown. */
 static inline const char *tfc_kernel_name(uint32_t kernel) {
   switch (kernel) {
-#define TFC_KERNEL(ENUM, name, id, in, ints, floats)                                     \
+#define TFC_KERNEL(ENUM, name, Camel, id, ...)                                           \
   case id:                                                                               \
     return #name;
 #include "kernels.def"
@@ -134,22 +174,13 @@ static inline const char *tfc_kernel_name(uint32_t kernel) {
   }
 }
 
-/* The fewest inputs, int attributes and float attributes |kernel| reads (its
- * row of tfc/kernels.def). Returns 0 for an unknown kernel, else 1. */
-static inline int tfc_kernel_min_arity(uint32_t kernel, uint32_t *min_inputs,
-                                       uint32_t *min_ints, uint32_t *min_floats) {
-  switch (kernel) {
-#define TFC_KERNEL(ENUM, name, id, in, ints, floats)                                     \
-  case id:                                                                               \
-    *min_inputs = in;                                                                    \
-    *min_ints = ints;                                                                    \
-    *min_floats = floats;                                                                \
-    return 1;
-#include "kernels.def"
-#undef TFC_KERNEL
-  default:
+/* tfc_dtype_bytes with overflow checking: 1 with *bytes set, or 0 when |numel|
+ * elements would not have a 64-bit byte count. */
+static inline int tfc_dtype_bytes_checked(uint32_t dtype, uint64_t numel, uint64_t *bytes) {
+  if (numel > (UINT64_MAX - 7) / 64)
     return 0;
-  }
+  *bytes = tfc_dtype_bytes(dtype, numel);
+  return 1;
 }
 
 /* A dtype's short name ("f32", "bf16", "i8"); "?" if unknown. */

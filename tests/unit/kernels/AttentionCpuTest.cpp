@@ -55,7 +55,7 @@ enum class PadPattern { None, Trailing, Random, All, Leading, Mixed };
 /// One attention call: shapes, mask and layout.
 struct Case {
   int64_t B = 1, Sq = 1, Sk = 1, H = 1, dk = 8, dv = 0;
-  MaskKind mask = MaskKind::None;
+  MaskKind mask = TFC_MASK_NONE;
   float maskValue = -1e9f;
   float scale = 0.0f; // 0: 1/sqrt(dk)
   int64_t padId = 0;
@@ -146,7 +146,7 @@ struct AttnRun {
   }
 };
 
-bool usesTokens(MaskKind m) { return m == MaskKind::KeyPadding || m == MaskKind::PaddingCausal; }
+bool usesTokens(MaskKind m) { return m == TFC_MASK_KEY_PADDING || m == TFC_MASK_PADDING_CAUSAL; }
 
 AttnRun makeRun(const Case &c) {
   AttnRun r;
@@ -232,7 +232,7 @@ AttnRun makeRun(const Case &c) {
     }
   }
 
-  if (c.mask == MaskKind::Additive) {
+  if (c.mask == TFC_MASK_ADDITIVE) {
     const int64_t nb = c.addFullB ? c.B : 1, nh = c.addFullH ? c.H : 1,
                   nq = c.addFullQ ? c.Sq : 1;
     r.asq = c.addFullQ ? c.Sk : 0;
@@ -394,7 +394,7 @@ TEST(AttentionCpu, KeyPadding) {
     for (float fill : {-1e9f, -kInf})
       for (int64_t sk : {1, 33, 64, 130, 300}) {
         Case c;
-        c.mask = MaskKind::KeyPadding;
+        c.mask = TFC_MASK_KEY_PADDING;
         c.pad = pat;
         c.maskValue = fill;
         c.B = 3;
@@ -413,7 +413,7 @@ TEST(AttentionCpu, Causal) {
   for (float fill : {-1e9f, -kInf})
     for (int64_t s : kLens) {
       Case c;
-      c.mask = MaskKind::Causal;
+      c.mask = TFC_MASK_CAUSAL;
       c.maskValue = fill;
       c.B = 1 + seed % 2;
       c.H = 1 + seed % 4;
@@ -431,7 +431,7 @@ TEST(AttentionCpu, PaddingCausal) {
     for (float fill : {-1e9f, -kInf})
       for (int64_t s : {1, 17, 64, 100, 200}) {
         Case c;
-        c.mask = MaskKind::PaddingCausal;
+        c.mask = TFC_MASK_PADDING_CAUSAL;
         c.pad = pat;
         c.maskValue = fill;
         c.B = 3;
@@ -448,7 +448,7 @@ TEST(AttentionCpu, AdditiveBroadcasts) {
   for (int bits = 0; bits < 8; ++bits)
     for (int64_t sq : {1, 45, 130}) {
       Case c;
-      c.mask = MaskKind::Additive;
+      c.mask = TFC_MASK_ADDITIVE;
       c.addFullB = bits & 1;
       c.addFullH = bits & 2;
       c.addFullQ = bits & 4;
@@ -465,7 +465,7 @@ TEST(AttentionCpu, AdditiveBroadcasts) {
 TEST(AttentionCpu, AdditiveAllMinusInfRowIsNaNAndAllMinus1e9RowIsUniform) {
   for (int bits : {0, 7, 5}) {
     Case c;
-    c.mask = MaskKind::Additive;
+    c.mask = TFC_MASK_ADDITIVE;
     c.addInfRows = true;
     c.addFullB = bits & 1;
     c.addFullH = bits & 2;
@@ -482,8 +482,8 @@ TEST(AttentionCpu, AdditiveAllMinusInfRowIsNaNAndAllMinus1e9RowIsUniform) {
 
 TEST(AttentionCpu, PackedQkv) {
   uint32_t seed = 700;
-  for (MaskKind m : {MaskKind::None, MaskKind::KeyPadding, MaskKind::Causal,
-                     MaskKind::PaddingCausal, MaskKind::Additive})
+  for (MaskKind m : {TFC_MASK_NONE, TFC_MASK_KEY_PADDING, TFC_MASK_CAUSAL,
+                     TFC_MASK_PADDING_CAUSAL, TFC_MASK_ADDITIVE})
     for (int64_t s : {1, 65, 150}) {
       Case c;
       c.mask = m;
@@ -498,7 +498,7 @@ TEST(AttentionCpu, PackedQkv) {
     }
   Case c;
   c.packed = true;
-  c.mask = MaskKind::Causal;
+  c.mask = TFC_MASK_CAUSAL;
   c.B = 1;
   c.H = 2;
   c.dk = 80;
@@ -508,7 +508,7 @@ TEST(AttentionCpu, PackedQkv) {
 
 TEST(AttentionCpu, StridedRowsAndOutputGaps) {
   uint32_t seed = 800;
-  for (MaskKind m : {MaskKind::None, MaskKind::PaddingCausal, MaskKind::Additive}) {
+  for (MaskKind m : {TFC_MASK_NONE, TFC_MASK_PADDING_CAUSAL, TFC_MASK_ADDITIVE}) {
     Case c;
     c.mask = m;
     c.B = 2;
@@ -526,7 +526,7 @@ TEST(AttentionCpu, HeadDims) {
   uint32_t seed = 900;
   for (int64_t dk : {1, 3, 8, 16, 17, 32, 64, 80, 96, 128}) {
     Case c;
-    c.mask = MaskKind::Causal;
+    c.mask = TFC_MASK_CAUSAL;
     c.B = 1;
     c.H = 2;
     c.dk = dk;
@@ -540,7 +540,7 @@ TEST(AttentionCpu, ValueHeadDimDiffers) {
   uint32_t seed = 1000;
   for (int64_t dv : {1, 8, 24, 64, 80}) {
     Case c;
-    c.mask = MaskKind::KeyPadding;
+    c.mask = TFC_MASK_KEY_PADDING;
     c.B = 2;
     c.H = 2;
     c.dk = 16;
@@ -555,7 +555,7 @@ TEST(AttentionCpu, ValueHeadDimDiffers) {
 TEST(AttentionCpu, ScaleValues) {
   uint32_t seed = 1100;
   for (float scale : {1.0f, 0.125f, 1.0f / std::sqrt(80.0f), 0.02f, 2.0f})
-    for (MaskKind m : {MaskKind::None, MaskKind::Causal}) {
+    for (MaskKind m : {TFC_MASK_NONE, TFC_MASK_CAUSAL}) {
       Case c;
       c.mask = m;
       c.scale = scale;
@@ -573,7 +573,7 @@ TEST(AttentionCpu, LargeScoresRescaleTheAccumulator) {
   // online rescaling is exercised hard. Score rounding in f32 alone gives
   // errors of a few 1e-6 here.
   uint32_t seed = 1200;
-  for (MaskKind m : {MaskKind::None, MaskKind::Causal}) {
+  for (MaskKind m : {TFC_MASK_NONE, TFC_MASK_CAUSAL}) {
     Case c;
     c.mask = m;
     c.scale = 1.0f;
@@ -593,7 +593,7 @@ TEST(AttentionCpu, MaskValueNearTheScoresCountsSkippedBlocks) {
   // a causal or padding mask lets the kernel skip must be accounted for.
   uint32_t seed = 1300;
   for (float fill : {0.0f, -2.0f, 3.0f})
-    for (MaskKind m : {MaskKind::Causal, MaskKind::KeyPadding, MaskKind::PaddingCausal}) {
+    for (MaskKind m : {TFC_MASK_CAUSAL, TFC_MASK_KEY_PADDING, TFC_MASK_PADDING_CAUSAL}) {
       Case c;
       c.mask = m;
       c.maskValue = fill;
@@ -610,7 +610,7 @@ TEST(AttentionCpu, MaskValueNearTheScoresCountsSkippedBlocks) {
 /// Sets up a KeyPadding call where batch 0 is entirely padding.
 AttnRun allPaddedRun(float fill) {
   Case c;
-  c.mask = MaskKind::KeyPadding;
+  c.mask = TFC_MASK_KEY_PADDING;
   c.pad = PadPattern::All;
   c.maskValue = fill;
   c.B = 1;
@@ -637,7 +637,7 @@ TEST(AttentionCpu, FullyMaskedFiniteFillIsUniformAverage) {
   // PaddingCausal: a row whose visible keys (j <= i) are all padding averages
   // over all keys, including the causally hidden ones, as masked_fill does.
   Case c;
-  c.mask = MaskKind::PaddingCausal;
+  c.mask = TFC_MASK_PADDING_CAUSAL;
   c.pad = PadPattern::None;
   c.B = 1;
   c.H = 1;
@@ -671,7 +671,7 @@ TEST(AttentionCpu, FullyMaskedMinusInfFillIsNaN) {
 
   // Only the fully masked rows are NaN.
   Case c;
-  c.mask = MaskKind::PaddingCausal;
+  c.mask = TFC_MASK_PADDING_CAUSAL;
   c.maskValue = -kInf;
   c.pad = PadPattern::None;
   c.B = 1;
@@ -690,7 +690,7 @@ TEST(AttentionCpu, FullyMaskedMinusInfFillIsNaN) {
 TEST(AttentionCpu, DecodeShapes) {
   // One query against a long key sequence (the incremental-decoding shape).
   uint32_t seed = 1400;
-  for (MaskKind m : {MaskKind::None, MaskKind::KeyPadding, MaskKind::Additive})
+  for (MaskKind m : {TFC_MASK_NONE, TFC_MASK_KEY_PADDING, TFC_MASK_ADDITIVE})
     for (int64_t sk : {1, 64, 65, 300}) {
       Case c;
       c.mask = m;
@@ -731,7 +731,7 @@ TEST(AttentionCpu, EmptyKeysGiveZerosAndEmptyQueriesWriteNothing) {
 
 TEST(AttentionCpu, DeterministicAndThreadCountIndependent) {
   const int saved = omp_get_max_threads();
-  for (MaskKind m : {MaskKind::None, MaskKind::PaddingCausal, MaskKind::Additive}) {
+  for (MaskKind m : {TFC_MASK_NONE, TFC_MASK_PADDING_CAUSAL, TFC_MASK_ADDITIVE}) {
     Case c;
     c.mask = m;
     c.B = 3;
@@ -766,7 +766,7 @@ TEST(AttentionCpu, CausalQueryOffsetOverKvCache) {
   // cases are the decoder's (offset = kv_len - q_len); some leave keys after
   // the last query (a prefix of the cache), and one offset is negative.
   uint32_t seed = 1600;
-  for (MaskKind m : {MaskKind::Causal, MaskKind::PaddingCausal})
+  for (MaskKind m : {TFC_MASK_CAUSAL, TFC_MASK_PADDING_CAUSAL})
     for (float fill : {-1e9f, -kInf})
       for (int64_t sq : {1, 2, 3, 4, 5, 17, 70})
         for (int64_t sk : {1, 37, 100, 131, 300})
@@ -792,7 +792,7 @@ TEST(AttentionCpu, CausalQueryOffsetOverKvCache) {
   // nothing, so they are NaN with -inf and the uniform average with -1e9.
   for (float fill : {-1e9f, -kInf}) {
     Case c;
-    c.mask = MaskKind::Causal;
+    c.mask = TFC_MASK_CAUSAL;
     c.maskValue = fill;
     c.B = 2;
     c.H = 3;
@@ -811,8 +811,8 @@ TEST(AttentionCpu, BatchStridesEveryMask) {
   // with head_dim and value widths that leave partial vectors, and packed
   // key tokens [B, max_len] (key_tokens_batch_stride = max_len).
   uint32_t seed = 1700;
-  for (MaskKind m : {MaskKind::None, MaskKind::KeyPadding, MaskKind::Causal,
-                     MaskKind::PaddingCausal, MaskKind::Additive})
+  for (MaskKind m : {TFC_MASK_NONE, TFC_MASK_KEY_PADDING, TFC_MASK_CAUSAL,
+                     TFC_MASK_PADDING_CAUSAL, TFC_MASK_ADDITIVE})
     for (int64_t sq : {1, 3, 66})
       for (int64_t dk : {8, 20, 64}) {
         Case c;
@@ -837,7 +837,7 @@ TEST(AttentionCpu, DecodeStepThreadCountIndependent) {
   const int saved = omp_get_max_threads();
   for (int64_t sq : {1, 3}) {
     Case c;
-    c.mask = MaskKind::PaddingCausal;
+    c.mask = TFC_MASK_PADDING_CAUSAL;
     c.B = 4;
     c.H = 8;
     c.dk = 64;
@@ -871,7 +871,7 @@ TEST(AttentionCpu, DecodeStepThreadCountIndependent) {
 double decodeVsFullPass(int64_t S, int64_t B, int64_t H, int64_t dk, float fill,
                         double *maxElementRel, int64_t *differing) {
   Case c;
-  c.mask = MaskKind::Causal;
+  c.mask = TFC_MASK_CAUSAL;
   c.maskValue = fill;
   c.B = B;
   c.H = H;
@@ -902,7 +902,7 @@ double decodeVsFullPass(int64_t S, int64_t B, int64_t H, int64_t dk, float fill,
     p.out_batch_stride = S * D;
     p.q_pos_offset = i;
     p.scale = full.scale;
-    p.mask = MaskKind::Causal;
+    p.mask = TFC_MASK_CAUSAL;
     p.mask_value = fill;
     attention(p, full.q + i * full.qs, kCache.data(), vCache.data(), dec.data() + i * D);
   }

@@ -107,7 +107,7 @@ struct HostTensor {
 
   HostTensor() = default;
   HostTensor(uint32_t dt, std::vector<int64_t> sh) : dtype(dt), shape(std::move(sh)) {
-    bytes.assign(static_cast<size_t>(numel()) * tfc_dtype_size(dtype), 0);
+    bytes.assign(tfc_dtype_bytes(dtype, static_cast<uint64_t>(numel())), 0);
   }
   int64_t numel() const {
     int64_t n = 1;
@@ -119,7 +119,7 @@ struct HostTensor {
 
   /// Element i as a double.
   double get(int64_t i) const {
-    const unsigned char *p = bytes.data() + i * tfc_dtype_size(dtype);
+    const unsigned char *p = bytes.data() + tfc_dtype_bytes(dtype, i);
     switch (dtype) {
     case TFC_DTYPE_F32: {
       float f;
@@ -153,7 +153,7 @@ struct HostTensor {
 
   /// Stores |v| in element i, rounded (or truncated) to the dtype.
   void set(int64_t i, double v) {
-    unsigned char *p = bytes.data() + i * tfc_dtype_size(dtype);
+    unsigned char *p = bytes.data() + tfc_dtype_bytes(dtype, i);
     switch (dtype) {
     case TFC_DTYPE_F32: {
       const float f = static_cast<float>(v);
@@ -203,9 +203,6 @@ public:
   virtual std::string name() const = 0;
   /// "" when the backend can run here; otherwise why not (the tests skip).
   virtual std::string unavailable() = 0;
-  /// Whether RESHAPE and UNSQUEEZE run as kernels (the CPU executor resolves
-  /// views without one, and its runKernel rejects them).
-  virtual bool runsViews() const = 0;
   /// Runs |kernel|; the inputs are written back too (KV caches). Returns the
   /// kernel's error message, or a message about bytes written outside a tensor.
   virtual std::string run(uint32_t kernel, const std::vector<HostTensor *> &in, HostTensor &out,
@@ -238,7 +235,6 @@ class CpuBackend : public Backend {
 public:
   std::string name() const override { return "cpu"; }
   std::string unavailable() override { return ""; }
-  bool runsViews() const override { return false; }
   std::string run(uint32_t kernel, const std::vector<HostTensor *> &in, HostTensor &out,
                   const std::vector<int64_t> &ints, const std::vector<double> &floats) override {
     std::vector<std::vector<unsigned char>> bufs;
@@ -270,7 +266,6 @@ public:
 class CudaBackend : public Backend {
 public:
   std::string name() const override { return "cuda"; }
-  bool runsViews() const override { return true; }
   std::string unavailable() override {
     if (checked_)
       return why_;
@@ -307,7 +302,7 @@ public:
       std::vector<const cuda::Tensor *> args;
       for (size_t i = 0; i < in.size(); ++i)
         args.push_back(&ts[i]);
-      err = cuda::runKernel(ctx, kernel, args, ts.back(), ints, floats);
+      err = cuda::runKernel(ctx, kernel, args, ts.back(), ints, floats).message();
       const std::string sync = cuda::synchronize(ctx);
       if (err.empty())
         err = sync;
@@ -354,7 +349,6 @@ class NoCudaBackend : public Backend {
 public:
   std::string name() const override { return "cuda"; }
   std::string unavailable() override { return "built without CUDA"; }
-  bool runsViews() const override { return true; }
   std::string run(uint32_t, const std::vector<HostTensor *> &, HostTensor &,
                   const std::vector<int64_t> &, const std::vector<double> &) override {
     return "built without CUDA";

@@ -33,7 +33,7 @@ constexpr float kSentinel = -4321.0f;
 constexpr int64_t kGuard = 32;
 
 struct NormCase {
-  NormVariant variant = NormVariant::LayerNorm;
+  NormVariant variant = TFC_NORM_LAYER;
   int64_t rows = 1, dim = 1;
   int64_t xExtra = 0, yExtra = 0; // unused floats at the end of each row
   float eps = 1e-5f;
@@ -136,7 +136,7 @@ void checkNorm(const NormCase &c, double tol = 1e-5) {
   expectMatches(r, r.y(), r.ys, tol);
 }
 
-const NormVariant kVariants[] = {NormVariant::LayerNorm, NormVariant::StdNorm};
+const NormVariant kVariants[] = {TFC_NORM_LAYER, TFC_NORM_STD};
 
 TEST(LayerNormCpu, Shapes) {
   uint32_t seed = 1;
@@ -191,7 +191,7 @@ TEST(LayerNormCpu, EpsPlacementDistinguishesTheVariants) {
   c.eps = 1e-6f;
   NormRun a = makeNormRun(c);
   runKernel(a, a.x.data(), a.xs, a.y(), a.ys);
-  c.variant = NormVariant::StdNorm;
+  c.variant = TFC_NORM_STD;
   NormRun b = makeNormRun(c);
   runKernel(b, b.x.data(), b.xs, b.y(), b.ys);
   EXPECT_GT(std::fabs(a.y()[0] - b.y()[0]), 1e-3);
@@ -253,7 +253,7 @@ TEST(LayerNormCpu, OneElementRows) {
   runKernel(r, r.x.data(), r.xs, r.y(), r.ys);
   for (int64_t i = 0; i < c.rows; ++i)
     EXPECT_NEAR(r.y()[i], r.beta[0], 1e-6);
-  c.variant = NormVariant::StdNorm;
+  c.variant = TFC_NORM_STD;
   NormRun s = makeNormRun(c);
   runKernel(s, s.x.data(), s.xs, s.y(), s.ys);
   for (int64_t i = 0; i < c.rows; ++i)
@@ -297,9 +297,9 @@ TEST(LayerNormCpu, EmptyInputsWriteNothing) {
   c.dim = 8;
   c.rows = 2;
   NormRun r = makeNormRun(c);
-  layerNorm(NormVariant::LayerNorm, 0, c.dim, r.x.data(), r.xs, r.gamma.data(), r.beta.data(),
+  layerNorm(TFC_NORM_LAYER, 0, c.dim, r.x.data(), r.xs, r.gamma.data(), r.beta.data(),
             c.eps, r.y(), r.ys);
-  layerNorm(NormVariant::StdNorm, c.rows, 0, r.x.data(), r.xs, r.gamma.data(), r.beta.data(),
+  layerNorm(TFC_NORM_STD, c.rows, 0, r.x.data(), r.xs, r.gamma.data(), r.beta.data(),
             c.eps, r.y(), r.ys);
   for (float y : r.yBuf)
     ASSERT_EQ(y, kSentinel);

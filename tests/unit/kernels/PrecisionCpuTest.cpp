@@ -219,7 +219,7 @@ TEST(QuantizeRows, Int8LinearOutputOnNonFiniteRows) {
   for (int64_t i = 0; i < k; ++i)
     x[3 * k + i] = (i % 2 ? 1e30f : -1e30f);
   std::vector<float> y(rows * n, 0.0f);
-  LinearCall call;
+  GemmCall call;
   call.x = x.data();
   call.xDtype = TFC_DTYPE_F32;
   call.rows = rows;
@@ -301,7 +301,7 @@ TEST_P(LinearPrecision, MatchesReferenceOnStoredWeights) {
                                 : x;
   std::vector<float> y(c.rows * c.n, NAN);
   std::vector<uint16_t> yb(c.rows * c.n, 0xffff);
-  LinearCall call;
+  GemmCall call;
   call.x = c.xdtype == TFC_DTYPE_BF16 ? (const void *)xb.data() : (const void *)x.data();
   call.xDtype = c.xdtype;
   call.rows = c.rows;
@@ -369,7 +369,7 @@ TEST(LinearPrecision, RejectsDtypesTheWeightCannotServe) {
   ASSERT_TRUE(packed) << err;
   std::vector<uint16_t> x(8);
   std::vector<float> y(8);
-  LinearCall c;
+  GemmCall c;
   c.x = x.data();
   c.xDtype = TFC_DTYPE_BF16;
   c.rows = 1;

@@ -1,0 +1,131 @@
+//===- embedding_cpu.cc - lookups and position kernels on the CPU ---------===//
+//
+// token_embedding (table[ids] * scale + type and positional rows), embedding,
+// positions, nopeak_mask and T5's relative_position_bias.
+//
+//===----------------------------------------------------------------------===//
+#include "backends/cpu/broadcast_cpu.h"
+#include "backends/cpu/kernels_cpu.h"
+#include "tfc/bf16.h"
+#include "tfc/relative_bucket.h"
+
+namespace tfc::cpu {
+namespace {
+
+/// out[i, :] (+)= table[ids[i], :] * scale for an f32, bf16 or i8 table (an
+/// i8 row is dequantized with its |rowScales| entry).
+Status embeddingRows(const Tensor &table, const Tensor &ids, float scale, const float *rowScales,
+                     float *out, bool accumulate) {
+  int64_t v = table.shape[0], d = table.shape[1];
+  int64_t n = ids.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t id = (int64_t)loadAsDouble(ids, i);
+    if (id < 0 || id >= v)
+      return Status::invalidArgument("token id " + std::to_string(id) +
+                                     " is out of range [0, " + std::to_string(v) + ")");
+    float *o = out + i * d;
+    auto emit = [&](auto load, float s) {
+      if (accumulate)
+        for (int64_t j = 0; j < d; ++j)
+          o[j] += load(j) * s;
+      else
+        for (int64_t j = 0; j < d; ++j)
+          o[j] = load(j) * s;
+    };
+    if (table.dtype == TFC_DTYPE_BF16) {
+      const uint16_t *row = table.as<uint16_t>() + id * d;
+      emit([&](int64_t j) { return tfc_bf16_to_f32(row[j]); }, scale);
+    } else if (table.dtype == TFC_DTYPE_I8) {
+      const int8_t *row = table.as<int8_t>() + id * d;
+      emit([&](int64_t j) { return (float)row[j]; }, scale * rowScales[id]);
+    } else {
+      const float *row = table.as<float>() + id * d;
+      emit([&](int64_t j) { return row[j]; }, scale);
+    }
+  }
+  return Status();
+}
+
+} // namespace
+
+Status run(const TokenEmbeddingCall &c) {
+  // table[ids] * scale (+ type_table[type_ids]) + positions[pos(ids)]
+  const Tensor &ids = *c.ids, &table = *c.table;
+  const auto &a = c.attrs;
+  float *o = c.out->as<float>();
+  TFC_RETURN_IF_ERROR(embeddingRows(table, ids, (float)a.scale,
+                                    c.scales ? c.scales->as<float>() : nullptr, o, false));
+  if (c.type_ids)
+    TFC_RETURN_IF_ERROR(embeddingRows(*c.type_table, *c.type_ids, 1.0f, nullptr, o, true));
+  if (!c.positions)
+    return Status();
+  const int64_t b = ids.shape[0], s = ids.shape[1], d = table.shape[1];
+  const int64_t rows = c.positions->shape[0];
+  // decode_step: the new tokens sit at positions offset, offset + 1, ...
+  const int64_t offset = c.offset ? *c.offset->as<int64_t>() : 0;
+  if (offset < 0)
+    return Status::invalidArgument("negative position offset " + std::to_string(offset));
+  for (int64_t i = 0; i < b; ++i)
+    for (int64_t j = 0; j < s; ++j) {
+      const int64_t p = a.position_axis == 0 ? i : j + offset;
+      if (p >= rows)
+        return Status::invalidArgument("position " + std::to_string(p) + " is beyond the " +
+                                       std::to_string(rows) + "-row positional table");
+      const float *row = c.positions->as<float>() + p * d;
+      float *dst = o + (i * s + j) * d;
+      for (int64_t k = 0; k < d; ++k)
+        dst[k] += row[k];
+    }
+  return Status();
+}
+
+Status run(const EmbeddingCall &c) {
+  return embeddingRows(*c.table, *c.ids, 1.0f, nullptr, c.out->as<float>(), false);
+}
+
+Status run(const PositionsCall &c) {
+  int64_t *o = c.out->as<int64_t>();
+  if (c.attrs.padding_idx >= 0) { // RoBERTa: real tokens numbered from padding_idx + 1
+    const Tensor &ids = *c.input;
+    const int64_t pad = c.attrs.padding_idx, rows = ids.shape[0], seq = ids.shape[1];
+    for (int64_t b = 0; b < rows; ++b) {
+      int64_t count = 0;
+      for (int64_t i = 0; i < seq; ++i) {
+        const int64_t id = ids.dtype == TFC_DTYPE_I32 ? ids.as<int32_t>()[b * seq + i]
+                                                      : ids.as<int64_t>()[b * seq + i];
+        o[b * seq + i] = id != pad ? pad + ++count : pad;
+      }
+    }
+    return Status();
+  }
+  for (int64_t i = 0, n = c.out->numel(); i < n; ++i)
+    o[i] = i;
+  return Status();
+}
+
+Status run(const NopeakMaskCall &c) {
+  const int64_t s = c.out->shape[1];
+  uint8_t *o = c.out->as<uint8_t>();
+  for (int64_t i = 0; i < s; ++i)
+    for (int64_t j = 0; j < s; ++j)
+      o[i * s + j] = j <= i;
+  return Status();
+}
+
+Status run(const RelativePositionBiasCall &c) {
+  // out[0, h, i, j] = table[bucket(j - i), h]
+  const Tensor &t = *c.table;
+  const int64_t nb = t.shape[0], H = t.shape[1], sq = c.out->shape[2], sk = c.out->shape[3];
+  const float *tab = t.as<float>();
+  float *o = c.out->as<float>();
+  for (int64_t i = 0; i < sq; ++i)
+    for (int64_t j = 0; j < sk; ++j) {
+      const int64_t row =
+          tfc_relative_bucket(j - i, c.attrs.bidirectional ? 1 : 0, nb, c.attrs.max_distance);
+      for (int64_t h = 0; h < H; ++h)
+        o[(h * sq + i) * sk + j] = tab[row * H + h];
+    }
+  return Status();
+}
+
+} // namespace tfc::cpu
