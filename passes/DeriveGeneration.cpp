@@ -28,8 +28,6 @@
 
 #include "llvm/ADT/SetVector.h"
 
-#include <functional>
-
 namespace mlir::tfc {
 #define GEN_PASS_DEF_DERIVEGENERATION
 #include "passes/Passes.h.inc"
@@ -88,12 +86,44 @@ LogicalResult symbolicDims(func::FuncOp f, ArrayRef<Value> values,
   return success();
 }
 
+/// A string array attribute of |xs|.
+ArrayAttr strArray(Builder &b, ArrayRef<std::string> xs) {
+  SmallVector<Attribute> a;
+  for (const std::string &x : xs)
+    a.push_back(b.getStringAttr(x));
+  return b.getArrayAttr(a);
+}
+
+/// Clones |v|'s defining chain of constant ops into |map| on demand.
+Value cloneConst(OpBuilder &ob, IRMapping &map, Value v) {
+  if (Value m = map.lookupOrNull(v))
+    return m;
+  Operation *def = v.getDefiningOp();
+  for (Value o : def->getOperands())
+    cloneConst(ob, map, o);
+  Operation *c = ob.clone(*def, map);
+  return c->getResult(v.cast<OpResult>().getResultNumber());
+}
+
 struct Deriver {
+  Deriver(ModuleOp module, func::FuncOp fwd) : module(module), fwd(fwd) {}
+
   ModuleOp module;
   func::FuncOp fwd;
   /// Per value: the bit set of @forward's inputs it depends on.
   llvm::DenseMap<Value, uint64_t> deps;
   unsigned target = 0;
+
+  // What findTarget() and collectDecoder() find, for the builders.
+  SmallVector<AttentionOp> causal;   // the causal self-attentions, in program order
+  RankedTensorType tgtT;             // the target input's type
+  DictionaryAttr dimMax;             // @forward's tfc.dim_max
+  StringRef batchName, lenName;      // the target's dims
+  IntegerAttr lenMax;                // len's declared maximum: the KV-cache length
+  llvm::SetVector<Value> boundary;   // encode-side op results the decoder reads
+  llvm::SetVector<Value> srcArgs;    // non-target inputs the decoder reads
+  SmallVector<unsigned> decOutputs;  // @forward's results that depend on the target
+  SmallVector<SmallVector<std::string>> boundaryDims; // the boundary's symbolic dims
 
   bool dependsOnTarget(Value v) const { return deps.lookup(v) >> target & 1; }
   bool isConst(Value v) const { return deps.lookup(v) == 0; }
@@ -101,6 +131,26 @@ struct Deriver {
   /// Why |op| (a decoder-side op) cannot run one position at a time, or empty.
   std::string positionWiseProblem(Operation *op) const;
   LogicalResult run();
+
+  /// Computes deps, finds the causal self-attentions and the target input, and
+  /// checks that it is [batch, len] with a declared maximum for len. False (with a
+  /// warning where the model has causal self-attention) when there is nothing to
+  /// derive.
+  bool findTarget();
+  /// Checks that every decoder-side op is position-wise and collects what the
+  /// decoder reads from the encoder side; false (with a warning, except when no
+  /// output depends on the target) when generation cannot be derived.
+  bool collectDecoder();
+  /// @encode, after @forward: the source inputs to the boundary values.
+  func::FuncOp buildEncode(OpBuilder &b);
+  /// @decode_step's signature and attributes: the positions of the source
+  /// inputs, memory values and caches among its arguments go to the vectors.
+  func::FuncOp createDecodeStep(OpBuilder &b, SmallVectorImpl<unsigned> &srcArgPos,
+                                SmallVectorImpl<unsigned> &boundaryPos,
+                                SmallVectorImpl<unsigned> &cachePos);
+  /// @decode_step's body: the decoder-side ops, causal attentions over the caches.
+  void cloneDecoder(func::FuncOp dec, ArrayRef<unsigned> srcArgPos,
+                    ArrayRef<unsigned> boundaryPos, ArrayRef<unsigned> cachePos);
 };
 
 std::string Deriver::positionWiseProblem(Operation *op) const {
@@ -156,12 +206,32 @@ std::string Deriver::positionWiseProblem(Operation *op) const {
 }
 
 LogicalResult Deriver::run() {
-  Block &body = fwd.getBody().front();
   if (fwd.getNumArguments() > 63)
     return success();
+  if (!findTarget() || !collectDecoder())
+    return success();
+  OpBuilder b(module.getBodyRegion());
+  b.setInsertionPointAfter(fwd);
+  if (!boundary.empty())
+    b.setInsertionPointAfter(buildEncode(b));
+  SmallVector<unsigned> srcArgPos, boundaryPos, cachePos;
+  func::FuncOp dec = createDecodeStep(b, srcArgPos, boundaryPos, cachePos);
+  cloneDecoder(dec, srcArgPos, boundaryPos, cachePos);
+  auto nameOfArg = [&](unsigned i) {
+    auto n = fwd.getArgAttrOfType<StringAttr>(i, "tfc.name");
+    return n ? n.str() : "input" + std::to_string(i);
+  };
+  module->setAttr("tfc.generation",
+                  b.getDictionaryAttr(
+                      {b.getNamedAttr("target", b.getStringAttr(nameOfArg(target))),
+                       b.getNamedAttr("max_len", b.getI64IntegerAttr(lenMax.getInt()))}));
+  return success();
+}
+
+bool Deriver::findTarget() {
+  Block &body = fwd.getBody().front();
   for (auto [i, arg] : llvm::enumerate(fwd.getArguments()))
     deps[arg] = uint64_t(1) << i;
-  SmallVector<AttentionOp> causal;
   for (Operation &op : body.without_terminator()) {
     uint64_t m = 0;
     for (Value v : op.getOperands())
@@ -172,7 +242,7 @@ LogicalResult Deriver::run() {
       causal.push_back(a);
   }
   if (causal.empty())
-    return success(); // no decoder: nothing to generate with
+    return false; // no decoder: nothing to generate with
   uint64_t common = ~uint64_t(0);
   for (AttentionOp a : causal)
     common &= deps.lookup(a.getQuery());
@@ -180,37 +250,38 @@ LogicalResult Deriver::run() {
     emitWarning(causal.front().getLoc(),
                 "no generation entry points: the causal self-attentions do not read "
                 "exactly one target input");
-    return success();
+    return false;
   }
   target = (unsigned)__builtin_ctzll(common);
-  Value tgt = fwd.getArgument(target);
-  auto tgtT = tgt.getType().cast<RankedTensorType>();
+  tgtT = fwd.getArgument(target).getType().cast<RankedTensorType>();
   auto tgtDims = fwd.getArgAttrOfType<ArrayAttr>(target, "tfc.dims");
-  auto dimMax = fwd->getAttrOfType<DictionaryAttr>("tfc.dim_max");
+  dimMax = fwd->getAttrOfType<DictionaryAttr>("tfc.dim_max");
   if (tgtT.getRank() != 2 || !tgtDims || tgtDims.size() != 2 || !dimMax) {
     emitWarning(fwd.getLoc(), "no generation entry points: the target input is not "
                               "[batch, len] token ids");
-    return success();
+    return false;
   }
-  StringRef batchName = tgtDims[0].cast<StringAttr>().getValue();
-  StringRef lenName = tgtDims[1].cast<StringAttr>().getValue();
-  auto lenMax = dimMax.getAs<IntegerAttr>(lenName);
+  batchName = tgtDims[0].cast<StringAttr>().getValue();
+  lenName = tgtDims[1].cast<StringAttr>().getValue();
+  lenMax = dimMax.getAs<IntegerAttr>(lenName);
   if (!lenMax) {
     emitWarning(fwd.getLoc(), "no generation entry points: no declared maximum for '")
         << lenName << "'";
-    return success();
+    return false;
   }
+  return true;
+}
 
+bool Deriver::collectDecoder() {
+  Block &body = fwd.getBody().front();
   // Classify and check the decoder side; collect the boundary it reads.
-  llvm::SetVector<Value> boundary; // encode-side op results the decoder reads
-  llvm::SetVector<Value> srcArgs;  // non-target inputs the decoder reads
   for (Operation &op : body.without_terminator()) {
     if (!dependsOnTarget(op.getResult(0)))
       continue;
     std::string why = positionWiseProblem(&op);
     if (!why.empty()) {
       emitWarning(op.getLoc(), "no generation entry points: ") << why;
-      return success();
+      return false;
     }
     for (Value v : op.getOperands()) {
       if (dependsOnTarget(v) || isConst(v))
@@ -222,89 +293,67 @@ LogicalResult Deriver::run() {
     }
   }
   auto ret = cast<func::ReturnOp>(body.getTerminator());
-  SmallVector<unsigned> decOutputs;
   for (auto [i, v] : llvm::enumerate(ret.getOperands()))
     if (dependsOnTarget(v))
       decOutputs.push_back(i);
   if (decOutputs.empty())
-    return success();
+    return false;
 
-  SmallVector<SmallVector<std::string>> boundaryDims;
   if (failed(symbolicDims(fwd, boundary.getArrayRef(), boundaryDims))) {
     emitWarning(fwd.getLoc(), "no generation entry points: the shapes of the values "
                               "encode hands to decode_step are not symbolic");
-    return success();
+    return false;
   }
+  return true;
+}
 
-  OpBuilder b(module.getBodyRegion());
-  b.setInsertionPointAfter(fwd);
-  MLIRContext *ctx = module.getContext();
-  auto strArray = [&](ArrayRef<std::string> xs) {
-    SmallVector<Attribute> a;
-    for (const std::string &x : xs)
-      a.push_back(b.getStringAttr(x));
-    return b.getArrayAttr(a);
-  };
-  auto nameOfArg = [&](unsigned i) {
-    auto n = fwd.getArgAttrOfType<StringAttr>(i, "tfc.name");
-    return n ? n.str() : "input" + std::to_string(i);
-  };
-  // Clones |v|'s defining chain of constant ops into |map| on demand.
-  std::function<Value(OpBuilder &, IRMapping &, Value)> cloneConst =
-      [&](OpBuilder &ob, IRMapping &map, Value v) -> Value {
-    if (Value m = map.lookupOrNull(v))
-      return m;
-    Operation *def = v.getDefiningOp();
+func::FuncOp Deriver::buildEncode(OpBuilder &b) {
+  Block &body = fwd.getBody().front();
+  SmallVector<Type> argTypes, resTypes;
+  SmallVector<unsigned> srcIdx;
+  for (unsigned i = 0; i < fwd.getNumArguments(); ++i)
+    if (i != target) {
+      srcIdx.push_back(i);
+      argTypes.push_back(fwd.getArgument(i).getType());
+    }
+  for (Value v : boundary)
+    resTypes.push_back(v.getType());
+  auto enc = b.create<func::FuncOp>(fwd.getLoc(), "encode",
+                                    FunctionType::get(module.getContext(), argTypes, resTypes));
+  enc->setAttr("tfc.dim_max", dimMax);
+  Block *eb = enc.addEntryBlock();
+  IRMapping map;
+  for (auto [j, i] : llvm::enumerate(srcIdx)) {
+    map.map(fwd.getArgument(i), eb->getArgument(j));
+    enc.setArgAttrs(j, fwd.getArgAttrDict(i));
+  }
+  // The ops the boundary needs, in program order.
+  llvm::DenseSet<Operation *> needed;
+  SmallVector<Value> work(boundary.begin(), boundary.end());
+  while (!work.empty()) {
+    Operation *def = work.pop_back_val().getDefiningOp();
+    if (!def || !needed.insert(def).second)
+      continue;
     for (Value o : def->getOperands())
-      cloneConst(ob, map, o);
-    Operation *c = ob.clone(*def, map);
-    return c->getResult(v.cast<OpResult>().getResultNumber());
-  };
-
-  // @encode: the source inputs to the boundary values.
-  if (!boundary.empty()) {
-    SmallVector<Type> argTypes, resTypes;
-    SmallVector<unsigned> srcIdx;
-    for (unsigned i = 0; i < fwd.getNumArguments(); ++i)
-      if (i != target) {
-        srcIdx.push_back(i);
-        argTypes.push_back(fwd.getArgument(i).getType());
-      }
-    for (Value v : boundary)
-      resTypes.push_back(v.getType());
-    auto enc = b.create<func::FuncOp>(fwd.getLoc(), "encode",
-                                      FunctionType::get(ctx, argTypes, resTypes));
-    enc->setAttr("tfc.dim_max", dimMax);
-    Block *eb = enc.addEntryBlock();
-    IRMapping map;
-    for (auto [j, i] : llvm::enumerate(srcIdx)) {
-      map.map(fwd.getArgument(i), eb->getArgument(j));
-      enc.setArgAttrs(j, fwd.getArgAttrDict(i));
-    }
-    // The ops the boundary needs, in program order.
-    llvm::DenseSet<Operation *> needed;
-    SmallVector<Value> work(boundary.begin(), boundary.end());
-    while (!work.empty()) {
-      Operation *def = work.pop_back_val().getDefiningOp();
-      if (!def || !needed.insert(def).second)
-        continue;
-      for (Value o : def->getOperands())
-        work.push_back(o);
-    }
-    OpBuilder eb2 = OpBuilder::atBlockEnd(eb);
-    for (Operation &op : body.without_terminator())
-      if (needed.count(&op))
-        eb2.clone(op, map);
-    SmallVector<Value> results;
-    for (Value v : boundary)
-      results.push_back(map.lookup(v));
-    eb2.create<func::ReturnOp>(fwd.getLoc(), results);
-    for (unsigned i = 0; i < boundary.size(); ++i)
-      enc.setResultAttr(i, "tfc.name", b.getStringAttr("memory." + std::to_string(i)));
-    b.setInsertionPointAfter(enc);
+      work.push_back(o);
   }
+  OpBuilder eb2 = OpBuilder::atBlockEnd(eb);
+  for (Operation &op : body.without_terminator())
+    if (needed.count(&op))
+      eb2.clone(op, map);
+  SmallVector<Value> results;
+  for (Value v : boundary)
+    results.push_back(map.lookup(v));
+  eb2.create<func::ReturnOp>(fwd.getLoc(), results);
+  for (unsigned i = 0; i < boundary.size(); ++i)
+    enc.setResultAttr(i, "tfc.name", b.getStringAttr("memory." + std::to_string(i)));
+  return enc;
+}
 
-  // @decode_step.
+func::FuncOp Deriver::createDecodeStep(OpBuilder &b, SmallVectorImpl<unsigned> &srcArgPos,
+                                       SmallVectorImpl<unsigned> &boundaryPos,
+                                       SmallVectorImpl<unsigned> &cachePos) {
+  auto ret = cast<func::ReturnOp>(fwd.getBody().front().getTerminator());
   SmallVector<Type> argTypes;
   SmallVector<DictionaryAttr> argAttrs;
   auto addArg = [&](Type t, ArrayRef<NamedAttribute> attrs) {
@@ -315,10 +364,9 @@ LogicalResult Deriver::run() {
   auto named = [&](StringRef n, Attribute a) { return b.getNamedAttr(n, a); };
   addArg(RankedTensorType::get({kDyn, kDyn}, tgtT.getElementType()),
          {named("tfc.name", b.getStringAttr("step.tokens")),
-          named("tfc.dims", strArray({batchName.str(), "step"}))});
+          named("tfc.dims", strArray(b, {batchName.str(), "step"}))});
   addArg(RankedTensorType::get({}, b.getI64Type()),
          {named("tfc.name", b.getStringAttr("step.pos"))});
-  SmallVector<unsigned> srcArgPos, boundaryPos, cachePos;
   for (Value v : srcArgs) {
     unsigned i = v.cast<BlockArgument>().getArgNumber();
     auto d = fwd.getArgAttrDict(i);
@@ -327,7 +375,7 @@ LogicalResult Deriver::run() {
   for (auto [j, v] : llvm::enumerate(boundary))
     boundaryPos.push_back(addArg(
         v.getType(), {named("tfc.name", b.getStringAttr("memory." + std::to_string(j))),
-                      named("tfc.dims", strArray(boundaryDims[j]))}));
+                      named("tfc.dims", strArray(b, boundaryDims[j]))}));
   int64_t L = lenMax.getInt();
   for (auto [j, a] : llvm::enumerate(causal)) {
     auto kT = a.getKey().getType().cast<RankedTensorType>();
@@ -337,7 +385,7 @@ LogicalResult Deriver::run() {
       cachePos.push_back(addArg(
           ct, {named("tfc.name", b.getStringAttr("cache." + std::string(which) + "." +
                                                  std::to_string(j))),
-               named("tfc.dims", strArray({batchName.str()})),
+               named("tfc.dims", strArray(b, {batchName.str()})),
                named("tfc.state", b.getUnitAttr())}));
     }
   }
@@ -345,20 +393,28 @@ LogicalResult Deriver::run() {
   for (unsigned i : decOutputs)
     resTypes.push_back(ret.getOperand(i).getType());
   auto dec = b.create<func::FuncOp>(fwd.getLoc(), "decode_step",
-                                    FunctionType::get(ctx, argTypes, resTypes));
+                                    FunctionType::get(module.getContext(), argTypes, resTypes));
   SmallVector<NamedAttribute> dm(dimMax.getValue());
   // One new token per row and call: the arena is planned for that, not for
   // max_len tokens (a prompt is fed token by token).
   if (!dimMax.get("step"))
     dm.push_back(named("step", b.getI64IntegerAttr(1)));
   dec->setAttr("tfc.dim_max", b.getDictionaryAttr(dm));
-  Block *db = dec.addEntryBlock();
+  dec.addEntryBlock();
   for (unsigned i = 0; i < argAttrs.size(); ++i)
     dec.setArgAttrs(i, argAttrs[i]);
   for (auto [j, i] : llvm::enumerate(decOutputs))
     dec.setResultAttrs(j, fwd.getResultAttrDict(i));
+  return dec;
+}
+
+void Deriver::cloneDecoder(func::FuncOp dec, ArrayRef<unsigned> srcArgPos,
+                           ArrayRef<unsigned> boundaryPos, ArrayRef<unsigned> cachePos) {
+  Block &body = fwd.getBody().front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  Block *db = &dec.getBody().front();
   IRMapping map;
-  map.map(tgt, db->getArgument(0));
+  map.map(fwd.getArgument(target), db->getArgument(0));
   Value pos = db->getArgument(1);
   for (auto [j, v] : llvm::enumerate(srcArgs))
     map.map(v, db->getArgument(srcArgPos[j]));
@@ -400,10 +456,6 @@ LogicalResult Deriver::run() {
   for (unsigned i : decOutputs)
     results.push_back(map.lookup(ret.getOperand(i)));
   ob.create<func::ReturnOp>(fwd.getLoc(), results);
-  module->setAttr("tfc.generation",
-                  b.getDictionaryAttr({named("target", b.getStringAttr(nameOfArg(target))),
-                                       named("max_len", b.getI64IntegerAttr(L))}));
-  return success();
 }
 
 struct DeriveGenerationPass

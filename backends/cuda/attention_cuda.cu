@@ -62,223 +62,286 @@ template <int DVC> struct Tile {
   float p[kWarps][kRowsPerWarp][kBlockK]; // probabilities, per warp
 };
 
-template <int DVC>
-__global__ void __launch_bounds__(kThreadsPerBlock) attentionKernel(AttnArgs a) {
-  __shared__ Tile<DVC> sh;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int64_t b = blockIdx.x / a.heads, h = blockIdx.x % a.heads;
-  const int64_t q0 = static_cast<int64_t>(blockIdx.y) * kBlockQ;
-  const int64_t d0v = static_cast<int64_t>(blockIdx.z) * DVC * 32;
-  const int64_t dvSlice = min(static_cast<int64_t>(DVC * 32), a.dv - d0v);
+/// What every thread knows of its block's (batch, head, query tile, value
+/// slice), set up once by initBlock and read by the kernel's steps below.
+struct BlockCtx {
+  int tid, lane, warp;
+  int64_t b, h, q0, d0v, dvSlice;
+  int64_t kvLen, qOffset;
+  bool keyPad, causal, additive;
+  float mv;
+  int64_t row0; // this warp's first query row
+  bool warpActive;
+  int nChunks;
+  int64_t qBase, kBase, vBase, tokBase;
+};
 
-  int64_t kvLen = a.kvLen, qOffset = a.qPosOffset;
+/// The online softmax of this warp's rows: running max m and sum l per row,
+/// and this lane's output columns of each row.
+template <int DVC> struct RowState {
+  float m[kRowsPerWarp], l[kRowsPerWarp], acc[kRowsPerWarp][DVC];
+};
+
+/// The block's setup; false when the block has nothing to do (a cached
+/// attention's position out of range).
+template <int DVC>
+__device__ __forceinline__ bool initBlock(const AttnArgs &a, BlockCtx &c) {
+  c.tid = threadIdx.x;
+  c.lane = c.tid & 31;
+  c.warp = c.tid >> 5;
+  c.b = blockIdx.x / a.heads;
+  c.h = blockIdx.x % a.heads;
+  c.q0 = static_cast<int64_t>(blockIdx.y) * kBlockQ;
+  c.d0v = static_cast<int64_t>(blockIdx.z) * DVC * 32;
+  c.dvSlice = min(static_cast<int64_t>(DVC * 32), a.dv - c.d0v);
+
+  c.kvLen = a.kvLen;
+  c.qOffset = a.qPosOffset;
   if (a.pos) {
     // Cached attention: the cache write checked pos and recorded any error.
     const long long p = loadId(a.pos, a.posType, 0);
     if (p < 0 || p + a.qLen > a.cacheLen)
-      return;
-    kvLen = p + a.qLen;
-    qOffset = p;
+      return false;
+    c.kvLen = p + a.qLen;
+    c.qOffset = p;
   }
-  const bool keyPad = a.mask == kKeyPadding || a.mask == kPaddingCausal;
-  const bool causal = a.mask == kCausal || a.mask == kPaddingCausal;
-  const bool additive = a.mask == kAdditive;
-  const float mv = a.maskValue;
+  c.keyPad = a.mask == kKeyPadding || a.mask == kPaddingCausal;
+  c.causal = a.mask == kCausal || a.mask == kPaddingCausal;
+  c.additive = a.mask == kAdditive;
+  c.mv = a.maskValue;
 
-  const int64_t row0 = q0 + warp * kRowsPerWarp; // this warp's first query row
-  const bool warpActive = row0 < a.qLen;
-  const int nChunks = static_cast<int>((a.dk + kChunkD - 1) / kChunkD);
+  c.row0 = c.q0 + c.warp * kRowsPerWarp; // this warp's first query row
+  c.warpActive = c.row0 < a.qLen;
+  c.nChunks = static_cast<int>((a.dk + kChunkD - 1) / kChunkD);
 
-  const int64_t qBase = b * a.qBatch + h * a.dk;
-  const int64_t kBase = b * a.kBatch + h * a.dk;
-  const int64_t vBase = b * a.vBatch + h * a.dv + d0v;
-  const int64_t tokBase = b * a.tokensBatch;
+  c.qBase = c.b * a.qBatch + c.h * a.dk;
+  c.kBase = c.b * a.kBatch + c.h * a.dk;
+  c.vBase = c.b * a.vBatch + c.h * a.dv + c.d0v;
+  c.tokBase = c.b * a.tokensBatch;
+  return true;
+}
 
-  float m[kRowsPerWarp], l[kRowsPerWarp], acc[kRowsPerWarp][DVC];
-#pragma unroll
-  for (int r = 0; r < kRowsPerWarp; ++r) {
-    m[r] = -INFINITY;
-    l[r] = 0.0f;
-#pragma unroll
-    for (int c = 0; c < DVC; ++c)
-      acc[r][c] = 0.0f;
+/// Q chunk ch, pre-multiplied by scale (as the CPU kernel does); zero past
+/// q_len and head_dim.
+template <int DVC>
+__device__ __forceinline__ void loadQ(Tile<DVC> &sh, const AttnArgs &a, const BlockCtx &c,
+                                      int ch) {
+  for (int idx = c.tid; idx < kBlockQ * kChunkD; idx += kThreadsPerBlock) {
+    const int rr = idx / kChunkD, dd = idx % kChunkD;
+    const int64_t i = c.q0 + rr, d = static_cast<int64_t>(ch) * kChunkD + dd;
+    sh.q[rr][dd] = i < a.qLen && d < a.dk
+                       ? a.scale * loadF(a.q, a.qType, c.qBase + i * a.qRow + d)
+                       : 0.0f;
   }
+}
 
-  // Q chunk c, pre-multiplied by scale (as the CPU kernel does); zero past
-  // q_len and head_dim.
-  auto loadQ = [&](int c) {
-    for (int idx = tid; idx < kBlockQ * kChunkD; idx += kThreadsPerBlock) {
-      const int rr = idx / kChunkD, dd = idx % kChunkD;
-      const int64_t i = q0 + rr, d = static_cast<int64_t>(c) * kChunkD + dd;
-      sh.q[rr][dd] = i < a.qLen && d < a.dk
-                         ? a.scale * loadF(a.q, a.qType, qBase + i * a.qRow + d)
+/// Whether every query row of the block has every key of the tile masked.
+/// Block-uniform; every thread must call it (it synchronizes).
+__device__ __forceinline__ bool tileMasked(const AttnArgs &a, const BlockCtx &c, int64_t k0,
+                                           int nk) {
+  bool masked = c.causal && k0 > c.q0 + kBlockQ - 1 + c.qOffset;
+  if (c.keyPad) {
+    const bool mine =
+        c.tid >= nk || loadId(a.tokens, a.tokensType, c.tokBase + k0 + c.tid) == a.padId;
+    const int allPad = __syncthreads_and(mine);
+    masked = masked || allPad;
+  }
+  return masked;
+}
+
+/// The scores of key k0 + lane against this warp's rows, masks applied (-inf
+/// past the tile's nk keys). Every thread must call it (it synchronizes).
+template <int DVC>
+__device__ __forceinline__ void tileScores(Tile<DVC> &sh, const AttnArgs &a, const BlockCtx &c,
+                                           int64_t k0, int nk, float (&s)[kRowsPerWarp]) {
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r)
+    s[r] = 0.0f;
+  for (int ch = 0; ch < c.nChunks; ++ch) {
+    if (ch > 0)
+      __syncthreads();
+    if (c.nChunks > 1)
+      loadQ(sh, a, c, ch);
+    for (int idx = c.tid; idx < kBlockK * kChunkD; idx += kThreadsPerBlock) {
+      const int jj = idx / kChunkD, dd = idx % kChunkD;
+      const int64_t d = static_cast<int64_t>(ch) * kChunkD + dd;
+      sh.k[jj][dd] = jj < nk && d < a.dk
+                         ? loadF(a.k, a.kType, c.kBase + (k0 + jj) * a.kRow + d)
                          : 0.0f;
     }
-  };
-
-  // Whether every query row of the block has every key of the tile masked.
-  // Block-uniform; every thread must call it (it synchronizes).
-  auto tileMasked = [&](int64_t k0, int nk) -> bool {
-    bool masked = causal && k0 > q0 + kBlockQ - 1 + qOffset;
-    if (keyPad) {
-      const bool mine =
-          tid >= nk || loadId(a.tokens, a.tokensType, tokBase + k0 + tid) == a.padId;
-      const int allPad = __syncthreads_and(mine);
-      masked = masked || allPad;
-    }
-    return masked;
-  };
-
-  // One key tile: scores (or all mask_value when forced), masks, online
-  // softmax, P V. Every thread must call it.
-  auto processTile = [&](int64_t k0, bool forced) {
-    const int nk = static_cast<int>(min(static_cast<int64_t>(kBlockK), kvLen - k0));
-    float s[kRowsPerWarp];
-    __syncthreads(); // the previous tile's readers of sh.k and sh.v are done
-    if (!forced) {
-#pragma unroll
-      for (int r = 0; r < kRowsPerWarp; ++r)
-        s[r] = 0.0f;
-      for (int c = 0; c < nChunks; ++c) {
-        if (c > 0)
-          __syncthreads();
-        if (nChunks > 1)
-          loadQ(c);
-        for (int idx = tid; idx < kBlockK * kChunkD; idx += kThreadsPerBlock) {
-          const int jj = idx / kChunkD, dd = idx % kChunkD;
-          const int64_t d = static_cast<int64_t>(c) * kChunkD + dd;
-          sh.k[jj][dd] = jj < nk && d < a.dk
-                             ? loadF(a.k, a.kType, kBase + (k0 + jj) * a.kRow + d)
-                             : 0.0f;
-        }
-        __syncthreads();
-        if (warpActive) {
-          const int dn = static_cast<int>(min(static_cast<int64_t>(kChunkD),
-                                              a.dk - static_cast<int64_t>(c) * kChunkD));
-          for (int dd = 0; dd < dn; ++dd) {
-            const float kv = sh.k[lane][dd];
-#pragma unroll
-            for (int r = 0; r < kRowsPerWarp; ++r)
-              s[r] += sh.q[warp * kRowsPerWarp + r][dd] * kv;
-          }
-        }
-      }
-      const int64_t j = k0 + lane;
-      const bool pad = keyPad && lane < nk &&
-                       loadId(a.tokens, a.tokensType, tokBase + j) == a.padId;
-#pragma unroll
-      for (int r = 0; r < kRowsPerWarp; ++r) {
-        const int64_t i = row0 + r;
-        if (lane >= nk) {
-          s[r] = -INFINITY; // not a key: weighs exactly 0
-          continue;
-        }
-        if (additive && i < a.qLen)
-          s[r] += loadF(a.add, a.addType, b * a.addB + h * a.addH + i * a.addQ + j);
-        if (a.relBias)
-          s[r] += a.relBias[tfc_relative_bucket(j - i - qOffset, a.relBidirectional,
-                                                a.relBuckets, a.relMaxDistance) *
-                                a.heads +
-                            h];
-        if (pad)
-          s[r] = mv;
-        if (causal && j > i + qOffset)
-          s[r] = mv;
-      }
-    } else {
-#pragma unroll
-      for (int r = 0; r < kRowsPerWarp; ++r)
-        s[r] = lane < nk ? mv : -INFINITY;
-    }
-
-    for (int idx = tid; idx < kBlockK * DVC * 32; idx += kThreadsPerBlock) {
-      const int jj = idx / (DVC * 32), dd = idx % (DVC * 32);
-      sh.v[jj][dd] =
-          jj < nk && dd < dvSlice ? loadF(a.v, a.vType, vBase + (k0 + jj) * a.vRow + dd) : 0.0f;
-    }
     __syncthreads();
-    if (!warpActive)
-      return;
+    if (c.warpActive) {
+      const int dn = static_cast<int>(min(static_cast<int64_t>(kChunkD),
+                                          a.dk - static_cast<int64_t>(ch) * kChunkD));
+      for (int dd = 0; dd < dn; ++dd) {
+        const float kv = sh.k[c.lane][dd];
+#pragma unroll
+        for (int r = 0; r < kRowsPerWarp; ++r)
+          s[r] += sh.q[c.warp * kRowsPerWarp + r][dd] * kv;
+      }
+    }
+  }
+  const int64_t j = k0 + c.lane;
+  const bool pad = c.keyPad && c.lane < nk &&
+                   loadId(a.tokens, a.tokensType, c.tokBase + j) == a.padId;
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    const int64_t i = c.row0 + r;
+    if (c.lane >= nk) {
+      s[r] = -INFINITY; // not a key: weighs exactly 0
+      continue;
+    }
+    if (c.additive && i < a.qLen)
+      s[r] += loadF(a.add, a.addType, c.b * a.addB + c.h * a.addH + i * a.addQ + j);
+    if (a.relBias)
+      s[r] += a.relBias[tfc_relative_bucket(j - i - c.qOffset, a.relBidirectional,
+                                            a.relBuckets, a.relMaxDistance) *
+                            a.heads +
+                        c.h];
+    if (pad)
+      s[r] = c.mv;
+    if (c.causal && j > i + c.qOffset)
+      s[r] = c.mv;
+  }
+}
 
+/// The online softmax over the tile's scores s, then P V into the
+/// accumulator. The warp's lanes must all call it.
+template <int DVC>
+__device__ __forceinline__ void accumulateTile(Tile<DVC> &sh, const BlockCtx &c, int nk,
+                                               const float (&s)[kRowsPerWarp],
+                                               RowState<DVC> &st) {
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    const float mNew = fmaxf(st.m[r], warpMax(s[r]));
+    // A row with no finite score so far subtracts 0 instead of -inf, so
+    // that its terms stay exp(-inf) = 0 rather than NaN (attention_cpu.cc).
+    const float mUse = mNew == -INFINITY ? 0.0f : mNew;
+    const float alpha = expf(st.m[r] - mUse); // 0 while m = -inf
+    const float p = expf(s[r] - mUse);
+    st.l[r] = st.l[r] * alpha + warpSum(p);
+    st.m[r] = mNew;
+#pragma unroll
+    for (int cc = 0; cc < DVC; ++cc)
+      st.acc[r][cc] *= alpha;
+    sh.p[c.warp][r][c.lane] = p;
+  }
+  __syncwarp();
+  for (int jj = 0; jj < nk; ++jj) {
+    float vv[DVC];
+#pragma unroll
+    for (int cc = 0; cc < DVC; ++cc)
+      vv[cc] = sh.v[jj][c.lane + 32 * cc];
 #pragma unroll
     for (int r = 0; r < kRowsPerWarp; ++r) {
-      const float mNew = fmaxf(m[r], warpMax(s[r]));
-      // A row with no finite score so far subtracts 0 instead of -inf, so
-      // that its terms stay exp(-inf) = 0 rather than NaN (attention_cpu.cc).
-      const float mUse = mNew == -INFINITY ? 0.0f : mNew;
-      const float alpha = expf(m[r] - mUse); // 0 while m = -inf
-      const float p = expf(s[r] - mUse);
-      l[r] = l[r] * alpha + warpSum(p);
-      m[r] = mNew;
+      const float pr = sh.p[c.warp][r][jj];
 #pragma unroll
-      for (int c = 0; c < DVC; ++c)
-        acc[r][c] *= alpha;
-      sh.p[warp][r][lane] = p;
+      for (int cc = 0; cc < DVC; ++cc)
+        st.acc[r][cc] += pr * vv[cc];
     }
-    __syncwarp();
-    for (int jj = 0; jj < nk; ++jj) {
-      float vv[DVC];
-#pragma unroll
-      for (int c = 0; c < DVC; ++c)
-        vv[c] = sh.v[jj][lane + 32 * c];
-#pragma unroll
-      for (int r = 0; r < kRowsPerWarp; ++r) {
-        const float pr = sh.p[warp][r][jj];
-#pragma unroll
-        for (int c = 0; c < DVC; ++c)
-          acc[r][c] += pr * vv[c];
-      }
-    }
-    __syncwarp(); // sh.p is rewritten by the next tile
-  };
+  }
+  __syncwarp(); // sh.p is rewritten by the next tile
+}
 
-  if (nChunks == 1)
-    loadQ(0); // visible after processTile's first barrier
-  const int64_t nTiles = (kvLen + kBlockK - 1) / kBlockK;
+/// One key tile: scores (or all mask_value when forced), masks, online
+/// softmax, P V. Every thread must call it.
+template <int DVC>
+__device__ __forceinline__ void processTile(Tile<DVC> &sh, const AttnArgs &a, const BlockCtx &c,
+                                            RowState<DVC> &st, int64_t k0, bool forced) {
+  const int nk = static_cast<int>(min(static_cast<int64_t>(kBlockK), c.kvLen - k0));
+  float s[kRowsPerWarp];
+  __syncthreads(); // the previous tile's readers of sh.k and sh.v are done
+  if (!forced) {
+    tileScores(sh, a, c, k0, nk, s);
+  } else {
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r)
+      s[r] = c.lane < nk ? c.mv : -INFINITY;
+  }
+
+  for (int idx = c.tid; idx < kBlockK * DVC * 32; idx += kThreadsPerBlock) {
+    const int jj = idx / (DVC * 32), dd = idx % (DVC * 32);
+    sh.v[jj][dd] = jj < nk && dd < c.dvSlice
+                       ? loadF(a.v, a.vType, c.vBase + (k0 + jj) * a.vRow + dd)
+                       : 0.0f;
+  }
+  __syncthreads();
+  if (!c.warpActive)
+    return;
+  accumulateTile(sh, c, nk, s, st);
+}
+
+/// The warp's rows of the output, normalized by l (NaN where l is 0).
+template <int DVC>
+__device__ __forceinline__ void storeRows(const AttnArgs &a, const BlockCtx &c,
+                                          const RowState<DVC> &st) {
+  const float nan = __int_as_float(0x7fc00000);
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    const int64_t i = c.row0 + r;
+    if (i >= a.qLen)
+      break;
+    // l is 0 only when every score of the row is -inf: softmax gives NaN.
+    const float inv = st.l[r] == 0.0f ? nan : 1.0f / st.l[r];
+    const int64_t o = c.b * a.oBatch + i * a.oRow + c.h * a.dv + c.d0v;
+#pragma unroll
+    for (int cc = 0; cc < DVC; ++cc) {
+      const int d = c.lane + 32 * cc;
+      if (d < c.dvSlice)
+        storeF(a.out, a.outType, o + d, st.l[r] == 0.0f ? nan : st.acc[r][cc] * inv);
+    }
+  }
+}
+
+template <int DVC>
+__global__ void __launch_bounds__(kThreadsPerBlock) attentionKernel(AttnArgs a) {
+  __shared__ Tile<DVC> sh;
+  BlockCtx c;
+  if (!initBlock<DVC>(a, c))
+    return;
+
+  RowState<DVC> st;
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    st.m[r] = -INFINITY;
+    st.l[r] = 0.0f;
+#pragma unroll
+    for (int cc = 0; cc < DVC; ++cc)
+      st.acc[r][cc] = 0.0f;
+  }
+
+  if (c.nChunks == 1)
+    loadQ(sh, a, c, 0); // visible after processTile's first barrier
+  const int64_t nTiles = (c.kvLen + kBlockK - 1) / kBlockK;
   bool skipped = false;
   for (int64_t t = 0; t < nTiles; ++t) {
     const int64_t k0 = t * kBlockK;
-    const int nk = static_cast<int>(min(static_cast<int64_t>(kBlockK), kvLen - k0));
-    if (tileMasked(k0, nk)) {
+    const int nk = static_cast<int>(min(static_cast<int64_t>(kBlockK), c.kvLen - k0));
+    if (tileMasked(a, c, k0, nk)) {
       skipped = true;
       continue;
     }
-    processTile(k0, false);
+    processTile(sh, a, c, st, k0, false);
   }
-  if (skipped && mv > -INFINITY) {
+  if (skipped && c.mv > -INFINITY) {
     bool need = false;
-    if (warpActive) {
+    if (c.warpActive) {
       for (int r = 0; r < kRowsPerWarp; ++r)
-        need = need || (row0 + r < a.qLen && !(mv - m[r] < kExpCutoff));
+        need = need || (c.row0 + r < a.qLen && !(c.mv - st.m[r] < kExpCutoff));
     }
     if (__syncthreads_or(need)) {
       for (int64_t t = 0; t < nTiles; ++t) {
         const int64_t k0 = t * kBlockK;
-        const int nk = static_cast<int>(min(static_cast<int64_t>(kBlockK), kvLen - k0));
-        if (tileMasked(k0, nk))
-          processTile(k0, true);
+        const int nk = static_cast<int>(min(static_cast<int64_t>(kBlockK), c.kvLen - k0));
+        if (tileMasked(a, c, k0, nk))
+          processTile(sh, a, c, st, k0, true);
       }
     }
   }
 
-  if (!warpActive)
+  if (!c.warpActive)
     return;
-  const float nan = __int_as_float(0x7fc00000);
-#pragma unroll
-  for (int r = 0; r < kRowsPerWarp; ++r) {
-    const int64_t i = row0 + r;
-    if (i >= a.qLen)
-      break;
-    // l is 0 only when every score of the row is -inf: softmax gives NaN.
-    const float inv = l[r] == 0.0f ? nan : 1.0f / l[r];
-    const int64_t o = b * a.oBatch + i * a.oRow + h * a.dv + d0v;
-#pragma unroll
-    for (int c = 0; c < DVC; ++c) {
-      const int d = lane + 32 * c;
-      if (d < dvSlice)
-        storeF(a.out, a.outType, o + d, l[r] == 0.0f ? nan : acc[r][c] * inv);
-    }
-  }
+  storeRows(a, c, st);
 }
 
 template <int DVC> std::string launchWith(const AttnArgs &a, cudaStream_t s) {
