@@ -21,6 +21,7 @@
 //===----------------------------------------------------------------------------===//
 #include "passes/Passes.h"
 #include "passes/SymbolicShapes.h"
+#include "tfc/kernel_schema.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -175,12 +176,14 @@ std::string Deriver::positionWiseProblem(Operation *op) const {
       return "target token types are not supported in decode_step";
     return "";
   }
-  // One operand, position by position: the unary ops (Elementwise, from
-  // Tfc_UnaryOp) and these.
-  if ((op->hasTrait<OpTrait::Elementwise>() && op->getNumOperands() == 1) ||
-      isa<LinearOp, FusedLinearOp, LayerNormOp, GeluOp, CastOp, NotOp, EmbeddingOp>(op))
+  // The kernel's schema (include/tfc/kernels.def) says which kernels are
+  // position-wise, and which broadcast elementwise.
+  const ::tfc::schema::KernelInfo *info = nullptr;
+  if (auto k = dyn_cast<KernelOpInterface>(op))
+    info = ::tfc::schema::kernelInfo(k.getKernelId());
+  if (info && info->flags & TFC_KF_POSITION_WISE)
     return "";
-  if (isa<AddOp, SubOp, MulOp, DivOp, AndOp, CompareOp, MaskedFillOp, SelectOp>(op)) {
+  if (info && info->flags & TFC_KF_BROADCAST) {
     int64_t r = rankOf(op->getResult(0));
     for (Value v : op->getOperands()) {
       if (dependsOnTarget(v) || rankOf(v) < r - 1 || rankOf(v) <= 1)

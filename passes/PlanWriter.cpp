@@ -28,6 +28,7 @@
 #include "ir/TfcDialect.h"
 #include "passes/SymbolicShapes.h"
 #include "format/arena_plan.h"
+#include "tfc/kernel_schema.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 
@@ -111,37 +112,58 @@ LogicalResult Writer::inferSymbolicShapes(
 }
 
 /// Picks the activations that travel in bf16 (--precision bf16 / int8). A value
-/// is bf16 when its producer can write bf16 and every reader can read it:
-/// - writers: linear, fused_linear without a residual, attention, layer_norm,
-///   and slice/reshape/unsqueeze of a bf16 value;
-/// - readers: a linear's input, attention's q/k/v (all three alike),
-///   layer_norm's input, slice/reshape/unsqueeze (which keep the dtype).
-/// Everything else stays f32: the residual stream (token embeddings and
-/// fused_linear with a residual), softmax/log_softmax, elementwise ops, the KV
-/// caches and cached_attention, and every function output. Starting from all
-/// writers, values that break a rule are cleared until nothing changes.
+/// is bf16 when its producer can write bf16 and every reader can read it, as
+/// the kernels' schema says (include/tfc/kernels.def: the CPU's dtype sets,
+/// which are the plan's):
+/// - writers: kernels whose output may be bf16 (linear, fused_linear,
+///   attention, layer_norm, and the dtype-keeping views and slices);
+/// - readers: operands that may be bf16 (a linear's input, attention's q/k/v,
+///   layer_norm's input, a view's or a slice's input). Operands tied to the
+///   first one (attention's k and v, a view's output) are bf16 all together or
+///   not at all.
+/// One precision policy on top: the residual stream stays f32, so a kernel
+/// that adds a residual operand writes f32. Everything else stays f32:
+/// softmax/log_softmax, elementwise ops, the KV caches and cached_attention,
+/// and every function output. Starting from all writers, values that break a
+/// rule are cleared until nothing changes.
 void Writer::assignActivations(const std::vector<Instr> &plan,
                                const std::vector<uint32_t> &outputs) {
   if (opts.precision == Precision::F32)
     return;
-  auto keepsDtype = [](uint32_t k) {
-    return k == TFC_KERNEL_SLICE || k == TFC_KERNEL_RESHAPE || k == TFC_KERNEL_UNSQUEEZE;
+  constexpr uint32_t kBf16 = TFC_DTS(BF16);
+  // Each instruction's operand rows, by input position (null: none).
+  std::vector<std::vector<const schema::OperandInfo *>> rows(plan.size());
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const Instr &in = plan[i];
+    const schema::KernelInfo *k = schema::kernelInfo(in.kernel);
+    std::vector<uint32_t> dts;
+    for (uint32_t v : in.inputs)
+      dts.push_back(values[v].dtype);
+    for (size_t p = 0; p < in.inputs.size(); ++p) {
+      const char *name =
+          schema::operandName(in.kernel, p, in.ints, in.floats, {dts.data(), dts.size()});
+      const schema::OperandInfo *row = nullptr;
+      for (uint32_t j = 0; k && j < k->numOperands; ++j)
+        if (std::string(k->operands[j].name) == name)
+          row = &k->operands[j];
+      rows[i].push_back(row);
+    }
+  }
+  auto info = [](const Instr &in) { return schema::kernelInfo(in.kernel); };
+  auto tiedOut = [&](const Instr &in) { return info(in)->out.flags & TFC_AF_TIED; };
+  auto writes = [&](size_t i) {
+    if (!(info(plan[i])->out.cpu & kBf16))
+      return false;
+    for (const schema::OperandInfo *row : rows[i])
+      if (row && std::string(row->name) == "residual")
+        return false; // the residual stream stays f32
+    return true;
   };
-  auto writes = [&](const Instr &in) {
-    return in.kernel == TFC_KERNEL_LINEAR || in.kernel == TFC_KERNEL_ATTENTION ||
-           in.kernel == TFC_KERNEL_LAYER_NORM || keepsDtype(in.kernel) ||
-           (in.kernel == TFC_KERNEL_FUSED_LINEAR && in.ints[1] == 0);
-  };
-  auto reads = [&](const Instr &in, size_t p) {
-    if (in.kernel == TFC_KERNEL_ATTENTION)
-      return p < 3;
-    return p == 0 && (in.kernel == TFC_KERNEL_LINEAR || in.kernel == TFC_KERNEL_FUSED_LINEAR ||
-                      in.kernel == TFC_KERNEL_LAYER_NORM || keepsDtype(in.kernel));
-  };
+  auto reads = [&](size_t i, size_t p) { return rows[i][p] && rows[i][p]->cpu & kBf16; };
   std::vector<char> bf(values.size(), 0);
-  for (const Instr &in : plan)
-    if (writes(in) && values[in.output].dtype == TFC_DTYPE_F32)
-      bf[in.output] = 1;
+  for (size_t i = 0; i < plan.size(); ++i)
+    if (writes(i) && values[plan[i].output].dtype == TFC_DTYPE_F32)
+      bf[plan[i].output] = 1;
   for (uint32_t o : outputs)
     bf[o] = 0;
   bool changed = true;
@@ -153,18 +175,28 @@ void Writer::assignActivations(const std::vector<Instr> &plan,
   };
   while (changed) {
     changed = false;
-    for (const Instr &in : plan) {
+    for (size_t i = 0; i < plan.size(); ++i) {
+      const Instr &in = plan[i];
       for (size_t p = 0; p < in.inputs.size(); ++p)
-        if (bf[in.inputs[p]] && !reads(in, p))
+        if (bf[in.inputs[p]] && !reads(i, p))
           clear(in.inputs[p]);
-      if (keepsDtype(in.kernel) && bf[in.inputs[0]] != bf[in.output]) {
+      if (in.inputs.empty())
+        continue;
+      // Tied operands (and a tied output) have the first operand's dtype.
+      bool all = bf[in.inputs[0]];
+      for (size_t p = 1; p < in.inputs.size(); ++p)
+        if (rows[i][p] && rows[i][p]->flags & TFC_AF_TIED)
+          all = all && bf[in.inputs[p]];
+      if (tiedOut(in))
+        all = all && bf[in.output];
+      if (!all) {
         clear(in.inputs[0]);
-        clear(in.output);
+        for (size_t p = 1; p < in.inputs.size(); ++p)
+          if (rows[i][p] && rows[i][p]->flags & TFC_AF_TIED)
+            clear(in.inputs[p]);
+        if (tiedOut(in))
+          clear(in.output);
       }
-      if (in.kernel == TFC_KERNEL_ATTENTION &&
-          !(bf[in.inputs[0]] && bf[in.inputs[1]] && bf[in.inputs[2]]))
-        for (size_t p = 0; p < 3; ++p)
-          clear(in.inputs[p]);
     }
   }
   for (size_t v = 0; v < values.size(); ++v)

@@ -53,8 +53,6 @@ constexpr int kChunkD = 64; // head_dim columns of Q and K staged at a time
 // maximum's exp(0) = 1 (attention_cpu.cc's kExpCutoff).
 constexpr float kExpCutoff = -87.0f;
 
-enum MaskKind : int32_t { kNone = 0, kKeyPadding = 1, kCausal = 2, kPaddingCausal = 3, kAdditive = 4 };
-
 template <int DVC> struct Tile {
   float q[kBlockQ][kChunkD];        // scaled Q, one head_dim chunk
   float k[kBlockK][kChunkD + 1];    // K chunk, padded rows
@@ -105,9 +103,9 @@ __device__ __forceinline__ bool initBlock(const AttnArgs &a, BlockCtx &c) {
     c.kvLen = p + a.qLen;
     c.qOffset = p;
   }
-  c.keyPad = a.mask == kKeyPadding || a.mask == kPaddingCausal;
-  c.causal = a.mask == kCausal || a.mask == kPaddingCausal;
-  c.additive = a.mask == kAdditive;
+  c.keyPad = a.mask == TFC_MASK_KEY_PADDING || a.mask == TFC_MASK_PADDING_CAUSAL;
+  c.causal = a.mask == TFC_MASK_CAUSAL || a.mask == TFC_MASK_PADDING_CAUSAL;
+  c.additive = a.mask == TFC_MASK_ADDITIVE;
   c.mv = a.maskValue;
 
   c.row0 = c.q0 + c.warp * kRowsPerWarp; // this warp's first query row

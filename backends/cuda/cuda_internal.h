@@ -228,7 +228,7 @@ struct AttnArgs {
   int64_t qBatch = 0, kBatch = 0, vBatch = 0, oBatch = 0;
   int64_t qPosOffset = 0;
   float scale = 1;
-  int32_t mask = 0; ///< tfc::cpu::MaskKind's values
+  int32_t mask = 0; ///< a tfc_mask_t (tfc/enums.def)
   float maskValue = -1e9f;
   int64_t padId = 0;
   const void *tokens = nullptr;
