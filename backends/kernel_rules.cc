@@ -85,6 +85,17 @@ public:
            fail(std::to_string(t.shape[0]) + " buckets with max_distance " +
                 std::to_string(maxDistance) + " are not a bucketing");
   }
+  /// An i8 weight comes with its descriptor's per-row scales (the loader
+  /// checked their shape); a float one with none.
+  bool quantized(const Tensor &w, const char *what) {
+    if (w.dtype != TFC_DTYPE_I8)
+      return true;
+    return (w.scales && w.group == 0) ||
+           fail(std::string("the i8 ") + what + (w.scales ? " has groups of " +
+                                                                std::to_string(w.group) +
+                                                                ", not one scale per row"
+                                                          : " has no scales"));
+  }
   /// q [B, Sq, H*Dk], k [B, Sk, H*Dk], v [B, Sk, H*Dv] -> out [B, Sq, H*Dv].
   bool heads(const Tensor &q, const Tensor &k, const Tensor &v, int64_t h) {
     return positive(h, "the head count") &&
@@ -99,7 +110,7 @@ public:
 };
 
 /// The linear kernels: x [..., K], weight [N, K] -> [..., N]; bias [N];
-/// residual like the output; an i8 weight's scales [N].
+/// residual like the output; an i8 weight brings its per-row scales.
 template <typename CallT>
 std::string linearShapes(const CallT &c, const Tensor *residual) {
   Rules r(c.kName, *c.out);
@@ -117,7 +128,7 @@ std::string linearShapes(const CallT &c, const Tensor *residual) {
   (void)(r.same(*c.out, "the output", want) &&
          (!c.bias || r.numel(*c.bias, "the bias", n)) &&
          (!residual || r.same(*residual, "the residual", c.out->shape)) &&
-         (!c.scales || r.numel(*c.scales, "the i8 weight's scales", n)));
+         r.quantized(w, "weight"));
   return r.err;
 }
 
@@ -182,8 +193,7 @@ std::string checkShapes(const TokenEmbeddingCall &c) {
                            ", not as wide as the table"));
   if (c.offset)
     TFC_REQUIRE(c.offset->numel() >= 1, "the position offset is empty");
-  if (c.scales)
-    r.numel(*c.scales, "the i8 table's scales", table.shape[0]);
+  r.quantized(table, "table");
   return r.err;
 }
 

@@ -21,6 +21,11 @@ struct Tensor {
   /// For linear weights on the CPU: the oneDNN-packed copy (a
   /// tfc::cpu::PackedLinear) that the CPU device made; null elsewhere.
   const void *packed = nullptr;
+  /// A quantized weight's descriptor (model.bin's weight record): its f32
+  /// scales, in the device's memory, one per row (group 0) or one per group of
+  /// |group| elements of a row; null for a float tensor.
+  const float *scales = nullptr;
+  int64_t group = 0;
   int64_t numel() const {
     int64_t n = 1;
     for (int64_t d : shape)

@@ -72,20 +72,30 @@ struct AttrReader {
 // encode / decode / locate
 //===----------------------------------------------------------------------===//
 
-#define TFC_INT(n) ints.push_back(n);
-#define TFC_BOOL(n) ints.push_back(n ? 1 : 0);
-#define TFC_ENUM(n, T, count) ints.push_back(static_cast<int64_t>(n));
-#define TFC_RANGE(n, lo, hi) ints.push_back(n);
-#define TFC_INT_OPT(n, dflt) ints.push_back(n);
-#define TFC_BOOL_OPT(n) ints.push_back(n ? 1 : 0);
-#define TFC_INTS(n) ints.insert(ints.end(), n.begin(), n.end());
+// Trailing optional ints at their defaults are left out, as the files that
+// predate them: |keep| is the int list's length up to the last one that says
+// something.
+#define TFC_INT(n) ints.push_back(n), keep = ints.size();
+#define TFC_BOOL(n) ints.push_back(n ? 1 : 0), keep = ints.size();
+#define TFC_ENUM(n, T, count) ints.push_back(static_cast<int64_t>(n)), keep = ints.size();
+#define TFC_RANGE(n, lo, hi) ints.push_back(n), keep = ints.size();
+#define TFC_INT_OPT(n, dflt)                                                             \
+  ints.push_back(n);                                                                     \
+  if (n != (dflt))                                                                       \
+    keep = ints.size();
+#define TFC_BOOL_OPT(n)                                                                  \
+  ints.push_back(n ? 1 : 0);                                                             \
+  if (n)                                                                                 \
+    keep = ints.size();
+#define TFC_INTS(n) ints.insert(ints.end(), n.begin(), n.end()), keep = ints.size();
 #define TFC_FLOAT(n) floats.push_back(n);
 #define TFC_FLOAT_NN(n) floats.push_back(n);
 #define TFC_KERNEL(ENUM, name, Camel, id, flags, oc, ocu, of, attrs, operands)           \
   void Camel##Attrs::encode(std::vector<int64_t> &ints, std::vector<double> &floats) const { \
-    (void)ints;                                                                          \
     (void)floats;                                                                        \
+    size_t keep = ints.size();                                                           \
     TFC_SCHEMA_UNPAREN attrs                                                             \
+    ints.resize(keep);                                                                   \
   }
 #include "tfc/kernels.def"
 #undef TFC_KERNEL

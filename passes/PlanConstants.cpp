@@ -161,8 +161,7 @@ uint32_t Writer::addWeight(Value v, const HostTensor &t) {
   return ids[v];
 }
 
-uint32_t Writer::weightOperand(Operation *op, unsigned i, Value v,
-                               std::optional<uint32_t> &scales) {
+uint32_t Writer::weightOperand(Operation *op, unsigned i, Value v) {
   // Only a linear layer's weight and a token embedding's table are stored in
   // reduced precision; everything else (biases, norms, positional tables) stays
   // f32: it is small, and the kernels add it to f32 sums.
@@ -176,11 +175,8 @@ uint32_t Writer::weightOperand(Operation *op, unsigned i, Value v,
   }
   unsigned mode = (unsigned)opts.precision;
   auto it = reducedWeights.find({v, mode});
-  if (it != reducedWeights.end()) {
-    if (opts.precision == Precision::Int8)
-      scales = it->second.second;
+  if (it != reducedWeights.end())
     return it->second.first;
-  }
   const HostTensor &t = constants[v];
   const int64_t rows = t.shape[0], cols = t.shape[1];
   uint32_t id, sid = 0;
@@ -217,7 +213,8 @@ uint32_t Writer::weightOperand(Operation *op, unsigned i, Value v,
                         q.size());
     sid = addWeightBytes({rows}, TFC_DTYPE_F32, reinterpret_cast<const char *>(sc.data()),
                          sc.size() * 4);
-    scales = sid;
+    values[id].quant.scales = sid; // the weight's descriptor: one scale per row
+    values[id].quant.group = 0;
   }
   reducedWeights[{v, mode}] = {id, sid};
   return id;

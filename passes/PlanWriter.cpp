@@ -260,7 +260,7 @@ std::string Writer::arenaFormula(const std::vector<uint32_t> &order,
   return text.empty() ? "0 B" : text;
 }
 
-LogicalResult Writer::planFunction(func::FuncOp f, Out &m, PlanStats *stats) {
+LogicalResult Writer::planFunction(func::FuncOp f, PlanStats *stats) {
   constants.clear();
   ids.clear();
   values.clear();
@@ -322,12 +322,9 @@ LogicalResult Writer::planFunction(func::FuncOp f, Out &m, PlanStats *stats) {
     in.kernel = kernelOp.getKernelId();
     kernelOp.appendKernelAttributes(in.ints, in.floats);
     // Constants something non-constant reads become weights (in the precision
-    // --precision asks for); an i8 weight's scales are the last input.
-    std::optional<uint32_t> scales;
+    // --precision asks for; an i8 weight's descriptor names its scales).
     for (auto [i, v] : llvm::enumerate(op.getOperands()))
-      in.inputs.push_back(constants.count(v) ? weightOperand(&op, i, v, scales) : ids.lookup(v));
-    if (scales)
-      in.inputs.push_back(*scales);
+      in.inputs.push_back(constants.count(v) ? weightOperand(&op, i, v) : ids.lookup(v));
     ValueInfo info;
     info.dtype = dtypeOf(r.getType());
     info.dims = sym[r];
@@ -393,35 +390,24 @@ LogicalResult Writer::planFunction(func::FuncOp f, Out &m, PlanStats *stats) {
   if (stats && f.getName() == "forward")
     stats->arenaFormula = arenaFormula(order, items, (int64_t)plan.size());
 
-  // Serialize this function.
-  m.str(f.getName());
-  m.u32(values.size());
-  for (const ValueInfo &v : values) {
-    m.u32(v.dtype);
-    m.u32(v.dims.size());
-    for (int64_t d : v.dims)
-      m.i64(d);
-    m.u32(v.storage);
-    m.u64(v.offset);
-  }
-  m.u32(numInputs);
+  // This function's records (format/metadata.h).
+  format::FunctionRecord &rec = meta.functions.emplace_back();
+  rec.name = f.getName().str();
+  for (const ValueInfo &v : values)
+    rec.values.push_back({v.dtype, v.dims, v.storage, v.offset, v.quant});
   for (auto [i, arg] : llvm::enumerate(f.getArguments())) {
     if (values[ids[arg]].storage != TFC_STORAGE_INPUT)
       continue;
     auto nm = f.getArgAttrOfType<StringAttr>(i, "tfc.name");
-    m.str(nm ? nm.getValue() : StringRef("input" + std::to_string(i)));
-    m.u32(ids[arg]);
+    rec.inputs.push_back({nm ? nm.str() : "input" + std::to_string(i), ids[arg]});
   }
-  m.u32(ret.getNumOperands());
+  (void)numInputs;
   for (auto [i, result] : llvm::enumerate(ret.getOperands())) {
     auto outName = f.getResultAttrOfType<StringAttr>(i, "tfc.name");
-    m.str(outName ? outName.getValue() : StringRef("output" + std::to_string(i)));
-    m.u32(ids[result]);
+    rec.outputs.push_back({outName ? outName.str() : "output" + std::to_string(i), ids[result]});
   }
-  m.u32(plan.size());
-  for (const Instr &in : plan)
-    m.instr(in);
-  m.u64(arena);
+  rec.plan = plan;
+  rec.arenaSize = arena;
 
   if (stats) {
     stats->arenaBytes = std::max(stats->arenaBytes, arena);
@@ -448,23 +434,9 @@ LogicalResult Writer::planFunction(func::FuncOp f, Out &m, PlanStats *stats) {
   return success();
 }
 
-FailureOr<std::string> Writer::run(PlanStats *stats) {
-  auto fwd = module.lookupSymbol<func::FuncOp>("forward");
-  if (!fwd)
-    return module.emitError("the module has no @forward function"), failure();
-  std::vector<func::FuncOp> funcs{fwd};
-  for (const char *name : {"encode", "decode_step"})
-    if (auto f = module.lookupSymbol<func::FuncOp>(name))
-      funcs.push_back(f);
-  if (stats)
-    *stats = PlanStats();
-
-  Out body;
-  body.u32(funcs.size());
-  for (func::FuncOp f : funcs)
-    if (failed(planFunction(f, body, stats)))
-      return failure();
-  body.u64(stateSize);
+/// The generation record and the optional inputs of @forward (tfc/abi.h,
+/// TFC_INPUT_DEFAULT_*), from the module's attributes.
+LogicalResult Writer::writeGeneration(func::FuncOp fwd) {
   // Generation metadata: the target input and the special ids.
   auto gen = module->getAttrOfType<DictionaryAttr>("tfc.generation");
   auto params = module->getAttrOfType<DictionaryAttr>("tfc.params");
@@ -472,24 +444,25 @@ FailureOr<std::string> Writer::run(PlanStats *stats) {
     auto a = params ? params.getAs<IntegerAttr>(n) : IntegerAttr();
     return a ? a.getInt() : dflt;
   };
+  format::GenerationRecord &g = meta.gen;
   if (gen && module.lookupSymbol("decode_step")) {
-    body.u32(1);
-    body.str(gen.getAs<StringAttr>("target").getValue());
-    body.i64(param("bos_id", -1));
-    body.i64(param("eos_id", -1));
-    body.i64(param("pad_id", 0));
-    body.i64(gen.getAs<IntegerAttr>("max_len").getInt());
-    body.i64(param("forced_bos_id", -1)); // version 4
-    body.i64(param("forced_eos_id", -1));
-    // Version 5: the defaults of generation_config.json (docs/model-bin.md).
-    body.i64(param("num_beams", 1));
-    body.i64(param("max_length", 0));
-    body.i64(param("min_length", 0));
-    body.i64(param("no_repeat_ngram_size", 0));
+    g.present = true;
+    g.target = gen.getAs<StringAttr>("target").getValue().str();
+    g.bos = param("bos_id", -1);
+    g.eos = param("eos_id", -1);
+    g.pad = param("pad_id", 0);
+    g.maxLen = gen.getAs<IntegerAttr>("max_len").getInt();
+    g.forcedBos = param("forced_bos_id", -1);
+    g.forcedEos = param("forced_eos_id", -1);
+    // The defaults of generation_config.json (docs/model-bin.md).
+    g.numBeams = param("num_beams", 1);
+    g.maxLength = param("max_length", 0);
+    g.minLength = param("min_length", 0);
+    g.noRepeatNgram = param("no_repeat_ngram_size", 0);
     // A description without early_stopping stops a beam item at K finished
     // hypotheses (docs/generation.md); the Hugging Face families say 0.
-    body.i64(param("early_stopping", 1));
-    body.i64(param("suppress_id", -1));
+    g.earlyStopping = param("early_stopping", 1);
+    g.suppress = param("suppress_id", -1);
     double lp = 1.0;
     if (params)
       if (auto a = params.get("length_penalty")) {
@@ -498,9 +471,7 @@ FailureOr<std::string> Writer::run(PlanStats *stats) {
         else if (auto i = a.dyn_cast<IntegerAttr>())
           lp = (double)i.getInt();
       }
-    body.f64(lp);
-  } else {
-    body.u32(0);
+    g.lengthPenalty = lp;
   }
   // Version 4: the optional inputs of @forward and how each is made when the
   // caller leaves it out (tfc/abi.h, TFC_INPUT_DEFAULT_*).
@@ -529,28 +500,39 @@ FailureOr<std::string> Writer::run(PlanStats *stats) {
                           kind == "zeros" ? TFC_INPUT_DEFAULT_ZEROS : TFC_INPUT_DEFAULT_NOT_EQUAL,
                           src, pad ? pad.getInt() : 0});
     }
-    body.u32(defaults.size());
-    for (const auto &d : defaults) {
-      body.u32((uint32_t)d[0]);
-      body.u32((uint32_t)d[1]);
-      body.u32((uint32_t)d[2]);
-      body.i64(d[3]);
-    }
+    for (const auto &d : defaults)
+      meta.inputDefaults.push_back({(uint32_t)d[0], (uint32_t)d[1], (uint32_t)d[2], d[3]});
   }
 
-  // Serialize the metadata.
-  Out m;
-  m.str(format::producer());
+  return success();
+}
+
+FailureOr<std::string> Writer::run(PlanStats *stats) {
+  auto fwd = module.lookupSymbol<func::FuncOp>("forward");
+  if (!fwd)
+    return module.emitError("the module has no @forward function"), failure();
+  std::vector<func::FuncOp> funcs{fwd};
+  for (const char *name : {"encode", "decode_step"})
+    if (auto f = module.lookupSymbol<func::FuncOp>(name))
+      funcs.push_back(f);
+  if (stats)
+    *stats = PlanStats();
+
+  meta = format::Metadata();
+  for (func::FuncOp f : funcs)
+    if (failed(planFunction(f, stats)))
+      return failure();
+  meta.stateSize = stateSize;
+  if (failed(writeGeneration(fwd)))
+    return failure();
+  meta.producer = format::producer();
   auto nameAttr = module->getAttrOfType<StringAttr>("tfc.model");
-  m.str(nameAttr ? nameAttr.getValue() : "");
-  m.u32(symbolNames.size());
-  for (size_t s = 0; s < symbolNames.size(); ++s) {
-    m.str(symbolNames[s]);
-    m.i64(symbolMax[s]);
-  }
-  m.buf += body.buf;
+  meta.model = nameAttr ? nameAttr.getValue().str() : "";
+  for (size_t s = 0; s < symbolNames.size(); ++s)
+    meta.symbols.push_back({symbolNames[s], symbolMax[s]});
+  const std::string metaBytes = format::encodeMetadata(meta);
 
-  std::string file = format::assemble(m.buf, weightsBlob);
+  std::string file = format::assemble(metaBytes, weightsBlob);
 
   if (stats) {
     stats->weightBytes = weightsBlob.size();

@@ -11,6 +11,7 @@
 #include "passes/PlanWriter.h"
 
 #include "format/arena_plan.h"
+#include "format/metadata.h"
 #include "format/model_bin.h"
 #include "tfc/abi.h"
 
@@ -60,6 +61,7 @@ private:
     std::vector<int64_t> maxDims; // at the declared maximums
     uint32_t storage = 2;         // 0 input, 1 weight, 2 arena, 3 view
     uint64_t offset = 0;
+    format::WeightQuant quant;    // an i8 weight's descriptor
   };
   std::vector<std::string> symbolNames;
   std::vector<int64_t> symbolMax;
@@ -74,7 +76,11 @@ private:
   uint64_t stateBytesPerRowPosition = 0; ///< the KV caches' bytes per row and position
   std::vector<std::string> stateNames;
 
-  LogicalResult planFunction(mlir::func::FuncOp f, Out &m, PlanStats *stats);
+  /// The metadata records being written (format/metadata.h).
+  format::Metadata meta;
+
+  LogicalResult planFunction(mlir::func::FuncOp f, PlanStats *stats);
+  LogicalResult writeGeneration(mlir::func::FuncOp fwd);
 
   LogicalResult inferSymbolicShapes(mlir::func::FuncOp f,
                                     llvm::DenseMap<Value, std::vector<int64_t>> &sym,
@@ -84,8 +90,8 @@ private:
   uint32_t addWeightBytes(const std::vector<int64_t> &shape, uint32_t dtype,
                           const char *bytes, uint64_t n);
   /// The weight value operand |i| of |op| reads: f32 (or i64), or the reduced
-  /// form --precision asks for. |scales| gets the id of an i8 weight's scales.
-  uint32_t weightOperand(Operation *op, unsigned i, Value v, std::optional<uint32_t> &scales);
+  /// form --precision asks for (an i8 weight's descriptor names its scales).
+  uint32_t weightOperand(Operation *op, unsigned i, Value v);
   llvm::DenseMap<std::pair<Value, unsigned>, std::pair<uint32_t, uint32_t>> reducedWeights;
   void assignActivations(const std::vector<Instr> &plan, const std::vector<uint32_t> &outputs);
   /// The arena of the function just planned as a polynomial in the symbolic

@@ -85,7 +85,7 @@ public:
     // while that weight is the first one packed.
     struct Job {
       size_t fn;
-      uint32_t value, scalesValue;
+      uint32_t value;
       uint64_t bytes;
     };
     std::vector<Job> jobs;
@@ -100,23 +100,25 @@ public:
         const ValueDesc &w = f.values[wv];
         // A weight the linear kernel's rules reject (backends/kernel_rules.h)
         // is not packed: the call fails with that rule's message at run time.
+        // Grouped scales are not packed either (the CPU kernels read one
+        // scale per row).
         if (w.storage != Storage::Weight || w.dims.size() != 2 || w.dims[0] < 1 ||
-            w.dims[1] < 1 || queued[wv])
+            w.dims[1] < 1 || w.quant.group != 0 || queued[wv])
           continue;
         queued[wv] = 1;
-        jobs.push_back({fi, wv, in.inputs.back(),
-                        tfc_dtype_bytes(w.dtype, (uint64_t)w.dims[0] * (uint64_t)w.dims[1])});
+        jobs.push_back(
+            {fi, wv, tfc_dtype_bytes(w.dtype, (uint64_t)w.dims[0] * (uint64_t)w.dims[1])});
       }
     }
     std::stable_sort(jobs.begin(), jobs.end(),
                      [](const Job &a, const Job &b) { return a.bytes > b.bytes; });
     for (const Job &j : jobs) {
       const ValueDesc &w = m.functions[j.fn].values[j.value];
-      // The loader made sure an i8 weight's last input is its scales.
+      // An i8 weight's descriptor names its per-row scales (checked by the loader).
       const float *scales =
-          w.dtype == TFC_DTYPE_I8
+          w.quant.quantized()
               ? reinterpret_cast<const float *>(m.weights +
-                                                m.functions[j.fn].values[j.scalesValue].offset)
+                                                m.functions[j.fn].values[w.quant.scales].offset)
               : nullptr;
       TFC_RETURN_IF_ERROR(PackCache::get().pack(
           {m.weights + w.offset, w.dims[0], w.dims[1], w.dtype, scales}, packed[j.fn][j.value]));

@@ -234,6 +234,12 @@ Status bindTensors(Session &s, size_t fn, const std::vector<BoundInput> &ins,
                                     " lies outside the weights section");
       t.data = fs.weightPtrs[i];
       t.packed = fs.weightPacks[i];
+      // A quantized weight carries its descriptor: the scales are another
+      // weight (the loader checked its dtype and shape).
+      if (v.quant.quantized()) {
+        t.scales = static_cast<const float *>(fs.weightPtrs[v.quant.scales]);
+        t.group = v.quant.group;
+      }
       break;
     case Storage::Arena: {
       const uint64_t at = plan.offsets[i];
@@ -317,13 +323,12 @@ Status prepareFunction(Session &s, size_t fn) {
     return Status::ok();
   Device &d = *s.dev;
   const uint32_t compute = d.computeDtype();
-  // The scales of i8 weights stay f32 whatever the compute dtype.
+  // The scales of quantized weights (their descriptors) stay f32 whatever the
+  // compute dtype.
   std::vector<char> isScales(f.values.size(), 0);
-  for (const Instr &in : f.plan)
-    if ((in.kernel == TFC_KERNEL_LINEAR || in.kernel == TFC_KERNEL_FUSED_LINEAR ||
-         in.kernel == TFC_KERNEL_TOKEN_EMBEDDING) &&
-        in.inputs.size() > 2 && f.values[in.inputs[1]].dtype == TFC_DTYPE_I8)
-      isScales[in.inputs.back()] = 1;
+  for (const ValueDesc &v : f.values)
+    if (v.quant.quantized())
+      isScales[v.quant.scales] = 1;
   fs.dtypes.resize(f.values.size());
   fs.weightPtrs.assign(f.values.size(), nullptr);
   fs.weightPacks.assign(f.values.size(), nullptr);

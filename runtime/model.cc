@@ -140,6 +140,132 @@ Status loadModelFile(const char *path, std::unique_ptr<Model> &out) {
   return Status::ok();
 }
 
+/// Files before format version 6 gave an int8 weight's scales as one more
+/// input, last, of each instruction that read the weight (a linear or a token
+/// embedding); they move into the weight's descriptor. A file where that input
+/// is missing or is not a weight fails the descriptor's or the kernel's checks
+/// later, with their messages.
+static void upgradeInt8Scales(Function &f) {
+  for (Instr &in : f.plan) {
+    if ((in.kernel != TFC_KERNEL_LINEAR && in.kernel != TFC_KERNEL_FUSED_LINEAR &&
+         in.kernel != TFC_KERNEL_TOKEN_EMBEDDING) ||
+        in.inputs.size() < 3)
+      continue;
+    const uint32_t w = in.inputs[1], scales = in.inputs.back();
+    if (w >= f.values.size() || f.values[w].dtype != TFC_DTYPE_I8 ||
+        f.values[w].storage != Storage::Weight)
+      continue;
+    in.inputs.pop_back();
+    if (!f.values[w].quant.quantized())
+      f.values[w].quant.scales = scales;
+  }
+}
+
+/// A weight's descriptor (format/metadata.h): an i8 weight has f32 weight
+/// scales [rows] (group 0) or [rows, ceil(K / group)]; a float weight has
+/// none. Returns "" or what is wrong.
+static std::string checkQuant(const Function &f, const ValueDesc &v) {
+  const tfc::format::WeightQuant &q = v.quant;
+  if (v.storage != Storage::Weight || v.dtype != TFC_DTYPE_I8)
+    return ""; // only a quantized weight's record has a descriptor
+  if (!q.quantized())
+    return "is an int8 weight without its scales";
+  if (q.scales >= f.values.size())
+    return "names missing scales";
+  const ValueDesc &s = f.values[q.scales];
+  if (v.dims.size() != 2 || v.dims[0] < 1 || v.dims[1] < 1)
+    return "is an int8 weight that is not a 2-D matrix";
+  const int64_t rows = v.dims[0], k = v.dims[1];
+  const std::vector<int64_t> want =
+      q.group == 0 ? std::vector<int64_t>{rows}
+                   : std::vector<int64_t>{rows, (k + (int64_t)q.group - 1) / (int64_t)q.group};
+  if (s.storage != Storage::Weight || s.dtype != TFC_DTYPE_F32 || s.dims != want)
+    return "has scales that are not an f32 weight shaped like its rows and groups";
+  if (q.zeros != tfc::format::kNoValue)
+    return "has zero points, which this runtime does not read";
+  if (q.group != 0 && q.group > (uint64_t)k)
+    return "has a group size larger than its rows";
+  return "";
+}
+
+/// The decoded records as the runtime's model: values, bindings and plans,
+/// the generation record and its ranges. Files before format version 6 kept
+/// an int8 weight's scales as the last input of each instruction that reads
+/// it; those move into the weight's descriptor here, so every later stage sees
+/// one layout.
+static Status adopt(tfc::format::Metadata &md, uint32_t version, Model &m) {
+  m.producer = std::move(md.producer);
+  m.name = std::move(md.model);
+  for (tfc::format::SymbolRecord &s : md.symbols) {
+    m.symbolNames.push_back(std::move(s.name));
+    m.symbolMax.push_back(s.max);
+  }
+  if (md.functions.empty() || md.functions.size() > 8)
+    return invalid("model.bin has " + std::to_string(md.functions.size()) + " functions");
+  for (tfc::format::FunctionRecord &fr : md.functions) {
+    Function f;
+    f.name = std::move(fr.name);
+    for (tfc::format::ValueRecord &vr : fr.values) {
+      if (vr.dims.size() > 8)
+        return invalid("value " + std::to_string(f.values.size()) + " has rank " +
+                       std::to_string(vr.dims.size()));
+      f.values.push_back({vr.dtype, std::move(vr.dims), static_cast<Storage>(vr.storage),
+                          vr.offset, vr.quant});
+    }
+    for (auto *list : {&fr.inputs, &fr.outputs})
+      for (tfc::format::BindingRecord &b : *list)
+        (list == &fr.inputs ? f.inputs : f.outputs).push_back({std::move(b.name), b.value});
+    f.plan = std::move(fr.plan);
+    f.arenaSize = fr.arenaSize;
+    if (version < 6)
+      upgradeInt8Scales(f);
+    m.functions.push_back(std::move(f));
+  }
+  m.stateSize = md.stateSize;
+  m.gen = std::move(md.gen);
+  const GenerationInfo &g = m.gen;
+  if (g.present && (g.forcedBos < -1 || g.forcedEos < -1))
+    return invalid("model.bin's forced token ids must be -1 (none) or ids");
+  if (g.present &&
+      (g.numBeams < 1 || g.numBeams > 1024 || g.maxLength < 0 || g.minLength < 0 ||
+       g.noRepeatNgram < 0 || g.earlyStopping < 0 || g.earlyStopping > 2 || g.suppress < -1 ||
+       !std::isfinite(g.lengthPenalty)))
+    return invalid("model.bin's generation defaults are out of range");
+  return Status::ok();
+}
+
+/// Optional inputs: each names another, required input of the same shape.
+static Status checkInputDefaults(const std::vector<tfc::format::InputDefaultRecord> &defaults,
+                                 Model &m) {
+  const Function &fwd = m.functions[0];
+  m.inputDefaults.assign(fwd.inputs.size(), {});
+  for (size_t i = 0; i < defaults.size(); ++i) {
+    const tfc::format::InputDefaultRecord &d = defaults[i];
+    const std::string which = "optional input record " + std::to_string(i);
+    if (d.input >= fwd.inputs.size() || d.source >= fwd.inputs.size() || d.input == d.source)
+      return invalid(which + " names a missing input");
+    if (d.kind != TFC_INPUT_DEFAULT_ZEROS && d.kind != TFC_INPUT_DEFAULT_NOT_EQUAL)
+      return invalid(which + " has unknown kind " + std::to_string(d.kind));
+    if (m.inputDefaults[d.input].kind)
+      return invalid(which + ": input '" + fwd.inputs[d.input].name + "' has two defaults");
+    m.inputDefaults[d.input] = {d.kind, d.source, d.value};
+  }
+  for (size_t i = 0; i < fwd.inputs.size(); ++i) {
+    const InputDefault &d = m.inputDefaults[i];
+    if (!d.kind)
+      continue;
+    // The loader checks the bindings later only for the values; check these
+    // here, before the shapes are compared.
+    if (fwd.inputs[i].value >= fwd.values.size() || fwd.inputs[d.source].value >= fwd.values.size())
+      return invalid("an optional input names a missing value");
+    if (m.inputDefaults[d.source].kind ||
+        fwd.values[fwd.inputs[i].value].dims != fwd.values[fwd.inputs[d.source].value].dims)
+      return invalid("optional input '" + fwd.inputs[i].name + "' is made from '" +
+                     fwd.inputs[d.source].name + "', which is optional too or has another shape");
+  }
+  return Status::ok();
+}
+
 static Status parse(const uint8_t *data, size_t size, std::unique_ptr<Model> &m,
                     bool mapped) {
   tfc::format::Header h;
@@ -155,123 +281,16 @@ static Status parse(const uint8_t *data, size_t size, std::unique_ptr<Model> &m,
   m->weights = base + wOff;
   m->weightsSize = wSize;
 
-  Reader r(base + metaOff, metaSize);
-  m->producer = r.str();
-  m->name = r.str();
-  uint32_t ns = r.count(12);
-  for (uint32_t i = 0; i < ns && r.ok(); ++i) {
-    m->symbolNames.push_back(r.str());
-    m->symbolMax.push_back(r.i64());
-  }
-  uint32_t nf = r.count(16);
-  if (r.ok() && (nf == 0 || nf > 8))
-    return invalid("model.bin has " + std::to_string(nf) + " functions");
-  for (uint32_t fi = 0; fi < nf && r.ok(); ++fi) {
-    Function f;
-    f.name = r.str();
-    uint32_t nv = r.count(20);
-    for (uint32_t i = 0; i < nv && r.ok(); ++i) {
-      ValueDesc v;
-      v.dtype = r.u32();
-      uint32_t rank = r.count(8);
-      if (rank > 8)
-        return invalid("value " + std::to_string(i) + " has rank " + std::to_string(rank));
-      for (uint32_t d = 0; d < rank; ++d)
-        v.dims.push_back(r.i64());
-      v.storage = static_cast<Storage>(r.u32());
-      v.offset = r.u64();
-      f.values.push_back(std::move(v));
-    }
-    for (auto *list : {&f.inputs, &f.outputs}) {
-      uint32_t n = r.count(8);
-      for (uint32_t i = 0; i < n && r.ok(); ++i) {
-        Binding b;
-        b.name = r.str();
-        b.value = r.u32();
-        list->push_back(std::move(b));
-      }
-    }
-    uint32_t np = r.count(16);
-    for (uint32_t i = 0; i < np && r.ok(); ++i) {
-      f.plan.push_back(r.instr());
-    }
-    f.arenaSize = r.u64();
-    m->functions.push_back(std::move(f));
-  }
-  m->stateSize = r.u64();
-  if (r.u32() == 1) {
-    m->gen.present = true;
-    m->gen.target = r.str();
-    m->gen.bos = r.i64();
-    m->gen.eos = r.i64();
-    m->gen.pad = r.i64();
-    m->gen.maxLen = r.i64();
-    if (h.version >= 4) {
-      m->gen.forcedBos = r.i64();
-      m->gen.forcedEos = r.i64();
-      if (m->gen.forcedBos < -1 || m->gen.forcedEos < -1)
-        return invalid("model.bin's forced token ids must be -1 (none) or ids");
-    }
-    if (h.version >= 5) {
-      GenerationInfo &g = m->gen;
-      g.numBeams = r.i64();
-      g.maxLength = r.i64();
-      g.minLength = r.i64();
-      g.noRepeatNgram = r.i64();
-      g.earlyStopping = r.i64();
-      g.suppress = r.i64();
-      g.lengthPenalty = r.f64();
-      if (g.numBeams < 1 || g.numBeams > 1024 || g.maxLength < 0 || g.minLength < 0 ||
-          g.noRepeatNgram < 0 || g.earlyStopping < 0 || g.earlyStopping > 2 || g.suppress < -1 ||
-          !std::isfinite(g.lengthPenalty))
-        return invalid("model.bin's generation defaults are out of range");
-    }
-  }
-  std::vector<std::array<uint64_t, 3>> defaults; // input, kind, source (value below)
-  std::vector<int64_t> defaultValues;
-  if (h.version >= 4) {
-    uint32_t nd = r.count(20);
-    for (uint32_t i = 0; i < nd && r.ok(); ++i) {
-      defaults.push_back({r.u32(), r.u32(), r.u32()});
-      defaultValues.push_back(r.i64());
-    }
-  }
-  if (!r.ok() || !r.atEnd())
-    return invalid("model.bin metadata is truncated or malformed");
+  tfc::format::Metadata md;
+  if (std::string err = tfc::format::decodeMetadata(base + metaOff, metaSize, h.version, md);
+      !err.empty())
+    return invalid(err);
+  TFC_RETURN_IF_ERROR(adopt(md, h.version, *m));
   if (m->functions[0].name != "forward")
     return invalid("model.bin's first function is not forward");
   if (m->gen.present && !m->find("decode_step"))
     return invalid("model.bin has generation metadata but no decode_step");
-  // Optional inputs: each names another, required input of the same shape.
-  {
-    const Function &fwd = m->functions[0];
-    m->inputDefaults.assign(fwd.inputs.size(), {});
-    for (size_t i = 0; i < defaults.size(); ++i) {
-      const auto [in, kind, src] = defaults[i];
-      const std::string which = "optional input record " + std::to_string(i);
-      if (in >= fwd.inputs.size() || src >= fwd.inputs.size() || in == src)
-        return invalid(which + " names a missing input");
-      if (kind != TFC_INPUT_DEFAULT_ZEROS && kind != TFC_INPUT_DEFAULT_NOT_EQUAL)
-        return invalid(which + " has unknown kind " + std::to_string(kind));
-      if (m->inputDefaults[in].kind)
-        return invalid(which + ": input '" + fwd.inputs[in].name + "' has two defaults");
-      m->inputDefaults[in] = {(uint32_t)kind, (uint32_t)src, defaultValues[i]};
-    }
-    for (size_t i = 0; i < fwd.inputs.size(); ++i) {
-      const InputDefault &d = m->inputDefaults[i];
-      if (!d.kind)
-        continue;
-      // The loader checked the bindings below this point only for the values;
-      // check these here, before the shapes are compared.
-      if (fwd.inputs[i].value >= fwd.values.size() || fwd.inputs[d.source].value >= fwd.values.size())
-        return invalid("an optional input names a missing value");
-      if (m->inputDefaults[d.source].kind ||
-          fwd.values[fwd.inputs[i].value].dims != fwd.values[fwd.inputs[d.source].value].dims)
-        return invalid("optional input '" + fwd.inputs[i].name + "' is made from '" +
-                       fwd.inputs[d.source].name +
-                       "', which is optional too or has another shape");
-    }
-  }
+  TFC_RETURN_IF_ERROR(checkInputDefaults(md.inputDefaults, *m));
   if (m->gen.present && m->functions[0].findInput(m->gen.target) < 0)
     return invalid("model.bin's generation target '" + m->gen.target +
                    "' is not an input of forward");
@@ -286,6 +305,8 @@ static Status parse(const uint8_t *data, size_t size, std::unique_ptr<Model> &m,
       if (!tfc_dtype_known(v.dtype))
         return invalid(where + "value " + std::to_string(i) + " has unknown dtype " +
                        std::to_string(v.dtype));
+      if (std::string bad = checkQuant(f, v); !bad.empty())
+        return invalid(where + "value " + std::to_string(i) + " " + bad);
       // Sizes in checked arithmetic: a file can declare dims whose product
       // overflows.
       uint64_t elems = 1, maxElems = 1, bytes = 0;

@@ -8,6 +8,7 @@
 #ifndef TFC_RUNTIME_MODEL_H
 #define TFC_RUNTIME_MODEL_H
 
+#include "format/metadata.h"
 #include "format/model_bin.h"
 #include "tfc/abi.h"
 #include "tfc/status.h"
@@ -31,6 +32,9 @@ struct ValueDesc {
   std::vector<int64_t> dims; ///< >= 0 constant, < 0 symbol -(d + 1)
   Storage storage;
   uint64_t offset;           ///< input index, weight/arena byte offset, or view source
+  /// A quantized weight's descriptor (format/metadata.h): its scales (and
+  /// zero points) as other weight values, and its group size.
+  tfc::format::WeightQuant quant;
 };
 
 using Instr = tfc::format::Instr;
@@ -57,22 +61,13 @@ struct Function {
 
 /// What generation needs to know (docs/generation.md); absent for models
 /// without a decoder.
-struct GenerationInfo {
-  bool present = false;
-  std::string target; ///< the @forward input that holds the target tokens
-  int64_t bos = -1, eos = -1, pad = 0;
-  int64_t maxLen = 0; ///< KV-cache positions
-  /// transformers' forced_bos_token_id / forced_eos_token_id; -1: none.
-  int64_t forcedBos = -1, forcedEos = -1;
-  /// generation_config.json's defaults (format version 5): num_beams,
-  /// max_length (total, decoder start or prompt included; 0: none),
-  /// min_length, no_repeat_ngram_size (0: off), early_stopping (0 False,
-  /// 1 True, 2 "never"), one suppressed token (bad_words_ids; -1: none) and
-  /// length_penalty.
-  int64_t numBeams = 1, maxLength = 0, minLength = 0, noRepeatNgram = 0, earlyStopping = 1,
-          suppress = -1;
-  double lengthPenalty = 1.0;
-};
+/// The generation record (format/metadata.h): the target input, the special
+/// ids, the KV-cache positions (maxLen), transformers' forced ids (-1: none)
+/// and generation_config.json's defaults (num_beams, max_length (total, decoder
+/// start or prompt included; 0: none), min_length, no_repeat_ngram_size (0:
+/// off), early_stopping (0 False, 1 True, 2 "never"), one suppressed token
+/// (bad_words_ids; -1: none) and length_penalty).
+using GenerationInfo = tfc::format::GenerationRecord;
 
 /// How an optional @forward input is made when the caller leaves it out
 /// (tfc_input_default_t); kind 0: required.

@@ -54,7 +54,7 @@ Status run(const TokenEmbeddingCall &c) {
   const auto &a = c.attrs;
   float *o = c.out->as<float>();
   TFC_RETURN_IF_ERROR(embeddingRows(table, ids, (float)a.scale,
-                                    c.scales ? c.scales->as<float>() : nullptr, o, false));
+                                    table.scales, o, false));
   if (c.type_ids)
     TFC_RETURN_IF_ERROR(embeddingRows(*c.type_table, *c.type_ids, 1.0f, nullptr, o, true));
   if (!c.positions)

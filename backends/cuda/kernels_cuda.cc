@@ -295,7 +295,7 @@ Status run(Context &ctx, const TokenEmbeddingCall &c) {
   a.tableType = table.dtype;
   a.vocab = table.shape[0];
   a.dim = table.shape[1];
-  a.rowScales = c.scales ? static_cast<const float *>(c.scales->data) : nullptr;
+  a.rowScales = table.scales;
   a.scale = static_cast<float>(c.attrs.scale);
   if (c.type_table) {
     a.typeIds = c.type_ids->data;

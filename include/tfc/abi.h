@@ -22,8 +22,13 @@
  * from FNV-1a 64 (one byte per multiply, about 1 GB/s) to XXH3 64 (memory
  * speed), so that loading a large model is not spent hashing it. Version 5 added
  * the generation defaults of transformers' generation_config.json to the
- * generation record. Other versions are rejected. */
-#define TFC_FORMAT_VERSION 5u
+ * generation record. Version 6 added the weight descriptor: a weight's record
+ * names its quantization scales (and zero points) and group size, so an int8
+ * weight's scales are no longer one more input of each instruction that reads
+ * it; the loader moves a version 3-5 file's trailing scales into the
+ * descriptor. Other versions are rejected. The metadata's records are
+ * described once, in format/metadata.cc. */
+#define TFC_FORMAT_VERSION 6u
 #define TFC_FORMAT_MIN_VERSION 2u
 /* How an optional @forward input is made when the caller leaves it out
  * (format version 4; docs/model-bin.md): zeros shaped like its source input

@@ -38,6 +38,7 @@ objs=()
 compile "$ROOT/format/model_bin.cc" rt_model_bin.o -DTFC_VERSION_STRING='"emu"'
 compile "$ROOT/format/arena_plan.cc" rt_arena_plan.o
 compile "$ROOT/format/kernel_schema.cc" rt_kernel_schema.o
+compile "$ROOT/format/metadata.cc" rt_metadata.o
 for f in runtime/model.cc runtime/capi.cc runtime/session.cc runtime/executor.cc \
          runtime/step_model.cc runtime/device_cpu.cc runtime/generate.cc runtime/generate_beam.cc backends/cpu/kernels_cpu.cc backends/kernel_rules.cc backends/kernel_call.cc \
          backends/cpu/embedding_cpu.cc backends/cpu/linear_cpu.cc backends/cpu/pointwise_cpu.cc \

@@ -75,6 +75,15 @@ TEST(KernelTable, OlderFilesLeaveOutTrailingOptionalAttributes) {
   ASSERT_EQ(sc::AttentionAttrs::decode({2, 4, 0}, {0.5, -1e9}, a), "");
   EXPECT_FALSE(a.has_bias);
   sc::PositionsAttrs p;
+  // And the encoder leaves them out at their defaults.
+  std::vector<int64_t> ints;
+  std::vector<double> floats;
+  a.encode(ints, floats);
+  EXPECT_EQ(ints, (std::vector<int64_t>{2, 4, 0}));
+  ints.clear();
+  p.axis = 1;
+  p.encode(ints, floats);
+  EXPECT_EQ(ints, (std::vector<int64_t>{1}));
   ASSERT_EQ(sc::PositionsAttrs::decode({1}, {}, p), "");
   EXPECT_EQ(p.padding_idx, -1);
   ASSERT_EQ(sc::PositionsAttrs::decode({1, 1}, {}, p), "");
@@ -105,14 +114,14 @@ std::string check(uint32_t kernel, std::vector<int64_t> ints, std::vector<double
 
 TEST(KernelTable, OperandsFollowTheirGates) {
   const uint32_t f = TFC_DTYPE_F32, b = TFC_DTYPE_BF16, i8 = TFC_DTYPE_I8;
-  // linear: x, weight (, bias) (, the scales of an i8 weight).
+  // linear: x, weight (, bias); an i8 weight's scales are its descriptor's.
   EXPECT_EQ(check(TFC_KERNEL_LINEAR, {1}, {}, {f, f, f}, f), "");
   EXPECT_EQ(check(TFC_KERNEL_LINEAR, {1}, {}, {f, f}, f),
             "linear: takes 3 inputs, the plan gives 2");
-  EXPECT_EQ(check(TFC_KERNEL_LINEAR, {0}, {}, {b, i8, f}, b, {0, 1, 1}), "");
-  EXPECT_EQ(check(TFC_KERNEL_LINEAR, {0}, {}, {f, i8}, f),
-            "linear: takes 3 inputs, the plan gives 2");
-  EXPECT_EQ(check(TFC_KERNEL_LINEAR, {0}, {}, {f, i8, f}, f, {0, 0, 1}),
+  EXPECT_EQ(check(TFC_KERNEL_LINEAR, {0}, {}, {b, i8}, b, {0, 1}), "");
+  EXPECT_EQ(check(TFC_KERNEL_LINEAR, {0}, {}, {f, i8, f}, f),
+            "linear: takes 2 inputs, the plan gives 3");
+  EXPECT_EQ(check(TFC_KERNEL_LINEAR, {0}, {}, {f, i8}, f, {0, 0}),
             "linear: the i8 weight is not a weight");
   EXPECT_EQ(check(TFC_KERNEL_LINEAR, {1}, {}, {f, f, b}, f),
             "linear: the bias is bf16, not f32");
@@ -136,11 +145,10 @@ TEST(KernelTable, OperandsFollowTheirGates) {
 }
 
 TEST(KernelTable, OperandsByName) {
-  const uint32_t dts[] = {TFC_DTYPE_F32, TFC_DTYPE_I8, TFC_DTYPE_F32, TFC_DTYPE_F32,
-                          TFC_DTYPE_F32};
-  sc::InputDtypes dt{dts, 5};
+  const uint32_t dts[] = {TFC_DTYPE_F32, TFC_DTYPE_I8, TFC_DTYPE_F32, TFC_DTYPE_F32};
+  sc::InputDtypes dt{dts, 4};
   EXPECT_EQ(sc::operandIndex(TFC_KERNEL_FUSED_LINEAR, "residual", {1, 1, 0}, {}, dt), 3);
-  EXPECT_EQ(sc::operandIndex(TFC_KERNEL_FUSED_LINEAR, "scales", {1, 1, 0}, {}, dt), 4);
+  EXPECT_EQ(sc::operandIndex(TFC_KERNEL_FUSED_LINEAR, "scales", {1, 1, 0}, {}, dt), -1);
   EXPECT_EQ(sc::operandIndex(TFC_KERNEL_FUSED_LINEAR, "bias", {0, 1, 0}, {}, dt), -1);
   EXPECT_STREQ(sc::operandName(TFC_KERNEL_FUSED_LINEAR, 2, {0, 1, 0}, {}, dt), "residual");
 }

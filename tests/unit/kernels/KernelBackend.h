@@ -104,6 +104,8 @@ struct HostTensor {
   uint32_t dtype = TFC_DTYPE_F32;
   std::vector<int64_t> shape;
   std::vector<unsigned char> bytes;
+  /// An i8 weight's descriptor: its f32 per-row scales (Tensor::scales).
+  HostTensor *scales = nullptr;
 
   HostTensor() = default;
   HostTensor(uint32_t dt, std::vector<int64_t> sh) : dtype(dt), shape(std::move(sh)) {
@@ -248,6 +250,8 @@ public:
       ts[i].data = bufs[i].data() + kGuardBytes;
       ts[i].dtype = h.dtype;
       ts[i].shape = h.shape;
+      if (h.scales)
+        ts[i].scales = static_cast<const float *>(h.scales->data());
       if (i < in.size())
         args.push_back(&ts[i]);
     }

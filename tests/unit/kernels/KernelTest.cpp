@@ -254,7 +254,7 @@ TEST_P(KernelTest, TokenEmbedding) {
     if (c.offset)
       in.push_back(&offset);
     if (c.i8Table)
-      in.push_back(&rowScales);
+      table.scales = &rowScales; // the weight's descriptor, not an operand
     ASSERT_EQ(run(TFC_KERNEL_TOKEN_EMBEDDING, in, out,
                   {c.axis, c.positions, c.types, c.offset}, {c.scale}),
               "");

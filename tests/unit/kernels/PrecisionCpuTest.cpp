@@ -491,10 +491,9 @@ TEST(Bf16Kernels, TokenEmbeddingFromBf16AndInt8Tables) {
     Tensor tid{ids.data(), TFC_DTYPE_I64, {B, S}};
     Tensor ttab{dt == TFC_DTYPE_BF16 ? (void *)tb.data() : (void *)tq.data(), dt, {V, D}};
     Tensor tpe{pe.data(), TFC_DTYPE_F32, {8, D}};
-    Tensor tsc{sc.data(), TFC_DTYPE_F32, {V}};
-    std::vector<const Tensor *> in{&tid, &ttab, &tpe};
     if (dt == TFC_DTYPE_I8)
-      in.push_back(&tsc);
+      ttab.scales = sc.data(); // the weight's descriptor, not an operand
+    std::vector<const Tensor *> in{&tid, &ttab, &tpe};
     std::vector<float> out(B * S * D, NAN);
     Tensor o{out.data(), TFC_DTYPE_F32, {B, S, D}};
     ASSERT_EQ(runKernel(TFC_KERNEL_TOKEN_EMBEDDING, in, o, {1, 1, 0, 0}, {2.0}).message(), "");

@@ -1,7 +1,8 @@
 """Writes model.bin variants of DIR/int8.bin whose dtypes break the rules of
 reduced-precision plans (docs/model-bin.md), with valid checksums, so that only
 the loader's dtype checks can catch them:
-  i8asf32.bin: the first i8 weight relabelled f32 (its scales input is then extra);
+  i8scales.bin: the scales that the first i8 weight's descriptor names
+               relabelled bf16 (format version 6: scales are f32);
   bf16resid.bin: the token embedding's output (the residual stream) relabelled
                 bf16, which the token embedding cannot write;
 and one whose plan breaks tfc/kernels.def, the kernel table:
@@ -47,11 +48,17 @@ def value_table(b):
     u32()  # functions
     skip_str()  # name
     fields = []
+    descriptors = {}  # value index -> byte offset of its weight descriptor
     for _ in range(u32()):
         fields.append(pos)
-        u32()  # dtype
+        dtype = u32()
         rank = u32()
-        pos += 8 * rank + 4 + 8  # dims, storage, offset
+        pos += 8 * rank
+        storage = u32()
+        pos += 8  # offset
+        if storage == 1 and dtype == 6:  # an i8 weight: scales, zeros, group
+            descriptors[len(fields) - 1] = pos
+            pos += 12
     kernels = []  # byte offsets of each instruction's kernel id
     for _ in range(2):  # input and output bindings
         for _ in range(u32()):
@@ -67,7 +74,7 @@ def value_table(b):
         pos += 8 * n  # ints
         n = u32()
         pos += 8 * n  # floats
-    return fields, kernels
+    return fields, kernels, descriptors
 
 
 def write(path, b):
@@ -78,11 +85,13 @@ def write(path, b):
 
 d = sys.argv[1]
 b = bytearray(open(os.path.join(d, "int8.bin"), "rb").read())
-fields, kernels = value_table(b)
+fields, kernels, descriptors = value_table(b)
 dtypes = [struct.unpack_from("<I", b, f)[0] for f in fields]
 c = bytearray(b)
-struct.pack_into("<I", c, fields[dtypes.index(6)], 0)  # first i8 -> f32
-write(os.path.join(d, "i8asf32.bin"), c)
+first_i8 = dtypes.index(6)
+scales = struct.unpack_from("<I", b, descriptors[first_i8])[0]
+struct.pack_into("<I", c, fields[scales], 5)  # its scales f32 -> bf16
+write(os.path.join(d, "i8scales.bin"), c)
 c = bytearray(b)
 # The first f32 arena value after the inputs is the token embedding's output.
 storage = []
