@@ -116,7 +116,8 @@ def Tfc_Activation : I32EnumAttr<"Activation", "activation fused into a linear",
     I32EnumAttrCase<"none", 0>,
     I32EnumAttrCase<"relu", 1>,
     I32EnumAttrCase<"gelu", 2>,
-    I32EnumAttrCase<"gelu_tanh", 3>]> {
+    I32EnumAttrCase<"gelu_tanh", 3>,
+    I32EnumAttrCase<"silu", 4>]> {
   let cppNamespace = "::mlir::tfc";
   let genSpecializedAttr = 0;
 }

@@ -130,7 +130,7 @@ struct PackAttentionProjections : public OpRewritePattern<AttentionOp> {
   }
 };
 
-/// linear -> relu/gelu becomes fused_linear{activation}; a linear (with its
+/// linear -> relu/gelu/silu becomes fused_linear{activation}; a linear (with its
 /// activation) used once by an add gets the add as its residual. Rooted at the
 /// linear, so with the driver's top-down order the first linear of
 /// add(linear, linear) takes the add, as it always has.
@@ -147,6 +147,8 @@ struct FuseEpilogue : public OpRewritePattern<LinearOp> {
       else if (auto g = dyn_cast<GeluOp>(u))
         act = g.getApproximate() == GeluApprox::tanh ? Activation::gelu_tanh
                                                      : Activation::gelu;
+      else if (isa<SiluOp>(u))
+        act = Activation::silu;
       if (act != Activation::none)
         last = u;
     }

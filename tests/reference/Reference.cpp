@@ -68,6 +68,8 @@ double activate(Activation act, double x) {
     return gelu(x, false);
   case Activation::GeluTanh:
     return gelu(x, true);
+  case Activation::Silu:
+    return silu(x);
   }
   return x;
 }

@@ -24,7 +24,7 @@
 namespace tfc::ref {
 
 /// The activation fused into a linear layer (tfc.fused_linear's `activation`).
-enum class Activation : int { None = 0, Relu = 1, Gelu = 2, GeluTanh = 3 };
+enum class Activation : int { None = 0, Relu = 1, Gelu = 2, GeluTanh = 3, Silu = 4 };
 
 /// tfc.layer_norm's variants.
 enum class NormVariant : int {

@@ -9,7 +9,7 @@
 //  - weights that are consecutive slices of one packed tensor fold back to it
 //    under --canonicalize (GPT-2's Conv1D form also needs --cse, since each
 //    matmul gets its own transpose of the packed weight);
-//  - linear -> relu / gelu becomes tfc.fused_linear with that activation;
+//  - linear -> relu / gelu / silu becomes tfc.fused_linear with that activation;
 //  - add(r, linear) with the linear used once becomes a residual epilogue;
 //  - GPT-2's Conv1D, matmul(x, W[in, out]) + b, becomes linear(x, W^T, b).
 // The second and third RUN lines check only the cases with CANON / CSE lines.
@@ -236,6 +236,22 @@ func.func @linear_relu(%x: tensor<?x?x64xf32>, %w: tensor<128x64xf32>, %b: tenso
   %l = tfc.linear %x, %w, %b : (tensor<?x?x64xf32>, tensor<128x64xf32>, tensor<128xf32>) -> tensor<?x?x128xf32>
   %r = tfc.relu %l : tensor<?x?x128xf32>
   return %r : tensor<?x?x128xf32>
+}
+
+// -----
+
+// linear + silu -> fused_linear {silu}, with the residual add after it: a
+// gated feed-forward's gate projection, Marian's swish FFN.
+
+// CHECK-LABEL: func.func @linear_silu
+// CHECK-SAME: (%[[X:[^:]+]]: tensor<?x?x64xf32>, %[[W:[^:]+]]: tensor<64x64xf32>, %[[B:[^:]+]]: tensor<64xf32>)
+// CHECK-NEXT: %[[Y:.+]] = tfc.fused_linear %[[X]], %[[W]] bias(%[[B]]) residual(%[[X]]) {activation = #tfc<act silu>} : (tensor<?x?x64xf32>, tensor<64x64xf32>, tensor<64xf32>, tensor<?x?x64xf32>) -> tensor<?x?x64xf32>
+// CHECK-NEXT: return %[[Y]]
+func.func @linear_silu(%x: tensor<?x?x64xf32>, %w: tensor<64x64xf32>, %b: tensor<64xf32>) -> tensor<?x?x64xf32> {
+  %l = tfc.linear %x, %w, %b : (tensor<?x?x64xf32>, tensor<64x64xf32>, tensor<64xf32>) -> tensor<?x?x64xf32>
+  %s = tfc.silu %l : tensor<?x?x64xf32>
+  %y = tfc.add %s, %x : (tensor<?x?x64xf32>, tensor<?x?x64xf32>) -> tensor<?x?x64xf32>
+  return %y : tensor<?x?x64xf32>
 }
 
 // -----

@@ -355,7 +355,7 @@ TEST_P(KernelTest, LinearAndFusedLinear) {
       {{130, 64}, 96, true, false, -1},  {{2, 65, 40}, 72, false, false, -1},
       {{200, 256}, 300, true, true, 2},  {{3, 7, 128}, 520, true, true, 3},
   };
-  for (int act = 0; act <= 3; ++act)
+  for (int act = 0; act < TFC_ACT_COUNT; ++act)
     for (int bias = 0; bias <= 1; ++bias)
       for (int res = 0; res <= 1; ++res)
         cases.push_back({{37, 48}, 40, bias != 0, res != 0, act});
