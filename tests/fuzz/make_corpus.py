@@ -12,7 +12,9 @@ Seeds are small on purpose (the whole tree of them stays well under 1 MB):
       frontend's diagnostic inputs (tests/lit/diagnostics, tests/lit/Inputs).
 
 Regression inputs (files named regress-*) are never deleted: a crash the
-fuzzers found stays in the corpus after it is fixed (docs/testing.md).
+fuzzers found stays in the corpus after it is fixed (docs/testing.md). Nor are
+the v5-* model seeds: files of model.bin format version 5, compiled before the
+weight descriptors of version 6, which the loader still reads (and upgrades).
 
 Usage: tests/fuzz/make_corpus.py [--tfc build/bin/tfc]
 """
@@ -78,7 +80,7 @@ def reset(target):
     d = os.path.join(CORPUS, target)
     os.makedirs(d, exist_ok=True)
     for f in os.listdir(d):
-        if not f.startswith("regress-"):
+        if not f.startswith(("regress-", "v5-")):
             os.remove(os.path.join(d, f))
     return d
 
