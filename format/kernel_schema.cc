@@ -243,22 +243,24 @@ std::string checkOperands(Backend backend, uint32_t kernel, const std::vector<in
   const KernelInfo *k = kernelInfo(kernel);
   if (!k)
     return "kernel " + num(kernel) + " is unknown";
-  const std::string who = std::string(k->name) + ": ";
+  // Built only on an error: this check runs before every kernel call.
+  auto who = [k] { return std::string(k->name) + ": "; };
   std::vector<int32_t> slots;
+  slots.reserve(k->numOperands);
   uint32_t count = 0;
   std::string err = slotsOf(kernel, ints, floats, InputDtypes{d.in, d.count}, slots, count);
   if (!err.empty())
-    return who + err;
+    return who() + err;
   if (d.count != count)
-    return who + "takes " + num(count) + " inputs, the plan gives " + num((int64_t)d.count);
+    return who() + "takes " + num(count) + " inputs, the plan gives " + num((int64_t)d.count);
   auto bad = [&](const OperandInfo &o, uint32_t dtype) -> std::string {
     if (!tfc_dtype_known(dtype))
-      return who + "the " + o.name + " has an unknown dtype " + num(dtype);
+      return who() + "the " + o.name + " has an unknown dtype " + num(dtype);
     if (!(o.set(backend) >> dtype & 1))
-      return who + "the " + o.name + " is " + tfc_dtype_name(dtype) + ", not " +
+      return who() + "the " + o.name + " is " + tfc_dtype_name(dtype) + ", not " +
              dtypeSetText(o.set(backend));
     if (o.flags & TFC_AF_TIED && count > 0 && dtype != d.in[0])
-      return who + "the " + o.name + " is " + tfc_dtype_name(dtype) + ", not the " +
+      return who() + "the " + o.name + " is " + tfc_dtype_name(dtype) + ", not the " +
              k->operands[0].name + "'s " + tfc_dtype_name(d.in[0]);
     return "";
   };
@@ -270,7 +272,7 @@ std::string checkOperands(Backend backend, uint32_t kernel, const std::vector<in
     if (!(err = bad(o, dtype)).empty())
       return err;
     if (o.flags & TFC_AF_WEIGHT && d.isWeight && dtype != TFC_DTYPE_F32 && !d.isWeight[slots[j]])
-      return who + "the " + tfc_dtype_name(dtype) + " " + o.name + " is not a weight";
+      return who() + "the " + tfc_dtype_name(dtype) + " " + o.name + " is not a weight";
   }
   return bad(k->out, d.out);
 }

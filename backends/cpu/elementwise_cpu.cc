@@ -105,6 +105,13 @@ void applyActivation(int64_t act, float *y, int64_t n) {
     runUnary((int)kernel, mode, y, y, n);
 }
 
+void applyActivationRow(int64_t act, float *y, int64_t n) {
+  uint32_t kernel = 0;
+  int64_t mode = 0;
+  if (schema::activationUnary(act, &kernel, &mode) && hasUnaryRow((int)kernel))
+    unaryChunk((int)kernel, mode, y, y, 0, n);
+}
+
 namespace {
 template <typename CallT> Status unary(const CallT &c, int64_t mode) {
   runUnary((int)CallT::kKernel, mode, c.input->template as<float>(), c.out->template as<float>(),

@@ -27,6 +27,11 @@ bool runUnary(int kernel, int64_t mode, const float *a, float *o, int64_t n);
 /// linear's epilogue, wherever oneDNN has no post-op for it.
 void applyActivation(int64_t act, float *y, int64_t n);
 
+/// applyActivation on this thread only: for one row of a GEMM's epilogue,
+/// inside the caller's parallel loop (a parallel region per row costs as much
+/// as the row's activation).
+void applyActivationRow(int64_t act, float *y, int64_t n);
+
 } // namespace tfc::cpu
 
 #endif // TFC_BACKENDS_CPU_ELEMENTWISE_CPU_H

@@ -30,7 +30,7 @@ void referenceLinear(const float *x, const float *w, const float *b, const float
         acc += xr[i] * wj[i];
       yr[j] = b ? acc + b[j] : acc;
     }
-    applyActivation(act, yr, n);
+    applyActivationRow(act, yr, n);
     if (res)
       for (int64_t j = 0; j < n; ++j)
         yr[j] += res[r * n + j];

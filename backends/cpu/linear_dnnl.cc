@@ -320,7 +320,7 @@ std::string runInt8(const PackedLinear &w, const GemmCall &c) {
       for (int64_t j = 0; j < n; ++j)
         y[j] = y[j] > 0.0f ? y[j] : 0.0f;
     else
-      applyActivation(act, y, n);
+      applyActivationRow(act, y, n);
     if (res)
       for (int64_t j = 0; j < n; ++j)
         y[j] += res[r * n + j];
