@@ -353,7 +353,8 @@ std::string setUp(Context &ctx, const Problem &p, Buffers &b) {
   std::vector<float> *stored[3] = {&b.hq, &b.hk, &b.hv};
   for (int t = 0; t < 3; ++t) {
     fillUniform(host, 1000 * static_cast<uint64_t>(p.batch) + 10 * p.seq + t);
-    BENCH_TRY(tfc::cuda::convertWeights(ctx, host.data(), p.elems(), p.dtype, dst[t]->p));
+    BENCH_TRY(
+        tfc::cuda::convertWeights(ctx, host.data(), p.elems(), p.dtype, dst[t]->p).message());
     BENCH_TRY(download(dst[t]->p, p.dtype, n, *stored[t]));
   }
   b.htokens.assign(static_cast<size_t>(p.batch * p.seq), 0);
@@ -1004,7 +1005,7 @@ std::string fmtE(double e) {
 
 int run(const Options &o) {
   int n = 0;
-  std::string err = tfc::cuda::deviceCount(n);
+  std::string err = tfc::cuda::deviceCount(n).message();
   if (!err.empty() || n == 0) {
     std::printf("no CUDA device: %s; the CUDA benchmarks need an NVIDIA GPU\n",
                 err.empty() ? "cudaGetDeviceCount found none" : err.c_str());
@@ -1016,7 +1017,7 @@ int run(const Options &o) {
     return 0;
   }
   tfc::cuda::ContextPtr ctx;
-  err = tfc::cuda::createContext(o.device, ctx);
+  err = tfc::cuda::createContext(o.device, ctx).message();
   if (!err.empty()) {
     std::fprintf(stderr, "tfc-bench-attention-cuda: %s\n", err.c_str());
     return 1;
@@ -1067,8 +1068,11 @@ int run(const Options &o) {
 
   std::printf("tfc-bench-attention-cuda: fused attention (tfc::cuda ATTENTION) vs a cuBLAS "
               "composition vs cuDNN 9 fused attention\n");
-  std::printf("device: %s; cuBLAS %d; %s\n", tfc::cuda::deviceName(o.device).c_str(), blasVersion,
-              dnnInfo.c_str());
+  std::string deviceName;
+  const tfc::Status nameStatus = tfc::cuda::deviceName(o.device, deviceName);
+  if (!nameStatus.isOk())
+    deviceName = nameStatus.message();
+  std::printf("device: %s; cuBLAS %d; %s\n", deviceName.c_str(), blasVersion, dnnInfo.c_str());
   std::printf("heads %lld, head_dim %lld; q, k, v, out [B, S, heads*head_dim]; median of %d "
               "runs after %d warm-up runs (cudaEvents, runs back to back on one stream)\n",
               static_cast<long long>(o.heads), static_cast<long long>(o.headDim), o.runs,
@@ -1106,12 +1110,12 @@ int run(const Options &o) {
           err = timeMedian(stream, o.warmup, o.runs, [&] { return runOurs(*ctx, p, b, mask); },
                            oursMs);
           if (err.empty())
-            err = tfc::cuda::synchronize(*ctx);
+            err = tfc::cuda::synchronize(*ctx).message();
           if (err.empty())
             err = timeMedian(stream, o.warmup, o.runs,
                              [&] { return runComposition(blas.h, stream, p, b, mask); }, blasMs);
           if (err.empty())
-            err = tfc::cuda::synchronize(*ctx);
+            err = tfc::cuda::synchronize(*ctx).message();
           if (!err.empty()) {
             std::fprintf(stderr, "tfc-bench-attention-cuda: %s %s B=%lld S=%lld: %s\n",
                          tfc_dtype_name(dt), maskName(mask), static_cast<long long>(batch),
@@ -1126,7 +1130,7 @@ int run(const Options &o) {
             if (e.empty())
               e = timeMedian(stream, o.warmup, o.runs, [&] { return sdpa.run(); }, dnnMs);
             if (e.empty())
-              e = tfc::cuda::synchronize(*ctx);
+              e = tfc::cuda::synchronize(*ctx).message();
             if (e.empty()) {
               dnnRan = true;
             } else {

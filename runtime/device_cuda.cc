@@ -17,11 +17,8 @@ namespace tfrun::rt {
 
 namespace {
 
-/// A backend message ("" on success) as a Status.
-Status fail(const std::string &msg, Code code = Code::Internal) {
-  return Status::fromMessage(msg, code);
-}
-
+// The backend's Statuses carry their codes from where each error was found
+// (kernels_cuda.h): they are passed on as they are.
 class CudaDevice : public Device {
 public:
   CudaDevice(int ordinal, uint32_t computeDtype, tfc::cuda::ContextPtr ctx)
@@ -32,7 +29,9 @@ public:
       release(p);
   }
   std::string describe() const override {
-    return "cuda:" + std::to_string(ordinal) + " (" + tfc::cuda::deviceName(ordinal) + ")";
+    std::string name;
+    const Status s = tfc::cuda::deviceName(ordinal, name);
+    return "cuda:" + std::to_string(ordinal) + " (" + (s.isOk() ? name : s.message()) + ")";
   }
   bool hostMemory() const override { return false; }
   uint32_t computeDtype() const override { return compute; }
@@ -78,31 +77,29 @@ public:
     void *p = nullptr;
     TFC_RETURN_IF_ERROR(alloc(tfc_dtype_bytes(dtype, std::max<uint64_t>(n, 1)), &p, false));
     converted.push_back(p);
-    TFC_RETURN_IF_ERROR(fail(tfc::cuda::convertWeights(
-        *ctx, reinterpret_cast<const float *>(model->weights + v.offset), (int64_t)n, dtype, p)));
+    TFC_RETURN_IF_ERROR(tfc::cuda::convertWeights(
+        *ctx, reinterpret_cast<const float *>(model->weights + v.offset), (int64_t)n, dtype, p));
     *data = p;
     return Status::ok();
   }
 
   Status alloc(size_t bytes, void **out, bool zeroed) override {
-    std::string e = tfc::cuda::deviceAlloc(*ctx, bytes ? bytes : 64, out);
-    if (!e.empty())
-      return Status::outOfMemory(e);
-    return zeroed ? fail(tfc::cuda::fillZero(*ctx, *out, bytes)) : Status::ok();
+    TFC_RETURN_IF_ERROR(tfc::cuda::deviceAlloc(*ctx, bytes ? bytes : 64, out));
+    return zeroed ? tfc::cuda::fillZero(*ctx, *out, bytes) : Status::ok();
   }
   void release(void *p) override {
     if (p)
       (void)tfc::cuda::deviceFree(*ctx, p);
   }
   Status upload(void *dst, const void *src, size_t n) override {
-    return fail(tfc::cuda::copyToDevice(*ctx, dst, src, n));
+    return tfc::cuda::copyToDevice(*ctx, dst, src, n);
   }
   Status download(void *dst, const void *src, size_t n) override {
-    TFC_RETURN_IF_ERROR(fail(tfc::cuda::copyToHost(*ctx, dst, src, n)));
+    TFC_RETURN_IF_ERROR(tfc::cuda::copyToHost(*ctx, dst, src, n));
     return sync();
   }
   Status copy(void *dst, const void *src, size_t n) override {
-    return fail(tfc::cuda::copyOnDevice(*ctx, dst, src, n));
+    return tfc::cuda::copyOnDevice(*ctx, dst, src, n);
   }
   Status run(const Instr &in, const std::vector<const tfc::Tensor *> &args,
              tfc::Tensor &out) override {
@@ -110,9 +107,9 @@ public:
   }
   Status sync() override {
     // The kernels report bad data (a token id out of range) at the next sync,
-    // in the CPU backend's words: the caller's input. A CUDA error is ours.
-    std::string e = tfc::cuda::synchronize(*ctx);
-    return fail(e, e.rfind("CUDA error", 0) == 0 ? Code::Internal : Code::InvalidArgument);
+    // in the CPU backend's words, as InvalidArgument: the caller's input. A
+    // CUDA error is ours: Internal.
+    return tfc::cuda::synchronize(*ctx);
   }
 
 private:
@@ -128,10 +125,10 @@ private:
 
 int cudaDeviceCount(std::string *why) {
   int n = 0;
-  std::string e = tfc::cuda::deviceCount(n);
+  const Status s = tfc::cuda::deviceCount(n);
   if (why)
-    *why = e.empty() && n == 0 ? "no CUDA device" : e;
-  return e.empty() ? n : 0;
+    *why = s.isOk() && n == 0 ? "no CUDA device" : s.message();
+  return s.isOk() ? n : 0;
 }
 
 Status createCudaDevice(int ordinal, uint32_t computeDtype, std::unique_ptr<Device> &out) {
@@ -143,9 +140,7 @@ Status createCudaDevice(int ordinal, uint32_t computeDtype, std::unique_ptr<Devi
     return Status::unsupported("no CUDA device " + std::to_string(ordinal) + " (this machine has " +
                                std::to_string(n) + ")");
   tfc::cuda::ContextPtr ctx;
-  std::string e = tfc::cuda::createContext(ordinal, ctx);
-  if (!e.empty())
-    return Status::internal(e);
+  TFC_RETURN_IF_ERROR(tfc::cuda::createContext(ordinal, ctx));
   out = std::make_unique<CudaDevice>(ordinal, computeDtype, std::move(ctx));
   return Status::ok();
 }

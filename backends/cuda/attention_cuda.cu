@@ -342,24 +342,25 @@ __global__ void __launch_bounds__(kThreadsPerBlock) attentionKernel(AttnArgs a) 
   storeRows(a, c, st);
 }
 
-template <int DVC> std::string launchWith(const AttnArgs &a, cudaStream_t s) {
+template <int DVC> Status launchWith(const AttnArgs &a, cudaStream_t s) {
   const int64_t slices = (a.dv + DVC * 32 - 1) / (DVC * 32);
   const int64_t qTiles = (a.qLen + kBlockQ - 1) / kBlockQ;
   const int64_t bh = a.batch * a.heads;
   if (bh > 0x7fffffff || qTiles > 65535 || slices > 65535)
-    return "attention too large for one CUDA grid (batch*heads " + std::to_string(bh) +
-           ", query tiles " + std::to_string(qTiles) + ")";
+    return Status::unsupported("attention too large for one CUDA grid (batch*heads " +
+                               std::to_string(bh) + ", query tiles " + std::to_string(qTiles) +
+                               ")");
   dim3 grid(static_cast<unsigned>(bh), static_cast<unsigned>(qTiles),
             static_cast<unsigned>(slices));
   attentionKernel<DVC><<<grid, kThreadsPerBlock, 0, s>>>(a);
-  return cudaMessage(cudaGetLastError(), "attention kernel");
+  return cudaStatus(cudaGetLastError(), "attention kernel");
 }
 
 } // namespace
 
-std::string launchAttention(const AttnArgs &a, cudaStream_t s) {
+Status launchAttention(const AttnArgs &a, cudaStream_t s) {
   if (a.batch <= 0 || a.heads <= 0 || a.qLen <= 0 || a.dv <= 0)
-    return "";
+    return Status::ok();
   // The value columns a lane keeps in registers: as few as the head needs.
   if (a.dv <= 32)
     return launchWith<1>(a, s);

@@ -21,17 +21,24 @@ std::string cudaMessage(cudaError_t e, const char *what) {
   return std::string("CUDA error in ") + what + ": " + cudaGetErrorString(e);
 }
 
+Status cudaStatus(cudaError_t e, const char *what) {
+  if (e == cudaSuccess)
+    return Status::ok();
+  return Status(e == cudaErrorMemoryAllocation ? Code::OutOfMemory : Code::Internal,
+                cudaMessage(e, what));
+}
+
 // --- Context ----------------------------------------------------------------
 
-std::string Context::activate() {
+Status Context::activate() {
   int current = -1;
   TFC_CUDA_RETURN_IF_ERROR(cudaGetDevice(&current), "cudaGetDevice");
   if (current != device)
     TFC_CUDA_RETURN_IF_ERROR(cudaSetDevice(device), "cudaSetDevice");
-  return "";
+  return Status::ok();
 }
 
-std::string Context::scratchFor(size_t bytes, void **out) {
+Status Context::scratchFor(size_t bytes, void **out) {
   if (bytes > scratchBytes) {
     // The old buffer may still be read by queued work.
     if (scratch) {
@@ -45,7 +52,7 @@ std::string Context::scratchFor(size_t bytes, void **out) {
     scratchBytes = size;
   }
   *out = scratch;
-  return "";
+  return Status::ok();
 }
 
 Context::~Context() {
@@ -66,33 +73,29 @@ Context::~Context() {
 
 void ContextDeleter::operator()(Context *ctx) const { delete ctx; }
 
-std::string deviceCount(int &n) {
+Status deviceCount(int &n) {
   n = 0;
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
-  if (e != cudaSuccess)
-    return cudaMessage(e, "cudaGetDeviceCount");
+  if (e != cudaSuccess) // no driver, too old a driver, no device: none to use
+    return Status::unsupported(cudaMessage(e, "cudaGetDeviceCount"));
   n = count;
-  return "";
+  return Status::ok();
 }
 
-std::string deviceName(int device) {
+Status deviceName(int device, std::string &name) {
   cudaDeviceProp prop;
-  cudaError_t e = cudaGetDeviceProperties(&prop, device);
-  if (e != cudaSuccess)
-    return cudaMessage(e, "cudaGetDeviceProperties");
-  return std::string(prop.name) + ", sm_" + std::to_string(prop.major) +
-         std::to_string(prop.minor);
+  TFC_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
+  name = std::string(prop.name) + ", sm_" + std::to_string(prop.major) + std::to_string(prop.minor);
+  return Status::ok();
 }
 
-std::string createContext(int device, ContextPtr &out) {
+Status createContext(int device, ContextPtr &out) {
   int n = 0;
-  std::string err = deviceCount(n);
-  if (!err.empty())
-    return err;
+  TFC_RETURN_IF_ERROR(deviceCount(n));
   if (device < 0 || device >= n)
-    return "CUDA device " + std::to_string(device) + " does not exist (" + std::to_string(n) +
-           " devices)";
+    return Status::unsupported("CUDA device " + std::to_string(device) + " does not exist (" +
+                               std::to_string(n) + " devices)");
   ContextPtr ctx(new Context);
   ctx->device = device;
   TFC_CUDA_RETURN_IF_ERROR(cudaSetDevice(device), "cudaSetDevice");
@@ -106,131 +109,120 @@ std::string createContext(int device, ContextPtr &out) {
                                          sizeof(DeviceError), cudaHostAllocDefault),
                            "cudaHostAlloc (error record)");
   *ctx->errorHost = DeviceError{};
-  err = createGemmState(*ctx);
-  if (!err.empty())
-    return err;
+  TFC_RETURN_IF_ERROR(createGemmState(*ctx));
   TFC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(ctx->stream), "createContext");
   out = std::move(ctx);
-  return "";
+  return Status::ok();
 }
 
-std::string synchronize(Context &ctx) {
-  std::string err = ctx.activate();
-  if (!err.empty())
-    return err;
+Status synchronize(Context &ctx) {
+  TFC_RETURN_IF_ERROR(ctx.activate());
   TFC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ctx.errorHost, ctx.error, sizeof(DeviceError),
                                            cudaMemcpyDeviceToHost, ctx.stream),
                            "cudaMemcpyAsync (error record)");
   TFC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(ctx.stream), "cudaStreamSynchronize");
   const DeviceError e = *ctx.errorHost;
   if (e.code == kErrNone)
-    return "";
+    return Status::ok();
   // Clear it for the next run (ordered before any later work on the stream).
   *ctx.errorHost = DeviceError{};
   TFC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(ctx.error, 0, sizeof(DeviceError), ctx.stream),
                            "cudaMemsetAsync (error record)");
+  // Bad data the caller gave us (ids, positions), in the CPU backend's words.
   const std::string a = std::to_string(e.a), b = std::to_string(e.b);
   switch (e.code) {
   case kErrTokenId:
-    return "token id " + a + " is out of range [0, " + b + ")";
+    return Status::invalidArgument("token id " + a + " is out of range [0, " + b + ")");
   case kErrPosition:
-    return "position " + a + " is beyond the " + b + "-row positional table";
+    return Status::invalidArgument("position " + a + " is beyond the " + b +
+                                   "-row positional table");
   case kErrNegativeOffset:
-    return "negative position offset " + a;
+    return Status::invalidArgument("negative position offset " + a);
   case kErrDecodePosition:
-    return "decode position " + a + " is beyond the KV cache's " + b + " positions";
+    return Status::invalidArgument("decode position " + a + " is beyond the KV cache's " + b +
+                                   " positions");
   default:
-    return "unknown CUDA kernel error " + std::to_string(e.code);
+    return Status::internal("unknown CUDA kernel error " + std::to_string(e.code));
   }
 }
 
 // --- Memory --------------------------------------------------------------------
 
-std::string deviceAlloc(Context &ctx, size_t bytes, void **out) {
+Status deviceAlloc(Context &ctx, size_t bytes, void **out) {
   *out = nullptr;
-  std::string err = ctx.activate();
-  if (!err.empty())
-    return err;
+  TFC_RETURN_IF_ERROR(ctx.activate());
   TFC_CUDA_RETURN_IF_ERROR(cudaMalloc(out, bytes == 0 ? 1 : bytes), "cudaMalloc");
-  return "";
+  return Status::ok();
 }
 
-std::string deviceFree(Context &ctx, void *ptr) {
+Status deviceFree(Context &ctx, void *ptr) {
   if (!ptr)
-    return "";
-  std::string err = ctx.activate();
-  if (!err.empty())
-    return err;
+    return Status::ok();
+  TFC_RETURN_IF_ERROR(ctx.activate());
   TFC_CUDA_RETURN_IF_ERROR(cudaFree(ptr), "cudaFree");
-  return "";
+  return Status::ok();
 }
 
 namespace {
-std::string copy(Context &ctx, void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
-                 const char *what) {
+Status copy(Context &ctx, void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
+            const char *what) {
   if (bytes == 0)
-    return "";
-  std::string err = ctx.activate();
-  if (!err.empty())
-    return err;
+    return Status::ok();
+  TFC_RETURN_IF_ERROR(ctx.activate());
   TFC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, bytes, kind, ctx.stream), what);
-  return "";
+  return Status::ok();
 }
 } // namespace
 
-std::string copyToDevice(Context &ctx, void *dst, const void *src, size_t bytes) {
+Status copyToDevice(Context &ctx, void *dst, const void *src, size_t bytes) {
   return copy(ctx, dst, src, bytes, cudaMemcpyHostToDevice, "cudaMemcpyAsync (to device)");
 }
-std::string copyToHost(Context &ctx, void *dst, const void *src, size_t bytes) {
+Status copyToHost(Context &ctx, void *dst, const void *src, size_t bytes) {
   return copy(ctx, dst, src, bytes, cudaMemcpyDeviceToHost, "cudaMemcpyAsync (to host)");
 }
-std::string copyOnDevice(Context &ctx, void *dst, const void *src, size_t bytes) {
+Status copyOnDevice(Context &ctx, void *dst, const void *src, size_t bytes) {
   return copy(ctx, dst, src, bytes, cudaMemcpyDeviceToDevice, "cudaMemcpyAsync (on device)");
 }
 
-std::string fillZero(Context &ctx, void *dst, size_t bytes) {
+Status fillZero(Context &ctx, void *dst, size_t bytes) {
   if (bytes == 0)
-    return "";
-  std::string err = ctx.activate();
-  if (!err.empty())
-    return err;
+    return Status::ok();
+  TFC_RETURN_IF_ERROR(ctx.activate());
   TFC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(dst, 0, bytes, ctx.stream), "cudaMemsetAsync");
-  return "";
+  return Status::ok();
 }
 
-std::string convertWeights(Context &ctx, const float *src, int64_t count, uint32_t dtype,
-                           void *dst) {
+Status convertWeights(Context &ctx, const float *src, int64_t count, uint32_t dtype, void *dst) {
   if (dtype != TFC_DTYPE_F32 && dtype != TFC_DTYPE_F16 && dtype != TFC_DTYPE_BF16)
-    return "weights can be converted to f32, f16 or bf16 only, not dtype " +
-           std::to_string(dtype);
+    return Status::unsupported("weights can be converted to f32, f16 or bf16 only, not dtype " +
+                               std::to_string(dtype));
   if (count <= 0)
-    return "";
-  std::string err = ctx.activate();
-  if (!err.empty())
-    return err;
+    return Status::ok();
+  TFC_RETURN_IF_ERROR(ctx.activate());
   if (dtype == TFC_DTYPE_F32) {
     TFC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, count * sizeof(float),
                                              cudaMemcpyHostToDevice, ctx.stream),
                              "cudaMemcpyAsync (weights)");
     TFC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(ctx.stream), "convertWeights");
-    return "";
+    return Status::ok();
   }
   // Through an f32 staging buffer on the device, 64 MB at a time.
   const int64_t chunk = std::min<int64_t>(count, int64_t(1) << 24);
   float *staging = nullptr;
   TFC_CUDA_RETURN_IF_ERROR(cudaMalloc(reinterpret_cast<void **>(&staging), chunk * sizeof(float)),
                            "cudaMalloc (weight staging)");
-  for (int64_t off = 0; off < count && err.empty(); off += chunk) {
+  Status err;
+  for (int64_t off = 0; off < count && err.isOk(); off += chunk) {
     const int64_t n = std::min(chunk, count - off);
-    err = cudaMessage(cudaMemcpyAsync(staging, src + off, n * sizeof(float),
-                                      cudaMemcpyHostToDevice, ctx.stream),
-                      "cudaMemcpyAsync (weights)");
-    if (err.empty())
+    err = cudaStatus(
+        cudaMemcpyAsync(staging, src + off, n * sizeof(float), cudaMemcpyHostToDevice, ctx.stream),
+        "cudaMemcpyAsync (weights)");
+    if (err.isOk())
       err = launchConvertF32(staging, static_cast<char *>(dst) + off * 2, dtype, n, ctx.stream);
   }
-  const std::string syncErr = cudaMessage(cudaStreamSynchronize(ctx.stream), "convertWeights");
+  Status syncErr = cudaStatus(cudaStreamSynchronize(ctx.stream), "convertWeights");
   (void)cudaFree(staging);
-  return err.empty() ? syncErr : err;
+  return err.isOk() ? syncErr : err;
 }
 
 } // namespace tfc::cuda

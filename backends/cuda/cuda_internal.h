@@ -33,12 +33,17 @@ constexpr int kMaxRank = 8;
 /// "CUDA error in <what>: <reason>", or "" for cudaSuccess.
 std::string cudaMessage(cudaError_t e, const char *what);
 
-/// Returns the message of a failed CUDA runtime call from the calling function.
+/// A CUDA runtime call's result as a Status with cudaMessage's text: OK for
+/// cudaSuccess, OutOfMemory for cudaErrorMemoryAllocation, Internal otherwise
+/// (a device failure the caller did not cause).
+Status cudaStatus(cudaError_t e, const char *what);
+
+/// Returns the Status of a failed CUDA runtime call from the calling function.
 #define TFC_CUDA_RETURN_IF_ERROR(expr, what)                                                  \
   do {                                                                                        \
     cudaError_t tfc_cuda_err_ = (expr);                                                       \
     if (tfc_cuda_err_ != cudaSuccess)                                                         \
-      return ::tfc::cuda::cudaMessage(tfc_cuda_err_, what);                                   \
+      return ::tfc::cuda::cudaStatus(tfc_cuda_err_, what);                                    \
   } while (0)
 
 /// Data errors found by kernels (see kernels_cuda.h). The first one wins.
@@ -61,7 +66,7 @@ struct GemmStateDeleter {
   void operator()(GemmState *s) const;
 };
 /// Creates |ctx|'s GemmState (handle, workspace). Called by createContext.
-std::string createGemmState(Context &ctx);
+Status createGemmState(Context &ctx);
 
 class Context {
 public:
@@ -76,9 +81,9 @@ public:
   std::unique_ptr<GemmState, GemmStateDeleter> gemm;
 
   /// Makes this Context's device current on the calling thread.
-  std::string activate();
+  Status activate();
   /// |bytes| of scratch (grown, never shrunk; growing waits for the device).
-  std::string scratchFor(size_t bytes, void **out);
+  Status scratchFor(size_t bytes, void **out);
   ~Context();
 };
 
@@ -122,7 +127,7 @@ struct EwArgs {
   int64_t n = 0;
   Broadcast bc;
 };
-std::string launchElementwise(const EwArgs &a, cudaStream_t s);
+Status launchElementwise(const EwArgs &a, cudaStream_t s);
 
 /// A tensor seen as [outer, len, inner] around one axis.
 struct AxisArgs {
@@ -132,8 +137,8 @@ struct AxisArgs {
   uint32_t yType = 0;
   int64_t outer = 1, len = 1, inner = 1;
 };
-std::string launchReduce(const AxisArgs &a, bool mean, cudaStream_t s);
-std::string launchSoftmax(const AxisArgs &a, bool log, cudaStream_t s);
+Status launchReduce(const AxisArgs &a, bool mean, cudaStream_t s);
+Status launchSoftmax(const AxisArgs &a, bool log, cudaStream_t s);
 
 struct NormArgs {
   const void *x = nullptr, *gamma = nullptr, *beta = nullptr;
@@ -144,7 +149,7 @@ struct NormArgs {
   int32_t variant = 0; ///< 0 nn.LayerNorm, 1 the tutorials' Norm (layer_norm_cpu.h)
   float eps = 0;
 };
-std::string launchLayerNorm(const NormArgs &a, cudaStream_t s);
+Status launchLayerNorm(const NormArgs &a, cudaStream_t s);
 
 /// token_embedding (and embedding: no positions, no types, scale 1).
 struct EmbedArgs {
@@ -168,7 +173,7 @@ struct EmbedArgs {
   void *out = nullptr;
   uint32_t outType = 0;
 };
-std::string launchEmbedding(const EmbedArgs &a, DeviceError *err, cudaStream_t s);
+Status launchEmbedding(const EmbedArgs &a, DeviceError *err, cudaStream_t s);
 
 /// y[r, j] = act(acc[r, j] + bias[j]) + res[r, j], with act the tfc/unary.def
 /// row actKernel in mode actMode (-1: none), as FUSED_LINEAR's activation names
@@ -181,7 +186,7 @@ struct EpilogueArgs {
   int64_t rows = 0, n = 0;
   int32_t actKernel = -1, actMode = 0;
 };
-std::string launchLinearEpilogue(const EpilogueArgs &a, cudaStream_t s);
+Status launchLinearEpilogue(const EpilogueArgs &a, cudaStream_t s);
 
 /// k, v [B, T, dk|dv] into the caches [>=B, L, dk|dv] at rows pos .. pos+T-1,
 /// with pos read from device memory; records kErrDecodePosition instead when
@@ -195,21 +200,20 @@ struct CacheWriteArgs {
   const void *pos = nullptr;
   uint32_t posType = 0;
 };
-std::string launchCacheWrite(const CacheWriteArgs &a, DeviceError *err, cudaStream_t s);
+Status launchCacheWrite(const CacheWriteArgs &a, DeviceError *err, cudaStream_t s);
 
-std::string launchConvertF32(const float *src, void *dst, uint32_t dtype, int64_t n,
-                             cudaStream_t s);
+Status launchConvertF32(const float *src, void *dst, uint32_t dtype, int64_t n, cudaStream_t s);
 /// out[i] = i (positions), i64 or i32.
-std::string launchIota(void *out, uint32_t dtype, int64_t n, cudaStream_t s);
+Status launchIota(void *out, uint32_t dtype, int64_t n, cudaStream_t s);
 /// RoBERTa's positions of ids [rows, seq] (kernel_rules.h checked the shapes).
-std::string launchPaddedPositions(const void *ids, uint32_t idType, void *out, int64_t rows,
-                                  int64_t seq, int64_t pad, cudaStream_t s);
+Status launchPaddedPositions(const void *ids, uint32_t idType, void *out, int64_t rows, int64_t seq,
+                             int64_t pad, cudaStream_t s);
 /// out[i, j] = j <= i, S x S bytes.
-std::string launchNopeak(void *out, int64_t seq, cudaStream_t s);
+Status launchNopeak(void *out, int64_t seq, cudaStream_t s);
 /// T5's relative position bias [1, H, sq, sk] f32 from its [buckets, H] table.
-std::string launchRelativeBias(const float *table, int64_t buckets, int64_t heads, float *out,
-                               int64_t sq, int64_t sk, int bidirectional, int64_t maxDistance,
-                               cudaStream_t s);
+Status launchRelativeBias(const float *table, int64_t buckets, int64_t heads, float *out,
+                          int64_t sq, int64_t sk, int bidirectional, int64_t maxDistance,
+                          cudaStream_t s);
 
 // --- Attention (attention_cuda.cu) ----------------------------------------
 
@@ -247,18 +251,17 @@ struct AttnArgs {
   int64_t relBuckets = 0, relMaxDistance = 128;
   int32_t relBidirectional = 0;
 };
-std::string launchAttention(const AttnArgs &a, cudaStream_t s);
+Status launchAttention(const AttnArgs &a, cudaStream_t s);
 
 // --- GEMMs on cuBLASLt (linear_cuda.cc) -------------------------------------
 
 /// y = act(x W^T + bias) + residual (LINEAR, FUSED_LINEAR); bias, residual may
 /// be null; act a tfc_act_t (tfc/enums.def).
-std::string runLinear(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *bias,
-                      const Tensor *residual, int act, Tensor &out);
+Status runLinear(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *bias,
+                 const Tensor *residual, int act, Tensor &out);
 /// MATMUL: out[..., M, N] = a[..., M, K] b[..., K, N] (b [..., N, K] if transB),
 /// batch dims broadcast.
-std::string runMatmul(Context &ctx, const Tensor &a, const Tensor &b, bool transB,
-                      Tensor &out);
+Status runMatmul(Context &ctx, const Tensor &a, const Tensor &b, bool transB, Tensor &out);
 
 } // namespace tfc::cuda
 

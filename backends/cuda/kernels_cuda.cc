@@ -77,17 +77,16 @@ std::vector<int64_t> contiguousStrides(const std::vector<int64_t> &shape) {
 
 /// Each input's strides over |out| with numpy broadcasting (0 on broadcast
 /// dims), as kernels_cpu.cc's broadcastStrides, then coalesced.
-std::string broadcastOver(const Tensor &out, const std::vector<const Tensor *> &ins,
-                          Broadcast &bc) {
+Status broadcastOver(const Tensor &out, const std::vector<const Tensor *> &ins, Broadcast &bc) {
   const size_t r = out.shape.size();
   if (r > static_cast<size_t>(kMaxRank))
-    return "rank " + std::to_string(r) + " is above the CUDA backend's " +
-           std::to_string(kMaxRank);
+    return Status::unsupported("rank " + std::to_string(r) + " is above the CUDA backend's " +
+                               std::to_string(kMaxRank));
   std::vector<std::vector<int64_t>> strides;
   for (const Tensor *t : ins) {
     if (t->shape.size() > r)
-      return "an operand of rank " + std::to_string(t->shape.size()) +
-             " does not broadcast to rank " + std::to_string(r);
+      return Status::invalidModel("an operand of rank " + std::to_string(t->shape.size()) +
+                                  " does not broadcast to rank " + std::to_string(r));
     std::vector<int64_t> st(r, 0);
     int64_t s = 1;
     for (size_t i = 0; i < t->shape.size(); ++i) {
@@ -98,7 +97,7 @@ std::string broadcastOver(const Tensor &out, const std::vector<const Tensor *> &
     strides.push_back(std::move(st));
   }
   coalesce(out.shape, strides, bc);
-  return "";
+  return Status::ok();
 }
 
 int64_t normalizeAxis(int64_t axis, size_t rank) {
@@ -116,8 +115,8 @@ void aroundAxis(const std::vector<int64_t> &shape, int64_t axis, AxisArgs &a) {
     a.inner *= shape[i];
 }
 
-std::string elementwise(Context &ctx, EwOp op, int32_t pred, float value,
-                        const std::vector<const Tensor *> &ins, Tensor &out) {
+Status elementwise(Context &ctx, EwOp op, int32_t pred, float value,
+                   const std::vector<const Tensor *> &ins, Tensor &out) {
   EwArgs a;
   a.op = op;
   a.pred = pred;
@@ -130,14 +129,12 @@ std::string elementwise(Context &ctx, EwOp op, int32_t pred, float value,
   a.out = out.data;
   a.outType = out.dtype;
   a.n = out.numel();
-  std::string err = broadcastOver(out, ins, a.bc);
-  if (!err.empty())
-    return err;
+  TFC_RETURN_IF_ERROR(broadcastOver(out, ins, a.bc));
   return launchElementwise(a, ctx.stream);
 }
 
 /// A kernel of tfc/unary.def on |x|.
-std::string unary(Context &ctx, uint32_t kernel, int64_t mode, const Tensor &x, Tensor &out) {
+Status unary(Context &ctx, uint32_t kernel, int64_t mode, const Tensor &x, Tensor &out) {
   EwArgs a;
   a.op = EwOp::Unary;
   a.kernel = kernel;
@@ -148,9 +145,7 @@ std::string unary(Context &ctx, uint32_t kernel, int64_t mode, const Tensor &x, 
   a.out = out.data;
   a.outType = out.dtype;
   a.n = out.numel();
-  std::string err = broadcastOver(out, {&x}, a.bc);
-  if (!err.empty())
-    return err;
+  TFC_RETURN_IF_ERROR(broadcastOver(out, {&x}, a.bc));
   return launchElementwise(a, ctx.stream);
 }
 
@@ -164,10 +159,6 @@ void setRelativeBias(AttnArgs &a, const Tensor *table, bool bidirectional, int64
   a.relBidirectional = bidirectional ? 1 : 0;
   a.relMaxDistance = maxDistance;
 }
-
-/// A launcher's "" or message as a Status: the operands passed the schema and
-/// the shape rules, so what is left is the caller's data or the device.
-Status launched(std::string err) { return Status::fromMessage(std::move(err)); }
 
 } // namespace
 
@@ -222,8 +213,8 @@ Status run(Context &ctx, const AttentionCall &c) {
   }
   setRelativeBias(a, c.bias_table, at.bidirectional, at.max_distance);
   if (a.kvLen == 0) // softmax over no keys, times an empty V: zeros
-    return launched(fillZero(ctx, out.data, tfc_dtype_bytes(out.dtype, (uint64_t)out.numel())));
-  return launched(launchAttention(a, ctx.stream));
+    return fillZero(ctx, out.data, tfc_dtype_bytes(out.dtype, (uint64_t)out.numel()));
+  return launchAttention(a, ctx.stream);
 }
 
 Status run(Context &ctx, const CachedAttentionCall &c) {
@@ -250,7 +241,7 @@ Status run(Context &ctx, const CachedAttentionCall &c) {
   w.dv = v.shape[2];
   w.pos = pos.data;
   w.posType = pos.dtype;
-  TFC_RETURN_IF_ERROR(launched(launchCacheWrite(w, ctx.error, ctx.stream)));
+  TFC_RETURN_IF_ERROR(launchCacheWrite(w, ctx.error, ctx.stream));
 
   AttnArgs a;
   a.q = q.data;
@@ -281,7 +272,7 @@ Status run(Context &ctx, const CachedAttentionCall &c) {
   a.posType = pos.dtype;
   a.cacheLen = L;
   setRelativeBias(a, c.bias_table, c.attrs.bidirectional, c.attrs.max_distance);
-  return launched(launchAttention(a, ctx.stream));
+  return launchAttention(a, ctx.stream);
 }
 
 Status run(Context &ctx, const TokenEmbeddingCall &c) {
@@ -316,7 +307,7 @@ Status run(Context &ctx, const TokenEmbeddingCall &c) {
   }
   a.out = c.out->data;
   a.outType = c.out->dtype;
-  return launched(launchEmbedding(a, ctx.error, ctx.stream));
+  return launchEmbedding(a, ctx.error, ctx.stream);
 }
 
 Status run(Context &ctx, const EmbeddingCall &c) {
@@ -331,12 +322,12 @@ Status run(Context &ctx, const EmbeddingCall &c) {
   a.dim = table.shape[1];
   a.out = c.out->data;
   a.outType = c.out->dtype;
-  return launched(launchEmbedding(a, ctx.error, ctx.stream));
+  return launchEmbedding(a, ctx.error, ctx.stream);
 }
 
 namespace {
 template <typename CallT> Status binary(Context &ctx, EwOp op, int32_t pred, const CallT &c) {
-  return launched(elementwise(ctx, op, pred, 0, {c.lhs, c.rhs}, *c.out));
+  return elementwise(ctx, op, pred, 0, {c.lhs, c.rhs}, *c.out);
 }
 } // namespace
 
@@ -349,18 +340,17 @@ Status run(Context &ctx, const CompareCall &c) {
   return binary(ctx, EwOp::Compare, static_cast<int32_t>(c.attrs.predicate), c);
 }
 Status run(Context &ctx, const NotCall &c) {
-  return launched(elementwise(ctx, EwOp::Not, 0, 0, {c.input}, *c.out));
+  return elementwise(ctx, EwOp::Not, 0, 0, {c.input}, *c.out);
 }
 Status run(Context &ctx, const CastCall &c) {
-  return launched(elementwise(ctx, EwOp::Cast, 0, 0, {c.input}, *c.out));
+  return elementwise(ctx, EwOp::Cast, 0, 0, {c.input}, *c.out);
 }
 Status run(Context &ctx, const MaskedFillCall &c) {
-  return launched(elementwise(ctx, EwOp::MaskedFill, 0, static_cast<float>(c.attrs.value),
-                              {c.input, c.mask}, *c.out));
+  return elementwise(ctx, EwOp::MaskedFill, 0, static_cast<float>(c.attrs.value), {c.input, c.mask},
+                     *c.out);
 }
 Status run(Context &ctx, const SelectCall &c) {
-  return launched(
-      elementwise(ctx, EwOp::Select, 0, 0, {c.condition, c.on_true, c.on_false}, *c.out));
+  return elementwise(ctx, EwOp::Select, 0, 0, {c.condition, c.on_true, c.on_false}, *c.out);
 }
 
 namespace {
@@ -368,8 +358,7 @@ namespace {
 Status view(Context &ctx, const Tensor &in, Tensor &out) {
   if (out.data == in.data)
     return Status();
-  return launched(
-      copyOnDevice(ctx, out.data, in.data, tfc_dtype_bytes(out.dtype, (uint64_t)out.numel())));
+  return copyOnDevice(ctx, out.data, in.data, tfc_dtype_bytes(out.dtype, (uint64_t)out.numel()));
 }
 
 /// A strided copy of |x| into |out| (transpose and slice).
@@ -386,7 +375,7 @@ Status stridedCopy(Context &ctx, const void *src, uint32_t srcType,
   a.outType = out.dtype;
   a.n = out.numel();
   coalesce(out.shape, st, a.bc);
-  return launched(launchElementwise(a, ctx.stream));
+  return launchElementwise(a, ctx.stream);
 }
 } // namespace
 
@@ -419,13 +408,12 @@ Status overAxis(Context &ctx, const Tensor &x, int64_t axis, Tensor &out, bool r
   a.y = out.data;
   a.yType = out.dtype;
   aroundAxis(x.shape, axis, a);
-  return launched(reduce ? launchReduce(a, variant, ctx.stream)
-                         : launchSoftmax(a, variant, ctx.stream));
+  return reduce ? launchReduce(a, variant, ctx.stream) : launchSoftmax(a, variant, ctx.stream);
 }
 
 /// A kernel of tfc/unary.def.
 template <typename CallT> Status unaryCall(Context &ctx, const CallT &c, int64_t mode) {
-  return launched(unary(ctx, CallT::kKernel, mode, *c.input, *c.out));
+  return unary(ctx, CallT::kKernel, mode, *c.input, *c.out);
 }
 } // namespace
 
@@ -464,38 +452,35 @@ Status run(Context &ctx, const LayerNormCall &c) {
   a.rows = x.numel() / a.dim;
   a.variant = static_cast<int32_t>(c.attrs.variant);
   a.eps = static_cast<float>(c.attrs.eps);
-  return launched(launchLayerNorm(a, ctx.stream));
+  return launchLayerNorm(a, ctx.stream);
 }
 
 Status run(Context &ctx, const PositionsCall &c) {
   if (c.attrs.padding_idx >= 0)
-    return launched(launchPaddedPositions(c.input->data, c.input->dtype, c.out->data,
-                                          c.input->shape[0], c.input->shape[1],
-                                          c.attrs.padding_idx, ctx.stream));
-  return launched(launchIota(c.out->data, c.out->dtype, c.out->numel(), ctx.stream));
+    return launchPaddedPositions(c.input->data, c.input->dtype, c.out->data, c.input->shape[0],
+                                 c.input->shape[1], c.attrs.padding_idx, ctx.stream);
+  return launchIota(c.out->data, c.out->dtype, c.out->numel(), ctx.stream);
 }
 
 Status run(Context &ctx, const RelativePositionBiasCall &c) {
   const Tensor &t = *c.table;
-  return launched(launchRelativeBias(static_cast<const float *>(t.data), t.shape[0], t.shape[1],
-                                     static_cast<float *>(c.out->data), c.out->shape[2],
-                                     c.out->shape[3], c.attrs.bidirectional ? 1 : 0,
-                                     c.attrs.max_distance, ctx.stream));
+  return launchRelativeBias(static_cast<const float *>(t.data), t.shape[0], t.shape[1],
+                            static_cast<float *>(c.out->data), c.out->shape[2], c.out->shape[3],
+                            c.attrs.bidirectional ? 1 : 0, c.attrs.max_distance, ctx.stream);
 }
 
 Status run(Context &ctx, const NopeakMaskCall &c) {
-  return launched(launchNopeak(c.out->data, c.out->shape[1], ctx.stream));
+  return launchNopeak(c.out->data, c.out->shape[1], ctx.stream);
 }
 
 Status run(Context &ctx, const LinearCall &c) {
-  return launched(runLinear(ctx, *c.x, *c.weight, c.bias, nullptr, TFC_ACT_NONE, *c.out));
+  return runLinear(ctx, *c.x, *c.weight, c.bias, nullptr, TFC_ACT_NONE, *c.out);
 }
 Status run(Context &ctx, const FusedLinearCall &c) {
-  return launched(
-      runLinear(ctx, *c.x, *c.weight, c.bias, c.residual, c.attrs.activation, *c.out));
+  return runLinear(ctx, *c.x, *c.weight, c.bias, c.residual, c.attrs.activation, *c.out);
 }
 Status run(Context &ctx, const MatmulCall &c) {
-  return launched(runMatmul(ctx, *c.a, *c.b, c.attrs.transpose_b, *c.out));
+  return runMatmul(ctx, *c.a, *c.b, c.attrs.transpose_b, *c.out);
 }
 
 namespace {
@@ -509,7 +494,7 @@ template <typename CallT> Status entry(Context &ctx, const RawCall &r) {
   std::string bad = checkShapes(c);
   if (!bad.empty())
     return Status::invalidModel(std::move(bad));
-  TFC_RETURN_IF_ERROR(launched(ctx.activate()));
+  TFC_RETURN_IF_ERROR(ctx.activate());
   return run(ctx, c);
 }
 

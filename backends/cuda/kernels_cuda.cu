@@ -32,7 +32,7 @@ unsigned gridFor(int64_t n, int threads = kThreads) {
   return static_cast<unsigned>(b < (1 << 20) ? b : (1 << 20));
 }
 
-std::string launched(const char *what) { return cudaMessage(cudaGetLastError(), what); }
+Status launched(const char *what) { return cudaStatus(cudaGetLastError(), what); }
 
 /// Each operand's element offset for output element e.
 __device__ __forceinline__ void offsets(const Broadcast &bc, int nin, int64_t e, int64_t *off) {
@@ -414,21 +414,21 @@ __global__ void nopeakKernel(unsigned char *out, int64_t seq) {
 
 } // namespace
 
-std::string launchElementwise(const EwArgs &a, cudaStream_t s) {
+Status launchElementwise(const EwArgs &a, cudaStream_t s) {
   if (a.n <= 0)
-    return "";
+    return Status::ok();
   elementwiseKernel<<<gridFor(a.n), kThreads, 0, s>>>(a);
   return launched("elementwise kernel");
 }
 
-std::string launchReduce(const AxisArgs &a, bool mean, cudaStream_t s) {
+Status launchReduce(const AxisArgs &a, bool mean, cudaStream_t s) {
   if (a.outer * a.inner <= 0)
-    return "";
+    return Status::ok();
   if (a.inner == 1) {
     const int64_t warps = kThreads / 32;
     const int64_t blocks = (a.outer + warps - 1) / warps;
     if (blocks > 0x7fffffff)
-      return "reduction over too many rows for one CUDA grid";
+      return Status::unsupported("reduction over too many rows for one CUDA grid");
     reduceRowsKernel<<<static_cast<unsigned>(blocks), kThreads, 0, s>>>(a, mean);
   } else {
     reduceColsKernel<<<gridFor(a.outer * a.inner), kThreads, 0, s>>>(a, mean);
@@ -436,12 +436,12 @@ std::string launchReduce(const AxisArgs &a, bool mean, cudaStream_t s) {
   return launched("reduce kernel");
 }
 
-std::string launchSoftmax(const AxisArgs &a, bool log, cudaStream_t s) {
+Status launchSoftmax(const AxisArgs &a, bool log, cudaStream_t s) {
   if (a.outer * a.inner <= 0 || a.len <= 0)
-    return "";
+    return Status::ok();
   if (a.inner == 1) {
     if (a.outer > 0x7fffffff)
-      return "softmax over too many rows for one CUDA grid";
+      return Status::unsupported("softmax over too many rows for one CUDA grid");
     softmaxRowsKernel<<<static_cast<unsigned>(a.outer), kThreads, 0, s>>>(a, log);
   } else {
     softmaxColsKernel<<<gridFor(a.outer * a.inner), kThreads, 0, s>>>(a, log);
@@ -449,11 +449,11 @@ std::string launchSoftmax(const AxisArgs &a, bool log, cudaStream_t s) {
   return launched("softmax kernel");
 }
 
-std::string launchLayerNorm(const NormArgs &a, cudaStream_t s) {
+Status launchLayerNorm(const NormArgs &a, cudaStream_t s) {
   if (a.rows <= 0 || a.dim <= 0)
-    return "";
+    return Status::ok();
   if (a.rows > 0x7fffffff)
-    return "layer norm over too many rows for one CUDA grid";
+    return Status::unsupported("layer norm over too many rows for one CUDA grid");
   // 128 threads cover a model dimension of 512 in 4 elements each; wider rows
   // get more threads.
   const int threads = a.dim >= 2048 ? 512 : a.dim >= 1024 ? 256 : 128;
@@ -461,70 +461,69 @@ std::string launchLayerNorm(const NormArgs &a, cudaStream_t s) {
   return launched("layer norm kernel");
 }
 
-std::string launchEmbedding(const EmbedArgs &a, DeviceError *err, cudaStream_t s) {
+Status launchEmbedding(const EmbedArgs &a, DeviceError *err, cudaStream_t s) {
   if (a.tokens <= 0 || a.dim <= 0)
-    return "";
+    return Status::ok();
   if (a.tokens > 0x7fffffff)
-    return "embedding of too many tokens for one CUDA grid";
+    return Status::unsupported("embedding of too many tokens for one CUDA grid");
   const int threads = a.dim >= 512 ? 256 : 128;
   embeddingKernel<<<static_cast<unsigned>(a.tokens), threads, 0, s>>>(a, err);
   return launched("embedding kernel");
 }
 
-std::string launchCacheWrite(const CacheWriteArgs &a, DeviceError *err, cudaStream_t s) {
+Status launchCacheWrite(const CacheWriteArgs &a, DeviceError *err, cudaStream_t s) {
   if (a.batch * a.steps <= 0)
-    return "";
+    return Status::ok();
   if (a.batch * a.steps > 0x7fffffff)
-    return "KV-cache write of too many rows for one CUDA grid";
+    return Status::unsupported("KV-cache write of too many rows for one CUDA grid");
   cacheWriteKernel<<<static_cast<unsigned>(a.batch * a.steps), 128, 0, s>>>(a, err);
   return launched("KV-cache write kernel");
 }
 
-std::string launchLinearEpilogue(const EpilogueArgs &a, cudaStream_t s) {
+Status launchLinearEpilogue(const EpilogueArgs &a, cudaStream_t s) {
   if (a.rows * a.n <= 0)
-    return "";
+    return Status::ok();
   linearEpilogueKernel<<<gridFor(a.rows * a.n), kThreads, 0, s>>>(a);
   return launched("linear epilogue kernel");
 }
 
-std::string launchConvertF32(const float *src, void *dst, uint32_t dtype, int64_t n,
-                             cudaStream_t s) {
+Status launchConvertF32(const float *src, void *dst, uint32_t dtype, int64_t n, cudaStream_t s) {
   if (n <= 0)
-    return "";
+    return Status::ok();
   convertKernel<<<gridFor(n), kThreads, 0, s>>>(src, dst, dtype, n);
   return launched("weight conversion kernel");
 }
 
-std::string launchIota(void *out, uint32_t dtype, int64_t n, cudaStream_t s) {
+Status launchIota(void *out, uint32_t dtype, int64_t n, cudaStream_t s) {
   if (n <= 0)
-    return "";
+    return Status::ok();
   iotaKernel<<<gridFor(n), kThreads, 0, s>>>(out, dtype, n);
   return launched("positions kernel");
 }
 
-std::string launchPaddedPositions(const void *ids, uint32_t idType, void *out, int64_t rows,
-                                  int64_t seq, int64_t pad, cudaStream_t s) {
+Status launchPaddedPositions(const void *ids, uint32_t idType, void *out, int64_t rows, int64_t seq,
+                             int64_t pad, cudaStream_t s) {
   if (rows <= 0 || seq <= 0)
-    return "";
+    return Status::ok();
   paddedPositionsKernel<<<static_cast<unsigned>((rows + kThreads - 1) / kThreads), kThreads, 0,
                           s>>>(ids, idType, static_cast<int64_t *>(out), rows, seq, pad);
   return launched("positions kernel");
 }
 
-std::string launchRelativeBias(const float *table, int64_t buckets, int64_t heads, float *out,
-                               int64_t sq, int64_t sk, int bidirectional, int64_t maxDistance,
-                               cudaStream_t s) {
+Status launchRelativeBias(const float *table, int64_t buckets, int64_t heads, float *out,
+                          int64_t sq, int64_t sk, int bidirectional, int64_t maxDistance,
+                          cudaStream_t s) {
   const int64_t n = heads * sq * sk;
   if (n <= 0)
-    return "";
+    return Status::ok();
   relativeBiasKernel<<<gridFor(n), kThreads, 0, s>>>(table, buckets, heads, out, sq, sk,
                                                      bidirectional, maxDistance);
   return launched("relative position bias kernel");
 }
 
-std::string launchNopeak(void *out, int64_t seq, cudaStream_t s) {
+Status launchNopeak(void *out, int64_t seq, cudaStream_t s) {
   if (seq <= 0)
-    return "";
+    return Status::ok();
   nopeakKernel<<<gridFor(seq * seq), kThreads, 0, s>>>(static_cast<unsigned char *>(out), seq);
   return launched("nopeak mask kernel");
 }

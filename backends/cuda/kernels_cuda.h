@@ -9,13 +9,21 @@
 //
 // This header is plain C++17 and includes no CUDA header, so the runtime's .cc
 // files can include it whether or not they are compiled with CUDA. Every
-// function returns an error message, empty on success; none throws or aborts.
-// CUDA and cuBLASLt errors read "CUDA error in <what>: <reason>".
+// fallible function returns a tfc::Status whose code is chosen where the error
+// is found; none throws or aborts:
+// - a CUDA, cuBLASLt or cuBLAS failure: Internal, or OutOfMemory for a failed
+//   allocation; its message reads "CUDA error in <what>: <reason>";
+// - bad data found on the device (below): InvalidArgument;
+// - a configuration this backend does not support (i8 linear weights, a rank
+//   above kMaxRank, a grid too large, a GEMM cuBLASLt has no algorithm for),
+//   or no usable CUDA device: Unsupported;
+// - operands that do not fit the kernel: InvalidModel.
 //
 // Errors that depend on data in device memory (a token id out of range, a
 // decode position beyond the KV cache) are found by the kernels themselves,
 // which then skip the offending work; they are reported by the next
-// synchronize() on the Context, with the CPU backend's wording. A runtime that
+// synchronize() on the Context, with the CPU backend's wording, as
+// InvalidArgument. A runtime that
 // synchronizes once at the end of a run therefore still reports them.
 //
 // See docs/backend-cuda.md for the kernel design.
@@ -53,41 +61,40 @@ struct ContextDeleter {
 };
 using ContextPtr = std::unique_ptr<Context, ContextDeleter>;
 
-/// Sets |n| to the number of CUDA devices. Returns a message (and n = 0) when
-/// there is no driver, the driver is too old, or there is no device.
-std::string deviceCount(int &n);
+/// Sets |n| to the number of CUDA devices. Unsupported (and n = 0) when there
+/// is no driver, the driver is too old, or there is no device.
+Status deviceCount(int &n);
 
-/// A short description of device |device| ("NVIDIA H100 80GB HBM3, sm_90"), or
-/// the error that prevented reading it.
-std::string deviceName(int device);
+/// Sets |name| to a short description of device |device| ("NVIDIA H100 80GB
+/// HBM3, sm_90").
+Status deviceName(int device, std::string &name);
 
 /// Creates a Context on device |device| into |out| (and makes |device| current
 /// on the calling thread). |out| is released with the ContextPtr.
-std::string createContext(int device, ContextPtr &out);
+Status createContext(int device, ContextPtr &out);
 
 /// Waits for everything queued on |ctx|, then reports the first asynchronous
 /// CUDA error or data error (bad token id, decode position) the kernels met
 /// since the previous synchronize(), and clears the data error.
-std::string synchronize(Context &ctx);
+Status synchronize(Context &ctx);
 
 /// cudaMalloc / cudaFree on |ctx|'s device. A null pointer frees nothing.
-std::string deviceAlloc(Context &ctx, size_t bytes, void **out);
-std::string deviceFree(Context &ctx, void *ptr);
+Status deviceAlloc(Context &ctx, size_t bytes, void **out);
+Status deviceFree(Context &ctx, void *ptr);
 
 /// Copies queued on |ctx|'s stream (asynchronous with respect to the host
 /// only for page-locked host memory; ordinary host memory is copied before
 /// these return). copyToHost's |dst| is valid after synchronize().
-std::string copyToDevice(Context &ctx, void *dst, const void *src, size_t bytes);
-std::string copyToHost(Context &ctx, void *dst, const void *src, size_t bytes);
-std::string copyOnDevice(Context &ctx, void *dst, const void *src, size_t bytes);
-std::string fillZero(Context &ctx, void *dst, size_t bytes);
+Status copyToDevice(Context &ctx, void *dst, const void *src, size_t bytes);
+Status copyToHost(Context &ctx, void *dst, const void *src, size_t bytes);
+Status copyOnDevice(Context &ctx, void *dst, const void *src, size_t bytes);
+Status fillZero(Context &ctx, void *dst, size_t bytes);
 
 /// Converts |count| f32 values in HOST memory to |dtype| (TFC_DTYPE_F32, F16
 /// or BF16, round to nearest even) into DEVICE memory at |dst|: the one-time
 /// weight conversion at model load. Synchronous: |src| may be released when it
 /// returns.
-std::string convertWeights(Context &ctx, const float *src, int64_t count, uint32_t dtype,
-                           void *dst);
+Status convertWeights(Context &ctx, const float *src, int64_t count, uint32_t dtype, void *dst);
 
 /// Runs kernel |kernel| (a tfc_kernel_t) on |in|, writing |out| (already shaped
 /// and allocated in device memory), on |ctx|'s stream: the instruction is

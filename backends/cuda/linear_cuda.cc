@@ -74,17 +74,20 @@ void GemmStateDeleter::operator()(GemmState *s) const {
 
 namespace {
 
-std::string ltMessage(cublasStatus_t st, const char *what) {
+/// A cuBLASLt or cuBLAS call's result: OutOfMemory for a failed allocation,
+/// Internal for any other failure.
+Status ltStatus(cublasStatus_t st, const char *what) {
   if (st == CUBLAS_STATUS_SUCCESS)
-    return "";
-  return std::string("CUDA error in ") + what + ": " + cublasLtGetStatusString(st);
+    return Status::ok();
+  return Status(st == CUBLAS_STATUS_ALLOC_FAILED ? Code::OutOfMemory : Code::Internal,
+                std::string("CUDA error in ") + what + ": " + cublasLtGetStatusString(st));
 }
 
 #define TFC_LT_RETURN_IF_ERROR(expr, what)                                                    \
   do {                                                                                        \
     cublasStatus_t tfc_lt_st_ = (expr);                                                       \
     if (tfc_lt_st_ != CUBLAS_STATUS_SUCCESS)                                                  \
-      return ltMessage(tfc_lt_st_, what);                                                     \
+      return ltStatus(tfc_lt_st_, what);                                                      \
   } while (0)
 
 bool cudaType(uint32_t dtype, cudaDataType_t &t) {
@@ -154,8 +157,8 @@ struct Descriptors {
   }
 };
 
-std::string makeLayout(cublasLtMatrixLayout_t &l, cudaDataType_t t, uint64_t rows, uint64_t cols,
-                       int64_t ld, int32_t batch, int64_t stride) {
+Status makeLayout(cublasLtMatrixLayout_t &l, cudaDataType_t t, uint64_t rows, uint64_t cols,
+                  int64_t ld, int32_t batch, int64_t stride) {
   TFC_LT_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&l, t, rows, cols, ld),
                          "cublasLtMatrixLayoutCreate");
   if (batch > 1) {
@@ -167,14 +170,14 @@ std::string makeLayout(cublasLtMatrixLayout_t &l, cudaDataType_t t, uint64_t row
                                          sizeof(stride)),
         "cublasLtMatrixLayoutSetAttribute (batch stride)");
   }
-  return "";
+  return Status::ok();
 }
 
 size_t cudaTypeSize(cudaDataType_t t) { return t == CUDA_R_32F ? 4 : 2; }
 
 /// |g| (no epilogue, C == D) on plain cuBLAS, which accepts any leading
 /// dimension and alignment.
-std::string blasGemm(Context &ctx, const GemmCall &g) {
+Status blasGemm(Context &ctx, const GemmCall &g) {
   const float alpha = 1.0f;
   TFC_LT_RETURN_IF_ERROR(
       cublasGemmStridedBatchedEx_64(ctx.gemm->blas, g.transA ? CUBLAS_OP_T : CUBLAS_OP_N,
@@ -183,13 +186,13 @@ std::string blasGemm(Context &ctx, const GemmCall &g) {
                                     g.strideB, &g.beta, g.D, g.cdType, g.ldd, g.strideD, g.batch,
                                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
       "cublasGemmStridedBatchedEx");
-  return "";
+  return Status::ok();
 }
 
-/// Runs |g|. Sets |unsupported| (and returns "") when cuBLASLt has no
+/// Runs |g|. Sets |unsupported| (and returns OK) when cuBLASLt has no
 /// algorithm for it and |g| needs its epilogue, so that the caller can take
 /// another path; a plain GEMM falls back to cuBLAS instead.
-std::string gemm(Context &ctx, const GemmCall &g, bool &unsupported) {
+Status gemm(Context &ctx, const GemmCall &g, bool &unsupported) {
   unsupported = false;
   GemmState &st = *ctx.gemm;
   Descriptors ds;
@@ -211,16 +214,12 @@ std::string gemm(Context &ctx, const GemmCall &g, bool &unsupported) {
     TFC_LT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                                           &g.bias, sizeof(g.bias)),
                            "cublasLtMatmulDescSetAttribute (bias)");
-  std::string err;
-  if (!(err = makeLayout(ds.a, g.abType, g.transA ? g.k : g.m, g.transA ? g.m : g.k, g.lda,
-                         g.batch, g.strideA))
-           .empty() ||
-      !(err = makeLayout(ds.b, g.abType, g.transB ? g.n : g.k, g.transB ? g.k : g.n, g.ldb,
-                         g.batch, g.strideB))
-           .empty() ||
-      !(err = makeLayout(ds.c, g.cdType, g.m, g.n, g.ldd, g.batch, g.strideD)).empty() ||
-      !(err = makeLayout(ds.d, g.cdType, g.m, g.n, g.ldd, g.batch, g.strideD)).empty())
-    return err;
+  TFC_RETURN_IF_ERROR(makeLayout(ds.a, g.abType, g.transA ? g.k : g.m, g.transA ? g.m : g.k, g.lda,
+                                 g.batch, g.strideA));
+  TFC_RETURN_IF_ERROR(makeLayout(ds.b, g.abType, g.transB ? g.n : g.k, g.transB ? g.k : g.n, g.ldb,
+                                 g.batch, g.strideB));
+  TFC_RETURN_IF_ERROR(makeLayout(ds.c, g.cdType, g.m, g.n, g.ldd, g.batch, g.strideD));
+  TFC_RETURN_IF_ERROR(makeLayout(ds.d, g.cdType, g.m, g.n, g.ldd, g.batch, g.strideD));
 
   const int64_t abSize = static_cast<int64_t>(cudaTypeSize(g.abType));
   const int64_t cdSize = static_cast<int64_t>(cudaTypeSize(g.cdType));
@@ -278,7 +277,7 @@ std::string gemm(Context &ctx, const GemmCall &g, bool &unsupported) {
       entry.ok = true;
       entry.algo = result.algo;
     } else if (hs != CUBLAS_STATUS_SUCCESS && hs != CUBLAS_STATUS_NOT_SUPPORTED) {
-      return ltMessage(hs, "cublasLtMatmulAlgoGetHeuristic");
+      return ltStatus(hs, "cublasLtMatmulAlgoGetHeuristic");
     }
     found = st.algos.emplace(keyBytes, entry).first;
   }
@@ -286,19 +285,19 @@ std::string gemm(Context &ctx, const GemmCall &g, bool &unsupported) {
     if (g.epilogue == CUBLASLT_EPILOGUE_DEFAULT && !g.bias && g.C == g.D)
       return blasGemm(ctx, g);
     unsupported = true;
-    return "";
+    return Status::ok();
   }
   const float alpha = 1.0f;
   TFC_LT_RETURN_IF_ERROR(cublasLtMatmul(st.handle, ds.op, &alpha, g.A, ds.a, g.B, ds.b, &g.beta,
                                         g.C, ds.c, g.D, ds.d, &found->second.algo, st.workspace,
                                         kWorkspaceBytes, ctx.stream),
                          "cublasLtMatmul");
-  return "";
+  return Status::ok();
 }
 
-std::string dtypeError(const char *what, uint32_t dtype) {
-  return std::string(what) + ": dtype " + std::to_string(dtype) +
-         " is not supported by the CUDA GEMMs (f32, f16, bf16)";
+Status dtypeError(const char *what, uint32_t dtype) {
+  return Status::unsupported(std::string(what) + ": dtype " + std::to_string(dtype) +
+                             " is not supported by the CUDA GEMMs (f32, f16, bf16)");
 }
 
 /// Bytes rounded up to 256 (scratch sub-buffers stay 256-byte aligned).
@@ -306,20 +305,20 @@ size_t round256(size_t n) { return (n + 255) / 256 * 256; }
 
 } // namespace
 
-std::string createGemmState(Context &ctx) {
+Status createGemmState(Context &ctx) {
   ctx.gemm.reset(new GemmState);
   TFC_LT_RETURN_IF_ERROR(cublasLtCreate(&ctx.gemm->handle), "cublasLtCreate");
   TFC_LT_RETURN_IF_ERROR(cublasCreate(&ctx.gemm->blas), "cublasCreate");
   TFC_LT_RETURN_IF_ERROR(cublasSetStream(ctx.gemm->blas, ctx.stream), "cublasSetStream");
   TFC_CUDA_RETURN_IF_ERROR(cudaMalloc(&ctx.gemm->workspace, kWorkspaceBytes),
                            "cudaMalloc (cuBLASLt workspace)");
-  return "";
+  return Status::ok();
 }
 
-std::string runLinear(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *bias,
-                      const Tensor *residual, int act, Tensor &out) {
+Status runLinear(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *bias,
+                 const Tensor *residual, int act, Tensor &out) {
   if (w.dtype == TFC_DTYPE_I8)
-    return "linear: i8 weights are not supported by the CUDA backend yet";
+    return Status::unsupported("linear: i8 weights are not supported by the CUDA backend yet");
   cudaDataType_t abType, outType;
   if (!cudaType(w.dtype, abType))
     return dtypeError("linear weight", w.dtype);
@@ -330,22 +329,22 @@ std::string runLinear(Context &ctx, const Tensor &x, const Tensor &w, const Tens
     if (t && !cudaType(t->dtype, operandType))
       return dtypeError("linear operand", t->dtype);
   if (w.shape.size() != 2 || x.shape.empty() || x.shape.back() != w.shape[1])
-    return "linear: the input's last dim does not match the weight [N, K]";
+    return Status::invalidModel("linear: the input's last dim does not match the weight [N, K]");
   // The activation's tfc/unary.def row (tfc/enums.def), which the epilogue
   // kernel applies; cuBLASLt's own epilogues cover relu and tanh-GELU.
   uint32_t actKernel = 0;
   int64_t actMode = 0;
   const bool hasAct = schema::activationUnary(act, &actKernel, &actMode);
   if (act != TFC_ACT_NONE && !hasAct)
-    return "linear: unknown activation " + std::to_string(act);
+    return Status::invalidModel("linear: unknown activation " + std::to_string(act));
   const bool ltEpilogue = act == TFC_ACT_NONE || act == TFC_ACT_RELU || act == TFC_ACT_GELU_TANH;
   const int64_t n = w.shape[0], k = w.shape[1];
   const int64_t rows = k > 0 ? x.numel() / k : 0;
   if (rows == 0 || n == 0)
-    return "";
+    return Status::ok();
   if (out.numel() != rows * n || (bias && bias->numel() != n) ||
       (residual && residual->numel() != rows * n))
-    return "linear: operand sizes do not match";
+    return Status::invalidModel("linear: operand sizes do not match");
 
   // Scratch: x converted to the weight's dtype (when they differ) and the f32
   // GEMM result of the unfused path (when the output is not f32).
@@ -354,11 +353,8 @@ std::string runLinear(Context &ctx, const Tensor &x, const Tensor &w, const Tens
   const bool f32Out = out.dtype == TFC_DTYPE_F32;
   const size_t accBytes = f32Out ? 0 : round256(rows * n * sizeof(float));
   void *scratch = nullptr;
-  if (xBytes + accBytes > 0) {
-    std::string err = ctx.scratchFor(xBytes + accBytes, &scratch);
-    if (!err.empty())
-      return err;
-  }
+  if (xBytes + accBytes > 0)
+    TFC_RETURN_IF_ERROR(ctx.scratchFor(xBytes + accBytes, &scratch));
   const void *xData = x.data;
   if (convertX) {
     EwArgs c;
@@ -371,9 +367,7 @@ std::string runLinear(Context &ctx, const Tensor &x, const Tensor &w, const Tens
     c.bc.rank = 1;
     c.bc.shape[0] = c.n;
     c.bc.stride[0][0] = 1;
-    std::string err = launchElementwise(c, ctx.stream);
-    if (!err.empty())
-      return err;
+    TFC_RETURN_IF_ERROR(launchElementwise(c, ctx.stream));
     xData = scratch;
   }
 
@@ -407,17 +401,15 @@ std::string runLinear(Context &ctx, const Tensor &x, const Tensor &w, const Tens
     else
       g.epilogue = bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
     bool unsupported = false;
-    std::string err = gemm(ctx, g, unsupported);
-    if (!err.empty() || !unsupported)
+    Status err = gemm(ctx, g, unsupported);
+    if (!err.isOk() || !unsupported)
       return err;
   }
 
   // The unfused path: plain GEMM into f32, then one epilogue kernel.
   void *acc = f32Out ? out.data : static_cast<char *>(scratch) + xBytes;
   if (k == 0) {
-    std::string err = fillZero(ctx, acc, rows * n * sizeof(float));
-    if (!err.empty())
-      return err;
+    TFC_RETURN_IF_ERROR(fillZero(ctx, acc, rows * n * sizeof(float)));
   } else {
     g.cdType = CUDA_R_32F;
     g.D = acc;
@@ -426,15 +418,14 @@ std::string runLinear(Context &ctx, const Tensor &x, const Tensor &w, const Tens
     g.bias = nullptr;
     g.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
     bool unsupported = false;
-    std::string err = gemm(ctx, g, unsupported);
-    if (!err.empty())
-      return err;
+    TFC_RETURN_IF_ERROR(gemm(ctx, g, unsupported));
     if (unsupported)
-      return "linear: cuBLASLt has no algorithm for a " + std::to_string(rows) + "x" +
-             std::to_string(k) + " by " + std::to_string(n) + "x" + std::to_string(k) + " GEMM";
+      return Status::unsupported("linear: cuBLASLt has no algorithm for a " + std::to_string(rows) +
+                                 "x" + std::to_string(k) + " by " + std::to_string(n) + "x" +
+                                 std::to_string(k) + " GEMM");
   }
   if (!bias && !residual && !hasAct && f32Out)
-    return "";
+    return Status::ok();
   EpilogueArgs e;
   e.acc = acc;
   e.accType = TFC_DTYPE_F32;
@@ -455,7 +446,7 @@ std::string runLinear(Context &ctx, const Tensor &x, const Tensor &w, const Tens
   return launchLinearEpilogue(e, ctx.stream);
 }
 
-std::string runMatmul(Context &ctx, const Tensor &a, const Tensor &b, bool transB, Tensor &out) {
+Status runMatmul(Context &ctx, const Tensor &a, const Tensor &b, bool transB, Tensor &out) {
   cudaDataType_t abType, outType, bType;
   if (!cudaType(a.dtype, abType))
     return dtypeError("matmul lhs", a.dtype);
@@ -465,15 +456,15 @@ std::string runMatmul(Context &ctx, const Tensor &a, const Tensor &b, bool trans
     return dtypeError("matmul output", out.dtype);
   const size_t ra = a.shape.size(), rb = b.shape.size(), ro = out.shape.size();
   if (ra < 2 || rb < 2 || ro < 2)
-    return "matmul operands must have rank 2 or more";
+    return Status::invalidModel("matmul operands must have rank 2 or more");
   if (ro > static_cast<size_t>(kMaxRank))
-    return "rank " + std::to_string(ro) + " is above the CUDA backend's " +
-           std::to_string(kMaxRank);
+    return Status::unsupported("rank " + std::to_string(ro) + " is above the CUDA backend's " +
+                               std::to_string(kMaxRank));
   const int64_t m = a.shape[ra - 2], k = a.shape[ra - 1];
   const int64_t n = out.shape[ro - 1];
   if ((transB ? b.shape[rb - 1] : b.shape[rb - 2]) != k || out.shape[ro - 2] != m ||
       (transB ? b.shape[rb - 2] : b.shape[rb - 1]) != n)
-    return "matmul: the operand shapes do not agree";
+    return Status::invalidModel("matmul: the operand shapes do not agree");
 
   // Each output batch's lhs and rhs matrix index (numpy broadcasting over the
   // batch dims, as kernels_cpu.cc).
@@ -482,7 +473,7 @@ std::string runMatmul(Context &ctx, const Tensor &a, const Tensor &b, bool trans
   for (int64_t d : ob)
     batches *= d;
   if (batches == 0 || m == 0 || n == 0)
-    return "";
+    return Status::ok();
   auto matrixStrides = [&](const std::vector<int64_t> &shape, size_t rank) {
     std::vector<int64_t> st(ob.size(), 0);
     int64_t s = 1;
@@ -532,11 +523,8 @@ std::string runMatmul(Context &ctx, const Tensor &a, const Tensor &b, bool trans
   const bool f32Out = out.dtype == TFC_DTYPE_F32;
   const size_t accBytes = f32Out ? 0 : round256(batches * m * n * sizeof(float));
   void *scratch = nullptr;
-  if (convBytes + accBytes > 0) {
-    std::string err = ctx.scratchFor(convBytes + accBytes, &scratch);
-    if (!err.empty())
-      return err;
-  }
+  if (convBytes + accBytes > 0)
+    TFC_RETURN_IF_ERROR(ctx.scratchFor(convBytes + accBytes, &scratch));
   const void *aData = a.data, *bData = b.data;
   if (conv) {
     EwArgs c;
@@ -549,13 +537,11 @@ std::string runMatmul(Context &ctx, const Tensor &a, const Tensor &b, bool trans
     c.bc.rank = 1;
     c.bc.shape[0] = c.n;
     c.bc.stride[0][0] = 1;
-    std::string err = launchElementwise(c, ctx.stream);
-    if (!err.empty())
-      return err;
+    TFC_RETURN_IF_ERROR(launchElementwise(c, ctx.stream));
     (conv == &a ? aData : bData) = scratch;
   }
   const size_t es = tfc_dtype_bytes(common, 1);
-  auto run = [&](cudaDataType_t cdType, void *D, bool &unsupported) -> std::string {
+  auto run = [&](cudaDataType_t cdType, void *D, bool &unsupported) -> Status {
     // Column-major: D^T (N x M) = op(b) (N x K) * a^T (K x M).
     GemmCall g;
     g.abType = abType;
@@ -585,36 +571,32 @@ std::string runMatmul(Context &ctx, const Tensor &a, const Tensor &b, bool trans
       g.B = static_cast<const char *>(aData) + offA[e] * m * k * es;
       g.D = static_cast<char *>(D) + e * m * n * ds;
       g.C = g.D;
-      std::string err = gemm(ctx, g, unsupported);
-      if (!err.empty() || unsupported)
+      Status err = gemm(ctx, g, unsupported);
+      if (!err.isOk() || unsupported)
         return err;
     }
-    return "";
+    return Status::ok();
   };
 
   if (k > 0) {
     bool unsupported = false;
-    std::string err = run(outType, out.data, unsupported);
-    if (!err.empty() || !unsupported)
+    Status err = run(outType, out.data, unsupported);
+    if (!err.isOk() || !unsupported)
       return err;
   }
   // Fallback: f32 result (or zeros when K = 0), rounded to the output dtype.
   void *acc = f32Out ? out.data : static_cast<char *>(scratch) + convBytes;
   if (k == 0) {
-    std::string err = fillZero(ctx, acc, batches * m * n * sizeof(float));
-    if (!err.empty())
-      return err;
+    TFC_RETURN_IF_ERROR(fillZero(ctx, acc, batches * m * n * sizeof(float)));
   } else {
     bool unsupported = false;
-    std::string err = run(CUDA_R_32F, acc, unsupported);
-    if (!err.empty())
-      return err;
+    TFC_RETURN_IF_ERROR(run(CUDA_R_32F, acc, unsupported));
     if (unsupported)
-      return "matmul: cuBLASLt has no algorithm for this " + std::to_string(m) + "x" +
-             std::to_string(k) + "x" + std::to_string(n) + " GEMM";
+      return Status::unsupported("matmul: cuBLASLt has no algorithm for this " + std::to_string(m) +
+                                 "x" + std::to_string(k) + "x" + std::to_string(n) + " GEMM");
   }
   if (f32Out)
-    return "";
+    return Status::ok();
   EpilogueArgs e;
   e.acc = acc;
   e.accType = TFC_DTYPE_F32;

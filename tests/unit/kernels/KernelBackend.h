@@ -275,12 +275,12 @@ public:
       return why_;
     checked_ = true;
     int n = 0;
-    std::string err = cuda::deviceCount(n);
+    std::string err = cuda::deviceCount(n).message();
     if (!err.empty())
       why_ = "no CUDA device: " + err;
     else if (n == 0)
       why_ = "no CUDA device: cudaGetDeviceCount found none";
-    else if (!(err = cuda::createContext(0, ctx_)).empty())
+    else if (!(err = cuda::createContext(0, ctx_).message()).empty())
       why_ = "no CUDA device: " + err;
     return why_;
   }
@@ -295,9 +295,9 @@ public:
     std::string err;
     for (size_t i = 0; i < all.size() && err.empty(); ++i) {
       host.push_back(guarded(*all[i]));
-      err = cuda::deviceAlloc(ctx, host[i].size(), &dev[i]);
+      err = cuda::deviceAlloc(ctx, host[i].size(), &dev[i]).message();
       if (err.empty())
-        err = cuda::copyToDevice(ctx, dev[i], host[i].data(), host[i].size());
+        err = cuda::copyToDevice(ctx, dev[i], host[i].data(), host[i].size()).message();
       ts[i].data = static_cast<unsigned char *>(dev[i]) + kGuardBytes;
       ts[i].dtype = all[i]->dtype;
       ts[i].shape = all[i]->shape;
@@ -307,15 +307,15 @@ public:
       for (size_t i = 0; i < in.size(); ++i)
         args.push_back(&ts[i]);
       err = cuda::runKernel(ctx, kernel, args, ts.back(), ints, floats).message();
-      const std::string sync = cuda::synchronize(ctx);
+      const std::string sync = cuda::synchronize(ctx).message();
       if (err.empty())
         err = sync;
       for (size_t i = 0; i < all.size(); ++i) {
-        std::string e = cuda::copyToHost(ctx, host[i].data(), dev[i], host[i].size());
+        std::string e = cuda::copyToHost(ctx, host[i].data(), dev[i], host[i].size()).message();
         if (err.empty())
           err = e;
       }
-      const std::string sync2 = cuda::synchronize(ctx);
+      const std::string sync2 = cuda::synchronize(ctx).message();
       if (err.empty())
         err = sync2;
       for (size_t i = 0; i < all.size() && sync2.empty(); ++i) {
