@@ -259,7 +259,10 @@ std::string checkOperands(Backend backend, uint32_t kernel, const std::vector<in
     if (!(o.set(backend) >> dtype & 1))
       return who() + "the " + o.name + " is " + tfc_dtype_name(dtype) + ", not " +
              dtypeSetText(o.set(backend));
-    if (o.flags & TFC_AF_TIED && count > 0 && dtype != d.in[0])
+    // Tied dtypes are the plan's (the CPU's) rule: CUDA reads each float
+    // operand in its own dtype (an f32 cross-attention memory under an f16
+    // compute dtype).
+    if (o.flags & TFC_AF_TIED && backend == Backend::Cpu && count > 0 && dtype != d.in[0])
       return who() + "the " + o.name + " is " + tfc_dtype_name(dtype) + ", not the " +
              k->operands[0].name + "'s " + tfc_dtype_name(d.in[0]);
     return "";

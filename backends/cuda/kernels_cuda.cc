@@ -21,16 +21,6 @@ namespace tfc::cuda {
 
 namespace {
 
-bool isFloat(uint32_t t) {
-  return t == TFC_DTYPE_F32 || t == TFC_DTYPE_F16 || t == TFC_DTYPE_BF16;
-}
-bool isInt(uint32_t t) { return t == TFC_DTYPE_I64 || t == TFC_DTYPE_I32; }
-
-std::string dtypeName(uint32_t t) {
-  static const char *const names[] = {"f32", "i64", "i32", "bool", "f16", "bf16", "i8"};
-  return t < sizeof(names) / sizeof(names[0]) ? names[t] : "dtype " + std::to_string(t);
-}
-
 /// Merges adjacent dims of |shape| that every operand walks contiguously
 /// (stride[d] == stride[d + 1] * shape[d + 1]) and drops dims of size 1, so
 /// that the common same-shape case becomes one flat dim.
@@ -98,10 +88,6 @@ Status broadcastOver(const Tensor &out, const std::vector<const Tensor *> &ins, 
   }
   coalesce(out.shape, strides, bc);
   return Status::ok();
-}
-
-int64_t normalizeAxis(int64_t axis, size_t rank) {
-  return axis < 0 ? axis + static_cast<int64_t>(rank) : axis;
 }
 
 /// Splits |shape| around |axis| into outer x len x inner.

@@ -302,6 +302,19 @@ public:
       ts[i].dtype = all[i]->dtype;
       ts[i].shape = all[i]->shape;
     }
+    // An i8 weight's descriptor: its scales in device memory too.
+    for (size_t i = 0; i < in.size() && err.empty(); ++i) {
+      if (!all[i]->scales)
+        continue;
+      const HostTensor &sc = *all[i]->scales;
+      void *p = nullptr;
+      err = cuda::deviceAlloc(ctx, sc.bytes.size(), &p).message();
+      if (err.empty()) {
+        dev.push_back(p);
+        err = cuda::copyToDevice(ctx, p, sc.bytes.data(), sc.bytes.size()).message();
+      }
+      ts[i].scales = static_cast<const float *>(p);
+    }
     if (err.empty()) {
       std::vector<const cuda::Tensor *> args;
       for (size_t i = 0; i < in.size(); ++i)
