@@ -1,0 +1,153 @@
+//===- KvBlocksTest.cpp - the paged KV cache's block bookkeeping ----------===//
+#include "runtime/kv_blocks.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+namespace tfrun::rt {
+namespace {
+
+using Copies = std::vector<BlockCopy>;
+
+TEST(KvBlocks, MemoryFollowsTheLiveTokensToTheBlock) {
+  BlockAllocator a(8, 4);
+  Copies c;
+  auto s = a.create();
+  EXPECT_EQ(a.usedBlocks(), 0u);
+  ASSERT_TRUE(a.append(s, 1, c).isOk());
+  EXPECT_EQ(a.usedBlocks(), 1u);
+  ASSERT_TRUE(a.append(s, 3, c).isOk()); // fills the first block exactly
+  EXPECT_EQ(a.usedBlocks(), 1u);
+  ASSERT_TRUE(a.append(s, 5, c).isOk()); // 9 tokens: 3 blocks
+  EXPECT_EQ(a.usedBlocks(), 3u);
+  EXPECT_EQ(a.length(s), 9u);
+  EXPECT_EQ(a.table(s)->size(), 3u);
+  EXPECT_TRUE(c.empty()); // nothing shared, nothing copied
+  ASSERT_TRUE(a.release(s).isOk());
+  EXPECT_EQ(a.freeBlocks(), 8u);
+  EXPECT_EQ(a.table(s), nullptr);
+}
+
+TEST(KvBlocks, AForkSharesEveryBlockAndCopiesOnlyTheLastOnWrite) {
+  BlockAllocator a(8, 4);
+  Copies c;
+  auto parent = a.create();
+  ASSERT_TRUE(a.append(parent, 6, c).isOk()); // blocks {b0 full, b1 half}
+  const std::vector<uint32_t> before = *a.table(parent);
+  BlockAllocator::SeqId beam = 0;
+  ASSERT_TRUE(a.fork(parent, beam).isOk());
+  EXPECT_EQ(*a.table(beam), before);
+  EXPECT_EQ(a.length(beam), 6u);
+  EXPECT_EQ(a.usedBlocks(), 2u); // no rows copied
+  EXPECT_EQ(a.refs(before[0]), 2u);
+  // The beam writes position 6, in the shared half block: that block is
+  // copied, the full one stays shared.
+  ASSERT_TRUE(a.append(beam, 1, c).isOk());
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].from, before[1]);
+  EXPECT_EQ((*a.table(beam))[0], before[0]);
+  EXPECT_EQ((*a.table(beam))[1], c[0].to);
+  EXPECT_EQ(a.refs(before[1]), 1u);
+  // The parent now owns its half block alone: it writes in place.
+  c.clear();
+  ASSERT_TRUE(a.append(parent, 1, c).isOk());
+  EXPECT_TRUE(c.empty());
+  EXPECT_EQ(*a.table(parent), before);
+  // Finishing the parent frees only what the beam does not share.
+  ASSERT_TRUE(a.release(parent).isOk());
+  EXPECT_EQ(a.refs(before[0]), 1u);
+  EXPECT_EQ(a.refs(before[1]), 0u);
+  EXPECT_EQ(a.usedBlocks(), 2u);
+  ASSERT_TRUE(a.release(beam).isOk());
+  EXPECT_EQ(a.usedBlocks(), 0u);
+}
+
+TEST(KvBlocks, AForkOfAFullLastBlockCopiesNothing) {
+  BlockAllocator a(4, 4);
+  Copies c;
+  auto s = a.create();
+  ASSERT_TRUE(a.append(s, 4, c).isOk());
+  BlockAllocator::SeqId t = 0;
+  ASSERT_TRUE(a.fork(s, t).isOk());
+  ASSERT_TRUE(a.append(t, 1, c).isOk());
+  EXPECT_TRUE(c.empty()); // position 4 starts a new block
+  EXPECT_EQ(a.usedBlocks(), 2u);
+}
+
+TEST(KvBlocks, AFullPoolRefusesAndChangesNothing) {
+  BlockAllocator a(3, 2);
+  Copies c;
+  auto s = a.create();
+  ASSERT_TRUE(a.append(s, 5, c).isOk()); // 3 blocks
+  const std::vector<uint32_t> table = *a.table(s);
+  Status st = a.append(s, 2, c);
+  EXPECT_EQ(st.code(), tfc::Code::OutOfMemory);
+  EXPECT_EQ(st.message(), "KV cache: 1 more blocks of 2 positions needed, 0 free");
+  EXPECT_EQ(a.length(s), 5u);
+  EXPECT_EQ(*a.table(s), table);
+  // One more token still fits the last block's free slot.
+  ASSERT_TRUE(a.append(s, 1, c).isOk());
+  EXPECT_EQ(a.length(s), 6u);
+  // A shared half block needs one for its copy: refused whole when none is free.
+  BlockAllocator b(2, 4);
+  auto p = b.create();
+  ASSERT_TRUE(b.append(p, 2, c).isOk());
+  BlockAllocator::SeqId q = 0;
+  ASSERT_TRUE(b.fork(p, q).isOk());
+  ASSERT_TRUE(b.append(p, 1, c).isOk()); // takes the last free block for its copy
+  c.clear();
+  EXPECT_TRUE(b.append(q, 2, c).isOk()); // q owns the old block alone: fills it in place
+  EXPECT_TRUE(c.empty());
+  EXPECT_EQ(b.append(q, 1, c).code(), tfc::Code::OutOfMemory); // a third block: none left
+  EXPECT_EQ(b.length(q), 4u);
+}
+
+TEST(KvBlocks, UnknownSequencesAreErrors) {
+  BlockAllocator a(2, 4);
+  Copies c;
+  EXPECT_EQ(a.append(42, 1, c).code(), tfc::Code::InvalidArgument);
+  EXPECT_EQ(a.append(42, 1, c).message(), "KV cache: sequence 42 is unknown");
+  BlockAllocator::SeqId t = 0;
+  EXPECT_EQ(a.fork(42, t).code(), tfc::Code::InvalidArgument);
+  auto s = a.create();
+  ASSERT_TRUE(a.release(s).isOk());
+  EXPECT_EQ(a.release(s).code(), tfc::Code::InvalidArgument); // twice
+  EXPECT_EQ(a.length(s), 0u);
+}
+
+TEST(KvBlocks, ManyBeamsKeepTheRefcountsExact) {
+  // A beam-search-like churn: fork, append, release, with the block count
+  // always equal to the distinct blocks the live sequences hold.
+  BlockAllocator a(64, 4);
+  Copies c;
+  std::vector<BlockAllocator::SeqId> live{a.create()};
+  ASSERT_TRUE(a.append(live[0], 7, c).isOk());
+  for (int step = 0; step < 40; ++step) {
+    BlockAllocator::SeqId child = 0;
+    ASSERT_TRUE(a.fork(live[step % live.size()], child).isOk());
+    live.push_back(child);
+    for (auto s : live)
+      ASSERT_TRUE(a.append(s, 1, c).isOk());
+    if (live.size() > 4) {
+      ASSERT_TRUE(a.release(live.front()).isOk());
+      live.erase(live.begin());
+    }
+    std::vector<uint32_t> held(a.numBlocks(), 0);
+    for (auto s : live)
+      for (uint32_t b : *a.table(s))
+        ++held[b];
+    uint32_t distinct = 0;
+    for (uint32_t b = 0; b < a.numBlocks(); ++b) {
+      ASSERT_EQ(held[b], a.refs(b)) << "block " << b << " at step " << step;
+      distinct += held[b] > 0;
+    }
+    ASSERT_EQ(distinct, a.usedBlocks());
+  }
+  for (auto s : live)
+    ASSERT_TRUE(a.release(s).isOk());
+  EXPECT_EQ(a.freeBlocks(), 64u);
+}
+
+} // namespace
+} // namespace tfrun::rt
