@@ -10,6 +10,7 @@
 
 #include "tfc/abi.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace tfc {
@@ -173,6 +174,19 @@ std::string viewShapes(const char *name, const Tensor &in, const Tensor &out) {
 }
 
 } // namespace
+
+std::vector<int64_t> additiveMaskDims(const Tensor &m) {
+  std::vector<int64_t> full(4, 1);
+  for (size_t i = 0; i < m.shape.size() && i < 4; ++i)
+    full[4 - std::min<size_t>(m.shape.size(), 4) + i] = m.shape[i];
+  return full;
+}
+
+AdditiveMaskStrides additiveMaskStrides(const Tensor &m) {
+  const std::vector<int64_t> full = additiveMaskDims(m);
+  const int64_t sk = full[3], sq = full[2], sh = full[1];
+  return {full[2] == 1 ? 0 : sk, full[1] == 1 ? 0 : sq * sk, full[0] == 1 ? 0 : sh * sq * sk};
+}
 
 std::string checkShapes(const TokenEmbeddingCall &c) {
   Rules r(c.kName, *c.out);
@@ -365,9 +379,7 @@ std::string checkShapes(const AttentionCall &c) {
     if (!TFC_REQUIRE(m.shape.size() <= 4,
                      "the additive mask has rank " + std::to_string(m.shape.size())))
       return r.err;
-    Shape full(4, 1);
-    for (size_t i = 0; i < m.shape.size(); ++i)
-      full[4 - m.shape.size() + i] = m.shape[i];
+    const Shape full = additiveMaskDims(m);
     if (full[3] != sk) // the kernel's own wording
       return r.fail("additive mask does not cover every key"), r.err;
     TFC_REQUIRE((full[0] == 1 || full[0] == b) && (full[1] == 1 || full[1] == a.num_heads) &&

@@ -30,6 +30,16 @@ namespace tfc {
 #include "tfc/kernels.def"
 #undef TFC_KERNEL
 
+/// An additive attention mask broadcasts to [B, H, Sq, Sk]: its dims right-
+/// aligned to rank 4 (missing leading dims 1), and its element strides along
+/// q, h and b (0 on a broadcast dim). Shared by the shape rule and both
+/// backends' attention calls.
+std::vector<int64_t> additiveMaskDims(const Tensor &mask);
+struct AdditiveMaskStrides {
+  int64_t q, h, b;
+};
+AdditiveMaskStrides additiveMaskStrides(const Tensor &mask);
+
 } // namespace tfc
 
 #endif // TFC_BACKENDS_KERNEL_RULES_H

@@ -46,6 +46,7 @@
 #include "backends/cpu/attention_cpu.h"
 #include "backends/cpu/attention_impl.h"
 #include "backends/cpu/kernels_cpu.h"
+#include "backends/kernel_rules.h"
 #include "tfc/relative_bucket.h"
 
 #include <algorithm>
@@ -468,16 +469,12 @@ Status run(const AttentionCall &c) {
   if (c.key_tokens)
     p.key_tokens = c.key_tokens->as<int64_t>();
   if (c.mask) {
-    // The additive mask broadcasts to [B, H, Sq, Sk]; right-align its dims.
-    const Tensor &m = *c.mask;
-    std::vector<int64_t> full(4, 1);
-    for (size_t i = 0; i < m.shape.size(); ++i)
-      full[4 - m.shape.size() + i] = m.shape[i];
-    const int64_t sk = full[3], sq = full[2], sh = full[1];
-    p.additive = m.as<float>();
-    p.add_stride_q = full[2] == 1 ? 0 : sk;
-    p.add_stride_h = full[1] == 1 ? 0 : sq * sk;
-    p.add_stride_b = full[0] == 1 ? 0 : sh * sq * sk;
+    // The additive mask broadcasts to [B, H, Sq, Sk].
+    const AdditiveMaskStrides st = additiveMaskStrides(*c.mask);
+    p.additive = c.mask->as<float>();
+    p.add_stride_q = st.q;
+    p.add_stride_h = st.h;
+    p.add_stride_b = st.b;
   }
   setRelativeBias(p, c.bias_table, a.bidirectional, a.max_distance);
   // bf16 q/k/v are widened once (the kernel's arithmetic is f32 either way).

@@ -185,17 +185,13 @@ Status run(Context &ctx, const AttentionCall &c) {
     a.tokensBatch = a.kvLen;
   }
   if (c.mask) {
-    // The additive mask broadcasts to [B, H, Sq, Sk]; right-align its dims.
-    const Tensor &m = *c.mask;
-    std::vector<int64_t> full(4, 1);
-    for (size_t i = 0; i < m.shape.size(); ++i)
-      full[4 - m.shape.size() + i] = m.shape[i];
-    const int64_t sk = full[3], sq = full[2], sh = full[1];
-    a.add = m.data;
-    a.addType = m.dtype;
-    a.addQ = full[2] == 1 ? 0 : sk;
-    a.addH = full[1] == 1 ? 0 : sq * sk;
-    a.addB = full[0] == 1 ? 0 : sh * sq * sk;
+    // The additive mask broadcasts to [B, H, Sq, Sk].
+    const AdditiveMaskStrides st = additiveMaskStrides(*c.mask);
+    a.add = c.mask->data;
+    a.addType = c.mask->dtype;
+    a.addQ = st.q;
+    a.addH = st.h;
+    a.addB = st.b;
   }
   setRelativeBias(a, c.bias_table, at.bidirectional, at.max_distance);
   if (a.kvLen == 0) // softmax over no keys, times an empty V: zeros
