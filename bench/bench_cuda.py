@@ -19,6 +19,14 @@ forward alone (ids already on the GPU, output left there); 'torch+io' adds the s
 is faster. Each tfc output is also compared with PyTorch's f32 output (max abs error),
 next to PyTorch's own error in the same dtype.
 
+A GPU machine often lacks the compiler's toolchain (LLVM/MLIR): `--prepare DIR` (here, with tfc
+and any PyTorch) writes DIR/enc.bin, DIR/probe.bin and DIR/weights.npz, and `--prebuilt DIR`
+(there, with tfrun, numpy and torch) times them without tfc. Prepared weights are rounded to 7
+levels per tensor (3-bit codes times a scale) so that DIR compresses about 10x for the trip;
+tfc and PyTorch get the same rounded f32 values, so the comparison is unchanged. One model.bin
+(max_batch = the largest --batch, max_len 512) serves every case: shapes up to the compiled
+bounds are run-time shapes.
+
 Without torch.cuda (a CPU-only PyTorch), only tfrun is timed and the reference output is
 computed by PyTorch f32 on the CPU. Without a GPU (tfrun --device cuda reports 'no CUDA
 device'), it prints one line and exits 0. Needs a tree built with CUDA (scripts/build.sh
@@ -40,16 +48,17 @@ def no_gpu_line(reason):
     return f"no CUDA device: {reason}; the CUDA benchmarks need an NVIDIA GPU"
 
 
-def probe_cuda(bin_dir, device, tmp):
-    """Runs the bundled demo model on the GPU. Returns None when it runs, else the
-    reason as (message, is_no_gpu)."""
-    probe = os.path.join(tmp, "probe.bin")
+def compile_probe(bin_dir, probe):
     r = subprocess.run([os.path.join(bin_dir, "tfc"), "compile",
                         os.path.join(ROOT, "models", "demo-reverse.yaml"),
                         "--weights", os.path.join(ROOT, "models", "demo-reverse.safetensors"),
                         "-o", probe], capture_output=True, text=True)
-    if r.returncode != 0:
-        return (f"tfc compile of the probe model failed: {r.stderr.strip()}", False)
+    return None if r.returncode == 0 else f"tfc compile of the probe model failed: {r.stderr.strip()}"
+
+
+def probe_cuda(bin_dir, device, probe):
+    """Runs the demo model (compiled at `probe`) on the GPU. Returns None when it runs,
+    else the reason as (message, is_no_gpu)."""
     r = subprocess.run([os.path.join(bin_dir, "tfrun"), probe, "--device", f"cuda:{device}"],
                        capture_output=True, text=True)
     if r.returncode == 0:
@@ -73,26 +82,42 @@ def main():
     ap.add_argument("--device", type=int, default=0, help="CUDA ordinal")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"),
                     help="build directory holding bin/tfc and bin/tfrun")
+    ap.add_argument("--prepare", metavar="DIR",
+                    help="compile the models and write the weights into DIR, then exit "
+                         "(no GPU needed)")
+    ap.add_argument("--prebuilt", metavar="DIR",
+                    help="time the models that --prepare wrote into DIR (no tfc needed)")
     a = ap.parse_args()
     if a.runs <= 0 or max(a.seq) > 512 or min(a.seq) <= 0 or min(a.batch) <= 0:
         sys.exit("bench_cuda.py: --runs, --batch and --seq must be positive, --seq at most 512")
+    if a.prepare and a.prebuilt:
+        sys.exit("bench_cuda.py: --prepare and --prebuilt exclude each other")
     bin_dir = os.path.join(a.build, "bin")
-    for tool in ("tfc", "tfrun"):
+    tools = ("tfrun",) if a.prebuilt else ("tfc",) if a.prepare else ("tfc", "tfrun")
+    for tool in tools:
         if not os.access(os.path.join(bin_dir, tool), os.X_OK):
             sys.exit(f"bench_cuda.py: {os.path.join(bin_dir, tool)} not found; build the tree "
                      "first (scripts/build.sh) or pass --build")
-    tmp = tempfile.mkdtemp(prefix="tfc-bench-cuda-")
+    work = a.prebuilt or a.prepare or tempfile.mkdtemp(prefix="tfc-bench-cuda-")
+    os.makedirs(work, exist_ok=True)
+    probe = os.path.join(work, "probe.bin")
+    if not a.prebuilt:
+        err = compile_probe(bin_dir, probe)
+        if err:
+            print(f"bench_cuda.py: {err}", file=sys.stderr)
+            return 1
 
-    # The GPU check comes first, and needs neither numpy nor torch.
-    why = probe_cuda(bin_dir, a.device, tmp)
-    if why is not None:
-        msg, no_gpu = why
-        if no_gpu:
-            print(no_gpu_line(msg))
-            return 0
-        print(f"bench_cuda.py: tfrun --device cuda:{a.device} failed on the probe model: {msg}",
-              file=sys.stderr)
-        return 1
+    if not a.prepare:
+        # The GPU check comes first, and needs neither numpy nor torch.
+        why = probe_cuda(bin_dir, a.device, probe)
+        if why is not None:
+            msg, no_gpu = why
+            if no_gpu:
+                print(no_gpu_line(msg))
+                return 0
+            print(f"bench_cuda.py: tfrun --device cuda:{a.device} failed on the probe model: "
+                  f"{msg}", file=sys.stderr)
+            return 1
 
     try:
         import numpy as np
@@ -106,7 +131,7 @@ def main():
     import torch_models as tm
     from bench_floydhub import P, gemm_flops
 
-    have_cuda = torch.cuda.is_available()
+    have_cuda = torch.cuda.is_available() and not a.prepare
     dev = torch.device(f"cuda:{a.device}" if have_cuda else "cpu")
     torch.backends.cuda.matmul.allow_tf32 = False  # f32 means f32, as in tfc
     torch.backends.cudnn.allow_tf32 = False
@@ -115,9 +140,46 @@ def main():
     params = tm.resolve_params("tutorial-floydhub",
                                [f"{k}={v}" for k, v in P.items()] + ["max_len=512"])
     model = tm.build("tutorial-floydhub", params)
-    tm.init_weights(model, 0)
-    weights = os.path.join(tmp, "w.safetensors")
-    tm.save_safetensors(weights, {k: v for k, v in tm.exported_state_dict(model).items()})
+    codes_path = os.path.join(work, "weights.npz")
+    mbin = os.path.join(work, "enc.bin")
+    if a.prepare or a.prebuilt:
+        # 7 levels per parameter: the same f32 values on both sides, and a DIR that
+        # compresses for the trip to the GPU machine.
+        if a.prepare:
+            tm.init_weights(model, 0)
+            codes = {}
+            for k, p in model.encoder.named_parameters():
+                w = p.detach().numpy().astype(np.float32)
+                scale = np.float32(max(float(np.abs(w).max()), 1e-30) / 3)
+                codes[k + ".codes"] = np.clip(np.rint(w / scale), -3, 3).astype(np.int8)
+                codes[k + ".scale"] = np.array(scale, dtype=np.float32)
+            np.savez(codes_path, **codes)
+        else:
+            codes = dict(np.load(codes_path))
+        with torch.no_grad():
+            for k, p in model.encoder.named_parameters():
+                w = codes[k + ".codes"].astype(np.float32) * codes[k + ".scale"]
+                p.copy_(torch.from_numpy(w))
+    else:
+        tm.init_weights(model, 0)
+    if not a.prebuilt:
+        weights = os.path.join(work, "w.safetensors")
+        tm.save_safetensors(weights, {k: v for k, v in tm.exported_state_dict(model).items()})
+        r = subprocess.run(
+            [os.path.join(bin_dir, "tfc"), "compile",
+             os.path.join(ROOT, "bench", "tutorial-floydhub-encoder.yaml"),
+             "--weights", weights, "-o", mbin, "--set", "max_len=512",
+             "--set", f"max_batch={max(a.batch)}"] +
+            sum([["--set", f"{k}={v}"] for k, v in P.items() if k != "tgt_vocab"], []),
+            capture_output=True, text=True)
+        os.remove(weights)
+        if r.returncode != 0:
+            print(f"bench_cuda.py: tfc compile failed: {r.stderr.strip()}", file=sys.stderr)
+            return 1
+        if a.prepare:
+            print(f"bench_cuda.py: wrote {mbin}, {probe} and {codes_path}")
+            return 0
+    tmp = tempfile.mkdtemp(prefix="tfc-bench-cuda-")
     encoder = model.encoder.to(dev).eval()
     tdt = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
     encoders = {}
@@ -173,18 +235,6 @@ def main():
     for b in a.batch:
         for s in a.seq:
             case = f"{b}x{s}"
-            mbin = os.path.join(tmp, f"enc-{case}.bin")
-            r = subprocess.run(
-                [os.path.join(bin_dir, "tfc"), "compile",
-                 os.path.join(ROOT, "bench", "tutorial-floydhub-encoder.yaml"),
-                 "--weights", weights, "-o", mbin, "--set", f"max_len={s}",
-                 "--set", f"max_batch={b}"] +
-                sum([["--set", f"{k}={v}"] for k, v in P.items() if k != "tgt_vocab"], []),
-                capture_output=True, text=True)
-            if r.returncode != 0:
-                print(f"{case:<10} tfc compile failed: {r.stderr.strip()}")
-                failures.append(case)
-                continue
             rng = np.random.default_rng(0)
             src = rng.integers(1, 32000, size=(b, s)).astype(np.int64)
             np.save(os.path.join(tmp, "src.npy"), src)

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Packs what the CUDA checks need for a GPU machine that has the CUDA toolkit and
+# PyTorch but not this tree's toolchain (LLVM/MLIR, oneDNN, OpenBLAS): the CUDA-built
+# binaries, the system libraries they load, model.bin files compiled here, and the
+# prepared encoder benchmark (bench/bench_cuda.py --prepare). Run.sh, beside this file,
+# unpacks and runs it there.
+#
+#   scripts/gpu-check/pack.sh [BUNDLE_DIR]     (default .gpu-bundle; BUILD_DIR=build)
+#
+# The bundle is one xz tarball (about 45 MB), because the device tool carries at most
+# 64 MiB and oneDNN plus OpenBLAS alone are 77 MB.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+BUILD=${BUILD_DIR:-build}
+OUTDIR=${1:-.gpu-bundle}
+PY=${PYTHON:-$BUILD/bench-venv/bin/python}
+grep -q "TFC_HAVE_CUDA:INTERNAL=ON\|TFC_HAVE_CUDA.*ON" "$BUILD/CMakeCache.txt" 2>/dev/null ||
+  [[ -f "$BUILD/lib/libtfrun_cuda.so" ]] || { echo "pack.sh: $BUILD has no CUDA backend" >&2; exit 1; }
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/b/bin" "$stage/b/lib" "$stage/b/models" "$stage/b/testmodels" "$OUTDIR"
+cp "$BUILD"/bin/{tfrun,tfc-backend-kernel-tests,tfrun-tests,tfc-bench-attention-cuda} "$stage/b/bin/"
+cp -a "$BUILD"/lib/libtfrun.so* "$BUILD"/lib/libtfrun_cuda.so* "$stage/b/lib/"
+# The non-CUDA system libraries the binaries load (ldd names them); the CUDA ones
+# (cudart, cuBLAS, cuBLASLt) come from the GPU machine's toolkit.
+for bin in "$BUILD"/bin/tfc-backend-kernel-tests "$BUILD"/bin/tfrun-tests "$BUILD"/lib/libtfrun.so; do
+  ldd "$bin" | awk '$3 ~ /^\// {print $3}'
+done | sort -u | grep -v -E '/(libc|libm|libstdc\+\+|libgcc_s|libdl|libpthread|librt)\.so|/usr/local/cuda|/build/lib/' |
+  while read -r lib; do cp -L "$lib" "$stage/b/lib/"; done
+# The model.bin files the runtime tests name by absolute path.
+cp "$BUILD"/tests/*.bin "$stage/b/testmodels/"
+echo "$ROOT/$BUILD/tests" > "$stage/b/testmodels/PATH"
+# Small models compiled here, run on the CPU and on CUDA there (run.sh compares).
+TFC="$BUILD/bin/tfc"
+small=(--set d_model=64 --set heads=4 --set d_ff=128 --set layers=2)
+"$TFC" compile models/tutorial-floydhub.yaml -o "$stage/b/models/floydhub.bin" "${small[@]}" \
+  --set src_vocab=500 --set tgt_vocab=500 --set max_len=64 --seed 3
+"$TFC" compile models/tutorial-floydhub.yaml -o "$stage/b/models/floydhub-bf16.bin" "${small[@]}" \
+  --set src_vocab=500 --set tgt_vocab=500 --set max_len=64 --seed 3 --precision bf16
+"$TFC" compile models/tutorial-floydhub.yaml -o "$stage/b/models/floydhub-int8.bin" "${small[@]}" \
+  --set src_vocab=500 --set tgt_vocab=500 --set max_len=64 --seed 3 --precision int8
+"$TFC" compile models/torch-transformer.yaml -o "$stage/b/models/torch-transformer.bin" "${small[@]}" \
+  --set src_vocab=500 --set tgt_vocab=500 --set max_len=64 --set pe_len=64 --seed 4
+"$TFC" compile models/gpt2.yaml -o "$stage/b/models/gpt2.bin" "${small[@]}" \
+  --set vocab=1000 --set max_len=128 --seed 5 --set bos_id=1 --set eos_id=2
+"$TFC" compile models/bert.yaml -o "$stage/b/models/bert.bin" "${small[@]}" \
+  --set vocab=1000 --set max_len=128 --seed 6
+"$PY" bench/bench_cuda.py --prepare "$stage/b/bench" --build "$BUILD"
+tar -C "$stage" -cf - b | xz -T2 -6 > "$OUTDIR/bundle.tar.xz"
+ls -la "$OUTDIR/bundle.tar.xz"
