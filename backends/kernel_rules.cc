@@ -322,9 +322,10 @@ std::string checkShapes(const SliceCall &c) {
   const Tensor &x = *c.input;
   if (!r.axis(x, c.attrs.axis))
     return r.err;
-  const int64_t start = c.attrs.start, size = c.attrs.size, len = x.shape[c.attrs.axis];
+  const int64_t len = x.shape[c.attrs.axis], size = c.attrs.size;
+  const int64_t start = sliceStart(c.attrs.start, len);
   if (!TFC_REQUIRE(start >= 0 && size >= 0 && start <= len && size <= len - start,
-                   "rows [" + std::to_string(start) + ", +" + std::to_string(size) +
+                   "rows [" + std::to_string(c.attrs.start) + ", +" + std::to_string(size) +
                        ") are outside the input's " + std::to_string(len)))
     return r.err;
   Shape want = x.shape;

@@ -40,6 +40,11 @@ struct AdditiveMaskStrides {
 };
 AdditiveMaskStrides additiveMaskStrides(const Tensor &mask);
 
+/// A slice's first row along an axis of |len|: a negative start counts from
+/// the end (-1 is the last row), as decode_step's cut to the last position
+/// needs for a step length known only at run time.
+inline int64_t sliceStart(int64_t start, int64_t len) { return start < 0 ? start + len : start; }
+
 } // namespace tfc
 
 #endif // TFC_BACKENDS_KERNEL_RULES_H

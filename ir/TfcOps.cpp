@@ -495,8 +495,16 @@ TFC_INFER(SliceOp) {
   int64_t start = (int64_t)a.getStart(), size = (int64_t)a.getSize();
   if (axis < 0)
     return emitOptionalError(loc, "slice: axis out of range");
-  if (start < 0 || size <= 0 ||
-      (in.getDimSize(axis) != kDyn && start + size > in.getDimSize(axis)))
+  // A negative start counts from the end: -1 is the last row (decode_step's
+  // cut to the last position, on a dim known only at run time).
+  const int64_t dim = in.getDimSize(axis);
+  if (start < 0 && size > 0 && start + size <= 0 && (dim == kDyn || start + dim >= 0))
+    start = dim == kDyn ? 0 : start + dim;
+  else if (start < 0)
+    return emitOptionalError(loc, "slice [", start, ", ", start + size,
+                             ") from the end is out of range for dim ",
+                             dim == kDyn ? std::string("?") : std::to_string(dim));
+  if (size <= 0 || (dim != kDyn && start + size > dim))
     return emitOptionalError(loc, "slice [", start, ", ", start + size,
                              ") is out of range for dim ", in.getDimSize(axis));
   SmallVector<int64_t> out(in.getShape());

@@ -393,7 +393,7 @@ def Tfc_UnsqueezeOp : Tfc_KernelOp<"unsqueeze", "UNSQUEEZE"> {
 }
 
 def Tfc_SliceOp : Tfc_KernelAttrOp<"slice", "SLICE"> {
-  let summary = "static slice [start, start + size) along one axis";
+  let summary = "static slice [start, start + size) along one axis; a negative start counts from the end";
   let arguments = (ins Tfc_AnyTensor:$input, I64Attr:$axis, I64Attr:$start, I64Attr:$size);
   let results = (outs Tfc_AnyTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";

@@ -27,6 +27,9 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/IRMapping.h"
 
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SetVector.h"
 
 namespace mlir::tfc {
@@ -398,10 +401,11 @@ func::FuncOp Deriver::createDecodeStep(OpBuilder &b, SmallVectorImpl<unsigned> &
   auto dec = b.create<func::FuncOp>(fwd.getLoc(), "decode_step",
                                     FunctionType::get(module.getContext(), argTypes, resTypes));
   SmallVector<NamedAttribute> dm(dimMax.getValue());
-  // One new token per row and call: the arena is planned for that, not for
-  // max_len tokens (a prompt is fed token by token).
+  // Up to max_len new tokens per row and call: a prompt is prefilled in one
+  // call (or a few, chunked by the runtime). The runtime plans each call's
+  // arena for its actual sizes, so a one-token step stays small.
   if (!dimMax.get("step"))
-    dm.push_back(named("step", b.getI64IntegerAttr(1)));
+    dm.push_back(named("step", b.getI64IntegerAttr(L)));
   dec->setAttr("tfc.dim_max", b.getDictionaryAttr(dm));
   dec.addEntryBlock();
   for (unsigned i = 0; i < argAttrs.size(); ++i)
@@ -424,6 +428,38 @@ void Deriver::cloneDecoder(func::FuncOp dec, ArrayRef<unsigned> srcArgPos,
   for (auto [j, v] : llvm::enumerate(boundary))
     map.map(v, db->getArgument(boundaryPos[j]));
   OpBuilder ob = OpBuilder::atBlockEnd(db);
+  // A step of T tokens (a prefill) needs the logits of its last position only.
+  // Each output is cut to that position as early as the graph allows: before
+  // the linear (the LM head) that ends its chain of position-wise ops, or at
+  // the output itself. The ops after the cut then run on one position per row.
+  llvm::DenseMap<Operation *, unsigned> cutInput; // op -> operand cut before it
+  llvm::SmallSetVector<Value, 2> cutOutput;
+  for (unsigned i : decOutputs) {
+    Value v = ret.getOperand(i);
+    Operation *op = v.getDefiningOp();
+    while (op && !isa<LinearOp, FusedLinearOp>(op) && op->getNumResults() == 1 &&
+           positionWiseProblem(op).empty()) {
+      Value next;
+      unsigned n = 0;
+      for (Value o : op->getOperands())
+        if (dependsOnTarget(o) && ++n == 1)
+          next = o;
+      if (n != 1 || rankOf(next) != rankOf(v) || !next.hasOneUse())
+        break;
+      op = next.getDefiningOp();
+    }
+    if (op && isa<LinearOp, FusedLinearOp>(op) && dependsOnTarget(op->getOperand(0)) &&
+        rankOf(op->getOperand(0)) == 3 && op->getOperand(0).hasOneUse() &&
+        llvm::none_of(llvm::drop_begin(op->getOperands()),
+                      [&](Value o) { return dependsOnTarget(o); }))
+      cutInput[op] = 0;
+    else if (rankOf(v) >= 2)
+      cutOutput.insert(v);
+  }
+  auto lastPosition = [&](Location loc, Value x) -> Value {
+    return ob.create<SliceOp>(loc, x, ob.getI64IntegerAttr(rankOf(x) - 2),
+                              ob.getI64IntegerAttr(-1), ob.getI64IntegerAttr(1));
+  };
   unsigned nextCache = 0;
   for (Operation &op : body.without_terminator()) {
     if (!dependsOnTarget(op.getResult(0)))
@@ -431,6 +467,15 @@ void Deriver::cloneDecoder(func::FuncOp dec, ArrayRef<unsigned> srcArgPos,
     for (Value v : op.getOperands())
       if (isConst(v))
         cloneConst(ob, map, v);
+    if (auto it = cutInput.find(&op); it != cutInput.end()) {
+      Value in = op.getOperand(it->second);
+      IRMapping local = map;
+      local.map(in, lastPosition(op.getLoc(), map.lookup(in)));
+      Operation *c = ob.clone(op, local);
+      for (auto [r, cr] : llvm::zip(op.getResults(), c->getResults()))
+        map.map(r, cr);
+      continue;
+    }
     if (auto a = dyn_cast<AttentionOp>(op); a && isCausal(a)) {
       Value kc = db->getArgument(cachePos[nextCache++]);
       Value vc = db->getArgument(cachePos[nextCache++]);
@@ -456,9 +501,29 @@ void Deriver::cloneDecoder(func::FuncOp dec, ArrayRef<unsigned> srcArgPos,
     ob.clone(op, map);
   }
   SmallVector<Value> results;
-  for (unsigned i : decOutputs)
-    results.push_back(map.lookup(ret.getOperand(i)));
+  for (unsigned i : decOutputs) {
+    Value v = ret.getOperand(i);
+    results.push_back(cutOutput.count(v) ? lastPosition(v.getLoc(), map.lookup(v))
+                                         : map.lookup(v));
+  }
   ob.create<func::ReturnOp>(fwd.getLoc(), results);
+  // The ops after a cut were cloned with @forward's types; infer them again,
+  // in program order, and give decode_step the results' types.
+  for (Operation &op : db->without_terminator()) {
+    auto iface = dyn_cast<InferTypeOpInterface>(&op);
+    if (!iface)
+      continue;
+    SmallVector<Type> types;
+    if (failed(iface.inferReturnTypes(op.getContext(), op.getLoc(), op.getOperands(),
+                                      op.getAttrDictionary(), op.getRegions(), types)))
+      continue; // the verifier reports it at the op
+    for (auto [r, t] : llvm::zip(op.getResults(), types))
+      r.setType(t);
+  }
+  SmallVector<Type> resTypes;
+  for (Value v : results)
+    resTypes.push_back(v.getType());
+  dec.setFunctionType(FunctionType::get(dec.getContext(), dec.getArgumentTypes(), resTypes));
 }
 
 struct DeriveGenerationPass

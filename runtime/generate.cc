@@ -37,6 +37,7 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <memory>
 #include <new>
@@ -79,6 +80,10 @@ void bannedIds(const SearchOptions &opt, const std::vector<int64_t> &seq, int64_
     }
 }
 
+/// About the tokens one prefill call feeds over all rows: enough to make the
+/// GEMMs efficient, few enough that the activations stay small.
+constexpr int64_t kPrefillCallTokens = 4096;
+
 Status nonFiniteLogits(int64_t t, size_t b, const RowCheck &c) {
   return Status::nonFinite(format("generate: step %" PRId64 ": the logits of batch item %zu "
                                   "hold %" PRId64 " NaN and %" PRId64 " +inf values",
@@ -91,6 +96,30 @@ Status step(StepModel &model, const std::vector<int64_t> &tokens, int64_t pos,
   TFC_RETURN_IF_ERROR(model.step(tokens.data(), static_cast<int64_t>(tokens.size()), pos, logits));
   if (!*logits)
     return Status::internal("the model's decode step returned no logits");
+  return {};
+}
+
+Status prefillPrompts(StepModel &model, const std::vector<std::vector<int64_t>> &prompts,
+                      int64_t *pos0) {
+  *pos0 = 0;
+  size_t common = prompts.front().size();
+  for (const auto &p : prompts)
+    common = std::min(common, p.size());
+  const int64_t n = static_cast<int64_t>(common) - 1; // the last token goes through step()
+  const int64_t rows = static_cast<int64_t>(prompts.size());
+  const int64_t chunk = std::max<int64_t>(
+      1, std::min({model.maxStepTokens(), prefillChunk(), kPrefillCallTokens / rows}));
+  if (n < 1 || chunk < 2)
+    return {};
+  std::vector<int64_t> tokens;
+  for (int64_t at = 0; at < n; at += chunk) {
+    const int64_t t = std::min(chunk, n - at);
+    tokens.resize(static_cast<size_t>(rows * t));
+    for (int64_t r = 0; r < rows; ++r)
+      std::copy_n(prompts[r].begin() + at, t, tokens.begin() + r * t);
+    TFC_RETURN_IF_ERROR(model.prefill(tokens.data(), rows, t, at));
+    *pos0 = at + t;
+  }
   return {};
 }
 
@@ -245,7 +274,9 @@ Status singleRowSearch(StepModel &model, const std::vector<std::vector<int64_t>>
   const bool bans = bansTokens(opt);
   std::vector<float> processed(bans ? vocab : 0);
   std::vector<int64_t> seq;
-  for (int64_t pos = 0; !active.empty(); ++pos) {
+  int64_t pos0 = 0;
+  TFC_RETURN_IF_ERROR(prefillPrompts(model, prompts, &pos0));
+  for (int64_t pos = pos0; !active.empty(); ++pos) {
     tokens.clear();
     for (size_t b : active) {
       const auto &p = prompts[b];
@@ -398,6 +429,32 @@ Status search(StepModel &model, const std::vector<std::vector<int64_t>> &prompts
 Status beamSearch(StepModel &model, const std::vector<std::vector<int64_t>> &prompts,
                   const SearchOptions &opt, SearchResult &out) {
   return guarded(beamSearchImpl, model, prompts, opt, out, true);
+}
+
+Status StepModel::prefill(const int64_t *tokens, int64_t rows, int64_t n, int64_t pos) {
+  std::vector<int64_t> column(static_cast<size_t>(rows));
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t r = 0; r < rows; ++r)
+      column[r] = tokens[r * n + i];
+    const float *logits = nullptr;
+    TFC_RETURN_IF_ERROR(step(column.data(), rows, pos + i, &logits));
+  }
+  return {};
+}
+
+int64_t prefillChunk() {
+  // Read once: a benchmark compares prefill with token-by-token feeding
+  // through it (bench/bench_prefill.py).
+  static const int64_t chunk = [] {
+    const char *e = std::getenv("TFRUN_PREFILL_CHUNK");
+    if (!e || !*e)
+      return int64_t{512};
+    char *end = nullptr;
+    const long long v = std::strtoll(e, &end, 10);
+    return *end == '\0' && v >= 1 ? static_cast<int64_t>(std::min<long long>(v, 1 << 20))
+                                   : int64_t{512};
+  }();
+  return chunk;
 }
 
 } // namespace tfrun::rt

@@ -31,11 +31,24 @@ public:
   /// On success, *logits points at [rows, vocab] f32 logits for the next token, valid until the
   /// next call.
   virtual Status step(const int64_t *tokens, int64_t rows, int64_t pos, const float **logits) = 0;
+  /// The most new tokens per row one prefill() call takes: 1 where the model's decode step
+  /// takes one token per row (model.bin files compiled before prefill).
+  virtual int64_t maxStepTokens() const { return 1; }
+  /// Feeds the prompt tokens [rows, n] (row-major) to the rows at positions pos..pos+n-1 (the
+  /// same for all rows), n <= maxStepTokens(), in one decode step: a prefill. The logits are
+  /// not returned: the search feeds each prompt's last token through step(). The default
+  /// feeds the columns one step() at a time.
+  virtual Status prefill(const int64_t *tokens, int64_t rows, int64_t n, int64_t pos);
   /// Rebuilds the rows: new row r takes the state of old row from[r], for r < rows. from may
   /// repeat indices (a beam fans out) and rows may be larger or smaller than before
   /// (<= maxRows()).
   virtual Status select(const int64_t *from, int64_t rows) = 0;
 };
+
+/// Tokens per row and call that a prefill takes at most when the model allows more; the
+/// environment variable TFRUN_PREFILL_CHUNK overrides it (1: token by token, as before
+/// prefill existed). Calls are also kept to about 4096 tokens over all rows.
+int64_t prefillChunk();
 
 struct SearchOptions {
   int beam = 1;     ///< >= 1

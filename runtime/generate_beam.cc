@@ -149,7 +149,9 @@ Status Search::run() {
   stillActive.reserve(batch);
   cands.reserve(K * perRow);
 
-  for (int64_t pos = 0; !active.empty(); ++pos) {
+  int64_t pos0 = 0;
+  TFC_RETURN_IF_ERROR(prefillPrompts(model, prompts, &pos0));
+  for (int64_t pos = pos0; !active.empty(); ++pos) {
     tokens.clear();
     for (size_t b : active) {
       const auto &p = prompts[b];

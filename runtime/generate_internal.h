@@ -80,6 +80,12 @@ inline float normalize(float score, int64_t length, float alpha) {
 Status step(StepModel &model, const std::vector<int64_t> &tokens, int64_t pos,
             const float **logits);
 
+/// Feeds every prompt but its last token to the rows, as far as all the prompts are that long,
+/// in prefill() calls over all rows; *pos0 is the position the decoding loop starts at (0
+/// when nothing was fed).
+Status prefillPrompts(StepModel &model, const std::vector<std::vector<int64_t>> &prompts,
+                      int64_t *pos0);
+
 /// Drops / fans out / reorders the rows; nothing to do when |from| is the identity.
 Status select(StepModel &model, const std::vector<int64_t> &from, size_t rowsBefore);
 

@@ -129,19 +129,26 @@ public:
     if (n != rows)
       return Status::internal("decode step with " + std::to_string(n) + " rows, the state has " +
                               std::to_string(rows));
-    const Function &dec = m.functions[decIdx];
-    std::vector<BoundInput> ins(dec.inputs.size());
-    pos = p;
-    ins[tokensIdx] = {tokens, TFC_DTYPE_I64, {n, 1}};
-    ins[posIdx] = {&pos, TFC_DTYPE_I64, {}};
-    for (const RowInput &r : rowInputs) {
-      std::vector<int64_t> shape{n};
-      shape.insert(shape.end(), r.rowShape.begin(), r.rowShape.end());
-      ins[r.input] = {r.data.data(), r.dtype, std::move(shape)};
-    }
-    TFC_RETURN_IF_ERROR(runFunction(*s, decIdx, ins));
+    TFC_RETURN_IF_ERROR(run(tokens, n, 1, p));
     lastPos = p;
+    const Function &dec = m.functions[decIdx];
     *logits = s->hostOutput(decIdx, dec.outputs[0].value);
+    return Status::ok();
+  }
+
+  int64_t maxStepTokens() const override {
+    const Function &dec = m.functions[decIdx];
+    const ValueDesc &v = dec.values[dec.inputs[tokensIdx].value];
+    const int64_t d = v.dims[1];
+    return d >= 0 ? d : m.symbolMax[-(d + 1)];
+  }
+
+  Status prefill(const int64_t *tokens, int64_t n, int64_t t, int64_t p) override {
+    if (n != rows)
+      return Status::internal("prefill with " + std::to_string(n) + " rows, the state has " +
+                              std::to_string(rows));
+    TFC_RETURN_IF_ERROR(run(tokens, n, t, p));
+    lastPos = p + t - 1;
     return Status::ok();
   }
 
@@ -202,6 +209,21 @@ public:
   }
 
 private:
+  /// decode_step over tokens [n, t] at positions p..p+t-1.
+  Status run(const int64_t *tokens, int64_t n, int64_t t, int64_t p) {
+    const Function &dec = m.functions[decIdx];
+    std::vector<BoundInput> ins(dec.inputs.size());
+    pos = p;
+    ins[tokensIdx] = {tokens, TFC_DTYPE_I64, {n, t}};
+    ins[posIdx] = {&pos, TFC_DTYPE_I64, {}};
+    for (const RowInput &r : rowInputs) {
+      std::vector<int64_t> shape{n};
+      shape.insert(shape.end(), r.rowShape.begin(), r.rowShape.end());
+      ins[r.input] = {r.data.data(), r.dtype, std::move(shape)};
+    }
+    return runFunction(*s, decIdx, ins);
+  }
+
   struct Cache;
   /// select()'s copies for one cache (see there). On a host device the
   /// copies are split across the OpenMP threads: at beam 4 over 128 rows they

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "backends/cpu/broadcast_cpu.h"
 #include "backends/cpu/kernels_cpu.h"
+#include "backends/kernel_rules.h"
 
 #include <cstring>
 
@@ -57,9 +58,10 @@ Status run(const TransposeCall &c) {
 
 Status run(const SliceCall &c) {
   const Tensor &x = *c.input;
-  const int64_t start = c.attrs.start, size = c.attrs.size;
+  const int64_t size = c.attrs.size;
   int64_t outer, len, inner;
   aroundAxis(x.shape, c.attrs.axis, outer, len, inner);
+  const int64_t start = sliceStart(c.attrs.start, len);
   const size_t es = tfc_dtype_bytes(x.dtype, 1);
   const char *src = static_cast<const char *>(x.data);
   char *dst = static_cast<char *>(c.out->data);

@@ -376,8 +376,9 @@ Status run(Context &ctx, const TransposeCall &c) {
 Status run(Context &ctx, const SliceCall &c) {
   const Tensor &x = *c.input;
   const std::vector<int64_t> inStride = contiguousStrides(x.shape);
+  const int64_t start = sliceStart(c.attrs.start, x.shape[c.attrs.axis]);
   const char *src = static_cast<const char *>(x.data) +
-                    tfc_dtype_bytes(x.dtype, (uint64_t)(c.attrs.start * inStride[c.attrs.axis]));
+                    tfc_dtype_bytes(x.dtype, (uint64_t)(start * inStride[c.attrs.axis]));
   return stridedCopy(ctx, src, x.dtype, {inStride}, *c.out);
 }
 

@@ -163,6 +163,22 @@ func.func @slice_range(%a: tensor<1x2x4xf32>) {
 
 // -----
 
+func.func @slice_from_end_range(%a: tensor<1x2x4xf32>) {
+  // expected-error @+1 {{slice [-5, -4) from the end is out of range for dim 4}}
+  %0 = tfc.slice %a {axis = 2, start = -5, size = 1} : tensor<1x2x4xf32> -> tensor<1x2x1xf32>
+  return
+}
+
+// -----
+
+func.func @slice_from_end_past_end(%a: tensor<1x?x4xf32>) {
+  // expected-error @+1 {{slice [-1, 1) from the end is out of range for dim ?}}
+  %0 = tfc.slice %a {axis = 1, start = -1, size = 2} : tensor<1x?x4xf32> -> tensor<1x2x4xf32>
+  return
+}
+
+// -----
+
 func.func @reduce_axis(%a: tensor<1x2x4xf32>) {
   // expected-error @+1 {{reduce: axis 3 is out of range for rank 3}}
   %0 = tfc.reduce_sum %a {axis = 3} : tensor<1x2x4xf32> -> tensor<1x2x1xf32>

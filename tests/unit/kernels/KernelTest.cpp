@@ -664,7 +664,9 @@ TEST_P(KernelTest, Slice) {
     int64_t axis, start, size;
   };
   const std::vector<int64_t> shape = {4, 6, 5};
-  const SCase cases[] = {{1, 2, 3}, {0, 1, 2}, {2, 4, 1}, {2, 0, 5}, {0, 0, 4}};
+  // A negative start counts from the end (decode_step's cut to the last position).
+  const SCase cases[] = {{1, 2, 3}, {0, 1, 2}, {2, 4, 1}, {2, 0, 5}, {0, 0, 4},
+                         {1, -1, 1}, {1, -6, 6}, {2, -3, 2}};
   for (uint32_t t : {dt(), uint32_t(TFC_DTYPE_I64)})
     for (const SCase &c : cases) {
       SCOPED_TRACE("axis " + std::to_string(c.axis) + " start " + std::to_string(c.start) +
@@ -681,7 +683,7 @@ TEST_P(KernelTest, Slice) {
         for (int64_t j = 0; j < os[1]; ++j)
           for (int64_t k = 0; k < os[2]; ++k) {
             int64_t idx[3] = {i, j, k};
-            idx[c.axis] += c.start;
+            idx[c.axis] += c.start < 0 ? c.start + shape[c.axis] : c.start;
             ref.push_back(x.get((idx[0] * shape[1] + idx[1]) * shape[2] + idx[2]));
           }
       expectEqual(out, ref, "slice");
