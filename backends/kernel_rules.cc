@@ -206,7 +206,10 @@ std::string checkShapes(const TokenEmbeddingCall &c) {
                        "the type table is " + str(c.type_table->shape) +
                            ", not as wide as the table"));
   if (c.offset)
-    TFC_REQUIRE(c.offset->numel() >= 1, "the position offset is empty");
+    TFC_REQUIRE(c.offset->numel() == 1 || (c.offset->shape.size() == 1 &&
+                                          c.offset->shape[0] == c.ids->shape[0]),
+                "the position offset " + str(c.offset->shape) +
+                    " is neither one value nor one per row of the ids " + str(c.ids->shape));
   r.quantized(table, "table");
   return r.err;
 }
@@ -412,7 +415,15 @@ std::string checkShapes(const CachedAttentionCall &c) {
                          kc.shape[1] == vc.shape[1] && kc.shape[0] == vc.shape[0],
                      "the caches " + str(kc.shape) + " and " + str(vc.shape) +
                          " do not hold k and v rows") &&
-         TFC_REQUIRE(c.pos->numel() >= 1, "the position is empty") &&
+         TFC_REQUIRE(c.pos->numel() == 1 || (c.pos->shape.size() == 1 && c.pos->shape[0] == b),
+                     "the positions " + str(c.pos->shape) +
+                         " are neither one value nor one per row of the batch " +
+                         std::to_string(b)) &&
+         (!c.block_table ||
+          TFC_REQUIRE(c.block_table->shape.size() == 2 && c.block_table->shape[0] == b &&
+                          c.block_table->shape[1] >= 1,
+                      "the block table " + str(c.block_table->shape) + " is not [" +
+                          std::to_string(b) + ", blocks]")) &&
          r.same(*c.out, "the output", {b, t, v.shape[2]}));
   return r.err;
 }

@@ -107,8 +107,11 @@ TFC_INFER(CachedAttentionOp) {
   for (auto t : {q, k, v, kc, vc})
     if (t.getRank() != 3)
       return emitOptionalError(loc, "cached_attention expects [batch, seq, dim] operands");
-  if (rankedOf(a.getPos()).getRank() != 0)
-    return emitOptionalError(loc, "cached_attention pos must be a rank-0 tensor");
+  if (rankedOf(a.getPos()).getRank() > 1)
+    return emitOptionalError(loc, "cached_attention pos must be one position (rank 0) or one "
+                                  "per row ([batch])");
+  if (a.getBlockTable() && rankedOf(a.getBlockTable()).getRank() != 2)
+    return emitOptionalError(loc, "cached_attention block_table must be [batch, blocks]");
   if (!dimsAgree(q.getDimSize(2), k.getDimSize(2)) ||
       !dimsAgree(k.getDimSize(2), kc.getDimSize(2)) ||
       !dimsAgree(v.getDimSize(2), vc.getDimSize(2)))

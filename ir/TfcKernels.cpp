@@ -156,6 +156,7 @@ void CachedAttentionOp::appendKernelAttributes(std::vector<int64_t> &ints,
     a.bidirectional = getBiasBidirectional();
     a.max_distance = (int64_t)getBiasMaxDistance();
   }
+  a.has_block_table = (bool)getBlockTable();
   a.scale = getScale().convertToDouble();
   a.encode(ints, floats);
 }

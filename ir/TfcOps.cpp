@@ -481,8 +481,9 @@ TFC_INFER(TokenEmbeddingOp) {
           !dimsAgree(tt.getDimSize(1), rankedOf(a.getTable()).getDimSize(1)))
         return emitOptionalError(loc, "token_embedding tables differ in width");
     }
-  if (a.getPositionOffset() && rankedOf(a.getPositionOffset()).getRank() != 0)
-    return emitOptionalError(loc, "token_embedding offset must be a rank-0 tensor");
+  if (a.getPositionOffset() && rankedOf(a.getPositionOffset()).getRank() > 1)
+    return emitOptionalError(loc, "token_embedding offset must be one offset (rank 0) or one "
+                                  "per row ([batch])");
   return success();
 }
 

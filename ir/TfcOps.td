@@ -593,20 +593,24 @@ def Tfc_AttentionOp : Tfc_KernelAttrOp<"attention", "ATTENTION", [AttrSizedOpera
 
 def Tfc_CachedAttentionOp : Op<Tfc_Dialect, "cached_attention",
     [DeclareOpInterfaceMethods<InferTypeOpInterface>, MemoryEffects<[MemRead, MemWrite]>,
+     AttrSizedOperandSegments,
      Tfc_KernelId<"CACHED_ATTENTION">,
      DeclareOpInterfaceMethods<Tfc_KernelOpInterface, ["appendKernelAttributes"]>]> {
   let summary = "causal self-attention of new tokens over a KV cache (decode_step)";
   let description = [{
     The incremental form of a causal `tfc.attention`, made by
     `tfc-derive-generation` for `decode_step`. `query`, `key` and `value` are
-    the new tokens' [B, T, D] projections, at positions `pos .. pos+T-1` (`pos`
-    is a rank-0 i64 tensor). `k_cache` and `v_cache` are [B, L, D] state buffers
-    that persist across calls (function arguments marked `tfc.state`). The op
-    writes `key` and `value` into rows `pos .. pos+T-1` of the caches *in place*
-    (hence its memory effects), then attends from each new query i over cache
-    rows `0 .. pos+i` (the causal rule). It never masks padding: a generated prefix
-    has none. An optional `position_bias` table is applied as in
-    `tfc.attention`, with query i at position pos + i.
+    the new tokens' [B, T, D] projections; row b's are at positions
+    `pos[b] .. pos[b]+T-1` (`pos` is i64, rank 0 for one position for all rows,
+    or [B] for one per row). `k_cache` and `v_cache` are [N, L, D] state buffers
+    that persist across calls (function arguments marked `tfc.state`). Without
+    a `block_table`, row b's positions are cache row b's; with one ([B, nb] i64,
+    the cache's rows are blocks of L positions), row b's position p is in cache
+    row `block_table[b][p / L]` at `p % L`. The op writes `key` and `value` at
+    the new positions *in place* (hence its memory effects), then attends from
+    each new query i over positions `0 .. pos[b]+i` (the causal rule). It never
+    masks padding: a generated prefix has none. An optional `position_bias`
+    table is applied as in `tfc.attention`, with query i at position pos + i.
 
     ```mlir
     %o = tfc.cached_attention %q, %k, %v, %kc, %vc, %pos {num_heads = 8 : i64, scale = 0.125 : f64} : (tensor<?x?x512xf32>, tensor<?x?x512xf32>, tensor<?x?x512xf32>, tensor<?x64x512xf32>, tensor<?x64x512xf32>, tensor<i64>) -> tensor<?x?x512xf32>
@@ -615,12 +619,13 @@ def Tfc_CachedAttentionOp : Op<Tfc_Dialect, "cached_attention",
   let arguments = (ins Tfc_FloatTensor:$query, Tfc_FloatTensor:$key, Tfc_FloatTensor:$value,
                        Tfc_FloatTensor:$k_cache, Tfc_FloatTensor:$v_cache,
                        Tfc_IdTensor:$pos, Optional<Tfc_FloatTensor>:$position_bias,
+                       Optional<Tfc_IdTensor>:$block_table,
                        I64Attr:$num_heads, F64Attr:$scale,
                        DefaultValuedAttr<BoolAttr, "false">:$bias_bidirectional,
                        DefaultValuedAttr<I64Attr, "128">:$bias_max_distance);
   let results = (outs Tfc_FloatTensor:$result);
   let assemblyFormat = [{
-    $query `,` $key `,` $value `,` $k_cache `,` $v_cache `,` $pos (`bias` `(` $position_bias^ `)`)? attr-dict `:` functional-type(operands, results)
+    $query `,` $key `,` $value `,` $k_cache `,` $v_cache `,` $pos (`bias` `(` $position_bias^ `)`)? (`blocks` `(` $block_table^ `)`)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

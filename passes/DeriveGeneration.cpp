@@ -371,8 +371,15 @@ func::FuncOp Deriver::createDecodeStep(OpBuilder &b, SmallVectorImpl<unsigned> &
   addArg(RankedTensorType::get({kDyn, kDyn}, tgtT.getElementType()),
          {named("tfc.name", b.getStringAttr("step.tokens")),
           named("tfc.dims", strArray(b, {batchName.str(), "step"}))});
-  addArg(RankedTensorType::get({}, b.getI64Type()),
-         {named("tfc.name", b.getStringAttr("step.pos"))});
+  // One position per row, and the cache row each row's K and V live in (a
+  // block table of one block per row): rows at different positions, in any
+  // cache rows, share a step (continuous batching).
+  addArg(RankedTensorType::get({kDyn}, b.getI64Type()),
+         {named("tfc.name", b.getStringAttr("step.pos")),
+          named("tfc.dims", strArray(b, {batchName.str()}))});
+  addArg(RankedTensorType::get({kDyn, 1}, b.getI64Type()),
+         {named("tfc.name", b.getStringAttr("step.blocks")),
+          named("tfc.dims", strArray(b, {batchName.str()}))});
   for (Value v : srcArgs) {
     unsigned i = v.cast<BlockArgument>().getArgNumber();
     auto d = fwd.getArgAttrDict(i);
@@ -422,7 +429,7 @@ void Deriver::cloneDecoder(func::FuncOp dec, ArrayRef<unsigned> srcArgPos,
   Block *db = &dec.getBody().front();
   IRMapping map;
   map.map(fwd.getArgument(target), db->getArgument(0));
-  Value pos = db->getArgument(1);
+  Value pos = db->getArgument(1), blocks = db->getArgument(2);
   for (auto [j, v] : llvm::enumerate(srcArgs))
     map.map(v, db->getArgument(srcArgPos[j]));
   for (auto [j, v] : llvm::enumerate(boundary))
@@ -482,7 +489,7 @@ void Deriver::cloneDecoder(func::FuncOp dec, ArrayRef<unsigned> srcArgPos,
       auto c = ob.create<CachedAttentionOp>(
           a.getLoc(), a.getType(), map.lookup(a.getQuery()), map.lookup(a.getKey()),
           map.lookup(a.getValue()), kc, vc, pos,
-          a.getPositionBias() ? map.lookup(a.getPositionBias()) : Value(),
+          a.getPositionBias() ? map.lookup(a.getPositionBias()) : Value(), blocks,
           a.getNumHeadsAttr(), a.getScaleAttr(), a.getBiasBidirectionalAttr(),
           a.getBiasMaxDistanceAttr());
       map.map(a.getResult(), c.getResult());

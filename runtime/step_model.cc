@@ -68,6 +68,11 @@ public:
       }
       if (name == "step.pos") {
         posIdx = i;
+        posPerRow = dec.values[dec.inputs[i].value].dims.size() == 1;
+        continue;
+      }
+      if (name == "step.blocks") {
+        blocksIdx = i;
         continue;
       }
       RowInput r;
@@ -215,7 +220,19 @@ private:
     std::vector<BoundInput> ins(dec.inputs.size());
     pos = p;
     ins[tokensIdx] = {tokens, TFC_DTYPE_I64, {n, t}};
-    ins[posIdx] = {&pos, TFC_DTYPE_I64, {}};
+    if (posPerRow) {
+      // All rows at one position, each in its own cache row.
+      rowPos.assign(static_cast<size_t>(n), p);
+      ins[posIdx] = {rowPos.data(), TFC_DTYPE_I64, {n}};
+    } else {
+      ins[posIdx] = {&pos, TFC_DTYPE_I64, {}};
+    }
+    if (blocksIdx >= 0) {
+      rowBlocks.resize(static_cast<size_t>(n));
+      for (int64_t r = 0; r < n; ++r)
+        rowBlocks[r] = r;
+      ins[blocksIdx] = {rowBlocks.data(), TFC_DTYPE_I64, {n, 1}};
+    }
     for (const RowInput &r : rowInputs) {
       std::vector<int64_t> shape{n};
       shape.insert(shape.end(), r.rowShape.begin(), r.rowShape.end());
@@ -296,7 +313,9 @@ private:
   Session *s;
   const Model &m;
   size_t decIdx = 0;
-  int tokensIdx = -1, posIdx = -1;
+  int tokensIdx = -1, posIdx = -1, blocksIdx = -1;
+  bool posPerRow = false; ///< step.pos is [rows] (model.bin files since continuous batching)
+  std::vector<int64_t> rowPos, rowBlocks;
   std::vector<RowInput> rowInputs;
   std::vector<Cache> caches;
   /// The batch item of each row; buffers select() reuses across steps.

@@ -485,26 +485,51 @@ Status run(const AttentionCall &c) {
 }
 
 Status run(const CachedAttentionCall &c) {
-  // q/k/v: [B, T, D] new tokens at positions pos..pos+T-1; caches [B, L, D].
+  // q/k/v: [B, T, D] new tokens; row b's are at positions pos[b] .. pos[b]+T-1
+  // (pos: one for all rows, or [B]). The caches are [N, L, D]: without a block
+  // table row b is cache row b; with one ([B, nb] i64), row b's position p is
+  // in cache row table[b][p / L] at p % L.
   const Tensor &q = *c.q, &k = *c.k, &v = *c.v, &kc = *c.k_cache, &vc = *c.v_cache;
-  const int64_t pos = *c.pos->as<int64_t>();
-  const int64_t B = q.shape[0], T = q.shape[1], L = kc.shape[1];
+  const int64_t B = q.shape[0], T = q.shape[1], L = kc.shape[1], N = kc.shape[0];
   const int64_t dk = k.shape[2], dv = v.shape[2];
-  if (pos < 0 || pos + T > L)
-    return Status::invalidArgument("decode position " + std::to_string(pos + T) +
-                                   " is beyond the KV cache's " + std::to_string(L) +
-                                   " positions");
-  if (kc.shape[0] < B || vc.shape[0] < B)
+  const int64_t *posv = c.pos->as<int64_t>();
+  const bool perRowPos = c.pos->numel() > 1;
+  const int64_t nb = c.block_table ? c.block_table->shape[1] : 1;
+  const int64_t *table = c.block_table ? c.block_table->as<int64_t>() : nullptr;
+  const int64_t capacity = L * nb;
+  auto posOf = [&](int64_t b) { return posv[perRowPos ? b : 0]; };
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t pos = posOf(b);
+    if (pos < 0 || pos + T > capacity)
+      return Status::invalidArgument("decode position " + std::to_string(pos + T) +
+                                     " is beyond the KV cache's " + std::to_string(capacity) +
+                                     " positions");
+    if (table)
+      for (int64_t j = 0, used = (pos + T + L - 1) / L; j < used; ++j)
+        if (table[b * nb + j] < 0 || table[b * nb + j] >= N)
+          return Status::invalidArgument("KV block " + std::to_string(table[b * nb + j]) +
+                                         " is outside the cache's " + std::to_string(N) +
+                                         " blocks");
+  }
+  if (!table && (kc.shape[0] < B || vc.shape[0] < B))
     return Status::invalidArgument("the KV cache holds fewer rows than the batch");
   float *kcache = kc.as<float>(), *vcache = vc.as<float>();
+  // Where position p of batch row b lives in a cache of width w.
+  auto at = [&](float *cache, int64_t w, int64_t b, int64_t p) {
+    const int64_t row = table ? table[b * nb + p / L] : b;
+    return cache + (row * L + p % L) * w;
+  };
   for (int64_t b = 0; b < B; ++b) {
-    std::memcpy(kcache + (b * L + pos) * dk, k.as<float>() + b * T * dk, sizeof(float) * T * dk);
-    std::memcpy(vcache + (b * L + pos) * dv, v.as<float>() + b * T * dv, sizeof(float) * T * dv);
+    const int64_t pos = posOf(b);
+    for (int64_t t = 0; t < T; ++t) {
+      std::memcpy(at(kcache, dk, b, pos + t), k.as<float>() + (b * T + t) * dk,
+                  sizeof(float) * dk);
+      std::memcpy(at(vcache, dv, b, pos + t), v.as<float>() + (b * T + t) * dv,
+                  sizeof(float) * dv);
+    }
   }
   AttentionParams p{};
-  p.batch = B;
   p.q_len = T;
-  p.kv_len = pos + T;
   p.heads = c.attrs.num_heads;
   p.head_dim = q.shape[2] / p.heads;
   p.v_head_dim = dv / p.heads;
@@ -512,14 +537,46 @@ Status run(const CachedAttentionCall &c) {
   p.k_row_stride = dk;
   p.v_row_stride = dv;
   p.out_row_stride = c.out->shape[2];
-  p.k_batch_stride = L * dk;
-  p.v_batch_stride = L * dv;
-  p.q_pos_offset = pos;
   p.scale = (float)c.attrs.scale;
   p.mask = TFC_MASK_CAUSAL;
   p.mask_value = -INFINITY;
   setRelativeBias(p, c.bias_table, c.attrs.bidirectional, c.attrs.max_distance);
-  attention(p, q.as<float>(), kcache, vcache, c.out->as<float>());
+  bool uniform = !perRowPos;
+  for (int64_t b = 0; uniform && table && b < B; ++b)
+    uniform = table[b * nb] == b;
+  if (uniform && (!table || posv[0] + T <= L)) {
+    // Every row at one position, in its own cache row: one call over the batch.
+    p.batch = B;
+    p.kv_len = posv[0] + T;
+    p.k_batch_stride = L * dk;
+    p.v_batch_stride = L * dv;
+    p.q_pos_offset = posv[0];
+    attention(p, q.as<float>(), kcache, vcache, c.out->as<float>());
+    return Status();
+  }
+  // Rows at their own positions: one call per row, over its keys in place when
+  // they lie in one cache row, else gathered from its blocks.
+  thread_local std::vector<float> kg, vg;
+  p.batch = 1;
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t pos = posOf(b), n = pos + T;
+    p.kv_len = n;
+    p.q_pos_offset = pos;
+    const float *kr = at(kcache, dk, b, 0), *vr = at(vcache, dv, b, 0);
+    if (n > L) {
+      kg.resize(static_cast<size_t>(n * dk));
+      vg.resize(static_cast<size_t>(n * dv));
+      for (int64_t j = 0; j < n; j += L) {
+        const int64_t m = std::min(L, n - j);
+        std::memcpy(kg.data() + j * dk, at(kcache, dk, b, j), sizeof(float) * m * dk);
+        std::memcpy(vg.data() + j * dv, at(vcache, dv, b, j), sizeof(float) * m * dv);
+      }
+      kr = kg.data();
+      vr = vg.data();
+    }
+    attention(p, q.as<float>() + b * T * q.shape[2], kr, vr,
+              c.out->as<float>() + b * T * c.out->shape[2]);
+  }
   return Status();
 }
 

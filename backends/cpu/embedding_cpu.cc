@@ -61,11 +61,13 @@ Status run(const TokenEmbeddingCall &c) {
     return Status();
   const int64_t b = ids.shape[0], s = ids.shape[1], d = table.shape[1];
   const int64_t rows = c.positions->shape[0];
-  // decode_step: the new tokens sit at positions offset, offset + 1, ...
-  const int64_t offset = c.offset ? *c.offset->as<int64_t>() : 0;
-  if (offset < 0)
-    return Status::invalidArgument("negative position offset " + std::to_string(offset));
-  for (int64_t i = 0; i < b; ++i)
+  // decode_step: row i's new tokens sit at positions offset, offset + 1, ...,
+  // with one offset for all rows or one per row ([b]).
+  const bool perRow = c.offset && c.offset->numel() > 1;
+  for (int64_t i = 0; i < b; ++i) {
+    const int64_t offset = c.offset ? c.offset->as<int64_t>()[perRow ? i : 0] : 0;
+    if (offset < 0)
+      return Status::invalidArgument("negative position offset " + std::to_string(offset));
     for (int64_t j = 0; j < s; ++j) {
       const int64_t p = a.position_axis == 0 ? i : j + offset;
       if (p >= rows)
@@ -76,6 +78,7 @@ Status run(const TokenEmbeddingCall &c) {
       for (int64_t k = 0; k < d; ++k)
         dst[k] += row[k];
     }
+  }
   return Status();
 }
 

@@ -66,6 +66,7 @@ struct BlockCtx {
   int tid, lane, warp;
   int64_t b, h, q0, d0v, dvSlice;
   int64_t kvLen, qOffset;
+  int64_t kSlot; // the cache row the keys and values are read from
   bool keyPad, causal, additive;
   float mv;
   int64_t row0; // this warp's first query row
@@ -95,11 +96,19 @@ __device__ __forceinline__ bool initBlock(const AttnArgs &a, BlockCtx &c) {
 
   c.kvLen = a.kvLen;
   c.qOffset = a.qPosOffset;
+  c.kSlot = c.b;
   if (a.pos) {
     // Cached attention: the cache write checked pos and recorded any error.
-    const long long p = loadId(a.pos, a.posType, 0);
+    const long long p = loadId(a.pos, a.posType, a.posPerRow ? c.b : 0);
     if (p < 0 || p + a.qLen > a.cacheLen)
       return false;
+    if (a.slots && a.slots[c.b] != c.b) {
+      // Another cache row (the cache write checked it and recorded any error).
+      const long long row = a.slots[c.b];
+      if (row < 0 || row >= a.cacheRows)
+        return false;
+      c.kSlot = row;
+    }
     c.kvLen = p + a.qLen;
     c.qOffset = p;
   }
@@ -113,8 +122,8 @@ __device__ __forceinline__ bool initBlock(const AttnArgs &a, BlockCtx &c) {
   c.nChunks = static_cast<int>((a.dk + kChunkD - 1) / kChunkD);
 
   c.qBase = c.b * a.qBatch + c.h * a.dk;
-  c.kBase = c.b * a.kBatch + c.h * a.dk;
-  c.vBase = c.b * a.vBatch + c.h * a.dv + c.d0v;
+  c.kBase = c.kSlot * a.kBatch + c.h * a.dk;
+  c.vBase = c.kSlot * a.vBatch + c.h * a.dv + c.d0v;
   c.tokBase = c.b * a.tokensBatch;
   return true;
 }

@@ -141,6 +141,8 @@ Status synchronize(Context &ctx) {
   case kErrDecodePosition:
     return Status::invalidArgument("decode position " + a + " is beyond the KV cache's " + b +
                                    " positions");
+  case kErrKvBlock:
+    return Status::invalidArgument("KV block " + a + " is outside the cache's " + b + " blocks");
   default:
     return Status::internal("unknown CUDA kernel error " + std::to_string(e.code));
   }

@@ -53,6 +53,7 @@ enum DeviceErrorCode : uint32_t {
   kErrPosition = 2,       ///< a: the position, b: the positional table's rows
   kErrNegativeOffset = 3, ///< a: the offset
   kErrDecodePosition = 4, ///< a: pos + T, b: the KV cache's length
+  kErrKvBlock = 5,        ///< a: the block (cache row), b: the cache's rows
 };
 struct DeviceError {
   uint32_t code;
@@ -168,8 +169,9 @@ struct EmbedArgs {
   uint32_t posType = 0;
   int64_t posRows = 0;
   int32_t axis = 1;
-  const void *offset = nullptr; ///< device scalar (decode_step), or null
+  const void *offset = nullptr; ///< device scalar or [rows] (decode_step), or null
   uint32_t offsetType = 0;
+  bool offsetPerRow = false; ///< offset holds one value per row of the ids
   void *out = nullptr;
   uint32_t outType = 0;
 };
@@ -199,6 +201,11 @@ struct CacheWriteArgs {
   int64_t batch = 0, steps = 0, len = 0, dk = 0, dv = 0;
   const void *pos = nullptr;
   uint32_t posType = 0;
+  bool posPerRow = false; ///< pos holds one position per batch row
+  /// Row b's cache row (a one-block-per-row block table, i64 [batch]), or null:
+  /// cache row b.
+  const int64_t *slots = nullptr;
+  int64_t cacheRows = 0;
 };
 Status launchCacheWrite(const CacheWriteArgs &a, DeviceError *err, cudaStream_t s);
 
@@ -243,6 +250,9 @@ struct AttnArgs {
   int64_t addB = 0, addH = 0, addQ = 0;
   const void *pos = nullptr;
   uint32_t posType = 0;
+  bool posPerRow = false; ///< cached attention: pos holds one position per batch row
+  const int64_t *slots = nullptr; ///< cached attention: row b's cache row, or null (row b)
+  int64_t cacheRows = 0;
   int64_t cacheLen = 0;
   /// T5's relative position bias: the [relBuckets, heads] f32 table, or null;
   /// score (i, j) gets relBias[bucket(j - i - qOffset) * heads + h] added

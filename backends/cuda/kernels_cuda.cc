@@ -205,8 +205,15 @@ Status run(Context &ctx, const CachedAttentionCall &c) {
                &pos = *c.pos;
   Tensor &out = *c.out;
   const int64_t B = q.shape[0], T = q.shape[1], L = kc.shape[1];
-  if (kc.shape[0] < B || vc.shape[0] < B)
+  const Tensor *table = c.block_table;
+  if (table && table->shape[1] != 1)
+    return Status::unsupported("cached_attention: a block table of " +
+                               std::to_string(table->shape[1]) +
+                               " blocks per row (the CUDA backend reads one cache row per row)");
+  if (!table && (kc.shape[0] < B || vc.shape[0] < B))
     return Status::invalidArgument("the KV cache holds fewer rows than the batch");
+  const bool posPerRow = pos.numel() > 1;
+  const int64_t *slots = table ? static_cast<const int64_t *>(table->data) : nullptr;
   CacheWriteArgs w;
   w.k = k.data;
   w.v = v.data;
@@ -223,6 +230,9 @@ Status run(Context &ctx, const CachedAttentionCall &c) {
   w.dv = v.shape[2];
   w.pos = pos.data;
   w.posType = pos.dtype;
+  w.posPerRow = posPerRow;
+  w.slots = slots;
+  w.cacheRows = kc.shape[0];
   TFC_RETURN_IF_ERROR(launchCacheWrite(w, ctx.error, ctx.stream));
 
   AttnArgs a;
@@ -252,6 +262,9 @@ Status run(Context &ctx, const CachedAttentionCall &c) {
   a.maskValue = -INFINITY;
   a.pos = pos.data;
   a.posType = pos.dtype;
+  a.posPerRow = posPerRow;
+  a.slots = slots;
+  a.cacheRows = kc.shape[0];
   a.cacheLen = L;
   setRelativeBias(a, c.bias_table, c.attrs.bidirectional, c.attrs.max_distance);
   return launchAttention(a, ctx.stream);
@@ -286,6 +299,7 @@ Status run(Context &ctx, const TokenEmbeddingCall &c) {
   if (c.offset) {
     a.offset = c.offset->data;
     a.offsetType = c.offset->dtype;
+    a.offsetPerRow = c.offset->numel() > 1;
   }
   a.out = c.out->data;
   a.outType = c.out->dtype;

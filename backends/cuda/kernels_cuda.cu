@@ -321,7 +321,8 @@ __global__ void embeddingKernel(EmbedArgs a, DeviceError *err) {
   }
   long long p = 0;
   if (a.pos) {
-    long long offset = a.offset ? loadId(a.offset, a.offsetType, 0) : 0;
+    long long offset = a.offset ? loadId(a.offset, a.offsetType, a.offsetPerRow ? r / a.seq : 0)
+                                : 0;
     if (offset < 0) {
       if (threadIdx.x == 0)
         recordError(err, kErrNegativeOffset, offset, 0);
@@ -347,14 +348,20 @@ __global__ void embeddingKernel(EmbedArgs a, DeviceError *err) {
 
 /// One block per new row (b, t): k and v into the caches at row pos + t.
 __global__ void cacheWriteKernel(CacheWriteArgs a, DeviceError *err) {
-  const long long pos = loadId(a.pos, a.posType, 0);
+  const int64_t b = blockIdx.x / a.steps, t = blockIdx.x % a.steps;
+  const long long pos = loadId(a.pos, a.posType, a.posPerRow ? b : 0);
   if (pos < 0 || pos + a.steps > a.len) {
-    if (blockIdx.x == 0 && threadIdx.x == 0)
+    if (t == 0 && threadIdx.x == 0)
       recordError(err, kErrDecodePosition, pos + a.steps, a.len);
     return;
   }
-  const int64_t b = blockIdx.x / a.steps, t = blockIdx.x % a.steps;
-  const int64_t src = b * a.steps + t, dst = b * a.len + pos + t;
+  const int64_t row = a.slots ? a.slots[b] : b;
+  if (row < 0 || row >= a.cacheRows) {
+    if (t == 0 && threadIdx.x == 0)
+      recordError(err, kErrKvBlock, row, a.cacheRows);
+    return;
+  }
+  const int64_t src = b * a.steps + t, dst = row * a.len + pos + t;
   for (int64_t d = threadIdx.x; d < a.dk; d += blockDim.x)
     storeF(a.kc, a.kcType, dst * a.dk + d, loadF(a.k, a.kType, src * a.dk + d));
   for (int64_t d = threadIdx.x; d < a.dv; d += blockDim.x)

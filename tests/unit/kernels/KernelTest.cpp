@@ -1138,6 +1138,136 @@ TEST_P(KernelTest, CachedAttentionBeyondCache) {
   EXPECT_EQ(run(TFC_KERNEL_CACHED_ATTENTION, {&q, &k, &v, &kc, &vc, &pos}, out, {2}, {0.5}), "");
 }
 
+/// Continuous batching (docs/generation.md): rows at their own positions, their
+/// K and V in cache rows a block table names. With one block per row (every
+/// backend), and with blocks of L positions spanning several cache rows (the
+/// CPU; CUDA reports that it does not read them).
+TEST_P(KernelTest, CachedAttentionPerRow) {
+  struct Case {
+    const char *name;
+    int64_t L, N;                          ///< block (cache row) length, cache rows
+    std::vector<int64_t> pos;              ///< per row
+    std::vector<std::vector<int64_t>> table; ///< per row: its blocks
+  };
+  const Case cases[] = {
+      {"one block per row", 8, 4, {0, 5, 2}, {{2}, {0}, {3}}},
+      {"one position for all, permuted rows", 8, 3, {3, 3, 3}, {{1}, {2}, {0}}},
+      {"blocks of 4 positions", 4, 6, {5, 9}, {{4, 1, 0}, {3, 5, 2}}},
+  };
+  const int64_t T = 2, H = 2, dk = 8, dv = 4, D = H * dk, Dv = H * dv;
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.name);
+    const int64_t B = static_cast<int64_t>(c.pos.size());
+    const int64_t nb = static_cast<int64_t>(c.table[0].size());
+    HostTensor q = random(dt(), {B, T, D}), k = random(dt(), {B, T, D});
+    HostTensor v = random(dt(), {B, T, Dv});
+    HostTensor kc = random(dt(), {c.N, c.L, D}), vc = random(dt(), {c.N, c.L, Dv});
+    std::vector<double> pv, tv;
+    for (int64_t b = 0; b < B; ++b) {
+      pv.push_back(static_cast<double>(c.pos[b]));
+      for (int64_t j : c.table[b])
+        tv.push_back(static_cast<double>(j));
+    }
+    HostTensor pos = tensor(TFC_DTYPE_I64, {B}, pv);
+    HostTensor table = tensor(TFC_DTYPE_I64, {B, nb}, tv);
+    const HostTensor kc0 = kc, vc0 = vc;
+    HostTensor out(dt(), {B, T, Dv});
+    const double scale = 1.0 / std::sqrt(static_cast<double>(dk));
+    const std::string got = run(TFC_KERNEL_CACHED_ATTENTION,
+                                {&q, &k, &v, &kc, &vc, &pos, &table}, out, {H, 0, 0, 0, 1},
+                                {scale});
+    if (nb > 1 && backend().name() == "cuda") {
+      EXPECT_EQ(got, "cached_attention: a block table of 3 blocks per row (the CUDA backend "
+                     "reads one cache row per row)");
+      continue;
+    }
+    ASSERT_EQ(got, "");
+    // Each row on its own: its positions gathered from its blocks.
+    std::vector<double> kref = kc0.values(), vref = vc0.values();
+    auto slot = [&](int64_t b, int64_t p) { return c.table[b][p / c.L] * c.L + p % c.L; };
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < T; ++t) {
+        const int64_t at = slot(b, c.pos[b] + t);
+        for (int64_t d = 0; d < D; ++d)
+          kref[at * D + d] = k.get((b * T + t) * D + d);
+        for (int64_t d = 0; d < Dv; ++d)
+          vref[at * Dv + d] = v.get((b * T + t) * Dv + d);
+      }
+    expectEqual(kc, kref, "key cache");
+    expectEqual(vc, vref, "value cache");
+    const std::vector<double> qv = q.values();
+    std::vector<double> want;
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t n = c.pos[b] + T;
+      std::vector<double> kr, vr;
+      for (int64_t p = 0; p < n; ++p) {
+        kr.insert(kr.end(), kref.begin() + slot(b, p) * D, kref.begin() + (slot(b, p) + 1) * D);
+        vr.insert(vr.end(), vref.begin() + slot(b, p) * Dv,
+                  vref.begin() + (slot(b, p) + 1) * Dv);
+      }
+      ref::Attention a;
+      a.batch = 1;
+      a.qLen = T;
+      a.kvLen = n;
+      a.heads = H;
+      a.headDim = dk;
+      a.vHeadDim = dv;
+      a.q = qv.data() + b * T * D;
+      a.k = kr.data();
+      a.v = vr.data();
+      a.scale = static_cast<float>(scale);
+      a.mask = ref::Mask::Causal;
+      a.maskValue = -kInf;
+      a.qPosOffset = c.pos[b];
+      const std::vector<double> o = ref::attention(a);
+      want.insert(want.end(), o.begin(), o.end());
+    }
+    expectNear(out, want, "cached attention output");
+  }
+}
+
+TEST_P(KernelTest, CachedAttentionPerRowErrors) {
+  HostTensor q = random(dt(), {2, 1, 8}), k = random(dt(), {2, 1, 8}), v = random(dt(), {2, 1, 8});
+  HostTensor kc = random(dt(), {3, 8, 8}), vc = random(dt(), {3, 8, 8});
+  HostTensor out(dt(), {2, 1, 8});
+  HostTensor pos = tensor(TFC_DTYPE_I64, {2}, {3, 8});
+  HostTensor table = tensor(TFC_DTYPE_I64, {2, 1}, {0, 1});
+  EXPECT_EQ(run(TFC_KERNEL_CACHED_ATTENTION, {&q, &k, &v, &kc, &vc, &pos, &table}, out,
+                {2, 0, 0, 0, 1}, {0.5}),
+            "decode position 9 is beyond the KV cache's 8 positions");
+  pos.set(1, 2);
+  table.set(1, 3);
+  EXPECT_EQ(run(TFC_KERNEL_CACHED_ATTENTION, {&q, &k, &v, &kc, &vc, &pos, &table}, out,
+                {2, 0, 0, 0, 1}, {0.5}),
+            "KV block 3 is outside the cache's 3 blocks");
+  HostTensor three = tensor(TFC_DTYPE_I64, {3}, {1, 2, 3});
+  EXPECT_EQ(run(TFC_KERNEL_CACHED_ATTENTION, {&q, &k, &v, &kc, &vc, &three}, out, {2}, {0.5}),
+            "cached_attention: the positions [3] are neither one value nor one per row of the "
+            "batch 2");
+}
+
+/// decode_step's token embedding with one position offset per row.
+TEST_P(KernelTest, TokenEmbeddingPerRowOffset) {
+  HostTensor table = random(dt(), {11, 8}), pos = random(dt(), {12, 8});
+  HostTensor ids = tensor(TFC_DTYPE_I64, {3, 2}, {1, 2, 3, 4, 5, 6});
+  HostTensor offset = tensor(TFC_DTYPE_I64, {3}, {0, 7, 4});
+  HostTensor out(dt(), {3, 2, 8});
+  ASSERT_EQ(run(TFC_KERNEL_TOKEN_EMBEDDING, {&ids, &table, &pos, &offset}, out, {1, 1, 0, 1},
+                {1.0}),
+            "");
+  std::vector<double> want;
+  for (int64_t i = 0; i < 3; ++i)
+    for (int64_t j = 0; j < 2; ++j)
+      for (int64_t d = 0; d < 8; ++d)
+        want.push_back(table.get(static_cast<int64_t>(ids.get(i * 2 + j)) * 8 + d) +
+                       pos.get((j + static_cast<int64_t>(offset.get(i))) * 8 + d));
+  expectNear(out, want, "per-row offsets");
+  offset.set(1, 11);
+  EXPECT_EQ(run(TFC_KERNEL_TOKEN_EMBEDDING, {&ids, &table, &pos, &offset}, out, {1, 1, 0, 1},
+                {1.0}),
+            "position 12 is beyond the 12-row positional table");
+}
+
 // --- Positions and masks ------------------------------------------------------------------
 
 TEST_P(KernelTest, Positions) {
