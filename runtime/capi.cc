@@ -9,6 +9,7 @@
 
 #include "runtime/device.h"
 #include "runtime/model.h"
+#include "runtime/engine.h"
 #include "runtime/session.h"
 
 #include <cmath>
@@ -25,7 +26,8 @@ static_assert((int)Code::Ok == TFRUN_OK && (int)Code::InvalidArgument == TFRUN_I
                   (int)Code::IoError == TFRUN_IO_ERROR &&
                   (int)Code::OutOfMemory == TFRUN_OUT_OF_MEMORY &&
                   (int)Code::Internal == TFRUN_INTERNAL &&
-                  (int)Code::NonFinite == TFRUN_NON_FINITE,
+                  (int)Code::NonFinite == TFRUN_NON_FINITE &&
+                  (int)Code::Cancelled == TFRUN_CANCELLED && (int)Code::Busy == TFRUN_BUSY,
               "tfc::Code and tfrun_code_t must agree one for one");
 static_assert((uint32_t)TFRUN_I64 == TFC_DTYPE_I64 && (uint32_t)TFRUN_I32 == TFC_DTYPE_I32 &&
                   (uint32_t)TFRUN_F32 == TFC_DTYPE_F32 && (uint32_t)TFRUN_F16 == TFC_DTYPE_F16 &&
@@ -101,6 +103,19 @@ template <typename F> tfrun_status_t *guarded(F f) {
   } catch (...) {
     return makeStatus(TFRUN_INTERNAL, "unknown internal error");
   }
+}
+
+/// The device a session or engine runs on.
+Status makeDevice(const tfrun_session_options_t &o, std::unique_ptr<tfrun::rt::Device> &dev) {
+  const uint32_t cd = (uint32_t)o.compute_dtype;
+  if (cd != TFC_DTYPE_F32 && cd != TFC_DTYPE_F16 && cd != TFC_DTYPE_BF16)
+    return Status::invalidArgument("compute dtype " + std::to_string(o.compute_dtype) +
+                                   " is not f32, f16 or bf16");
+  if (o.device == TFRUN_DEVICE_CUDA)
+    return tfrun::rt::createCudaDevice(o.device_id, cd, dev);
+  if (o.device == TFRUN_DEVICE_CPU)
+    return tfrun::rt::createCpuDevice(o.num_threads, cd, dev);
+  return Status::invalidArgument("unknown device " + std::to_string(o.device));
 }
 
 } // namespace
@@ -238,17 +253,8 @@ tfrun_status_t *tfrun_session_create_with_options(const tfrun_model_t *model,
     return makeStatus(TFRUN_INVALID_ARGUMENT, "model, options or out_session is null");
   *out = nullptr;
   return guarded([&] {
-    const uint32_t cd = (uint32_t)o->compute_dtype;
-    if (cd != TFC_DTYPE_F32 && cd != TFC_DTYPE_F16 && cd != TFC_DTYPE_BF16)
-      return Status::invalidArgument("compute dtype " + std::to_string(o->compute_dtype) +
-                                     " is not f32, f16 or bf16");
     std::unique_ptr<tfrun::rt::Device> dev;
-    if (o->device == TFRUN_DEVICE_CUDA)
-      TFC_RETURN_IF_ERROR(tfrun::rt::createCudaDevice(o->device_id, cd, dev));
-    else if (o->device == TFRUN_DEVICE_CPU)
-      TFC_RETURN_IF_ERROR(tfrun::rt::createCpuDevice(o->num_threads, cd, dev));
-    else
-      return Status::invalidArgument("unknown device " + std::to_string(o->device));
+    TFC_RETURN_IF_ERROR(makeDevice(*o, dev));
     auto s = std::make_unique<tfrun_session>();
     TFC_RETURN_IF_ERROR(tfrun::rt::Session::create(*model->m, std::move(dev), s->s));
     *out = s.release();
@@ -389,4 +395,148 @@ tfrun_status_t *tfrun_session_get_generated(const tfrun_session_t *s, size_t i, 
 }
 
 } // extern "C"
+// --- The engine ----------------------------------------------------------------
+
+struct tfrun_engine {
+  std::unique_ptr<tfrun::rt::Engine> e;
+};
+
+void tfrun_engine_options_init(tfrun_engine_options_t *o) {
+  if (!o)
+    return;
+  *o = tfrun_engine_options_t{};
+  tfrun_session_options_init(&o->session);
+}
+
+tfrun_status_t *tfrun_engine_create(const tfrun_model_t *model, const tfrun_engine_options_t *o,
+                                    tfrun_engine_t **out) {
+  if (!model || !o || !out)
+    return makeStatus(TFRUN_INVALID_ARGUMENT, "model, options or out_engine is null");
+  *out = nullptr;
+  return guarded([&] {
+    std::unique_ptr<tfrun::rt::Device> dev;
+    TFC_RETURN_IF_ERROR(makeDevice(o->session, dev));
+    tfrun::rt::EngineOptions eo;
+    eo.rows = o->max_rows;
+    eo.maxQueue = o->max_queue;
+    eo.maxBatchTokens = o->max_batch_tokens;
+    auto e = std::make_unique<tfrun_engine>();
+    TFC_RETURN_IF_ERROR(tfrun::rt::Engine::create(*model->m, std::move(dev), eo, e->e));
+    *out = e.release();
+    return Status::ok();
+  });
+}
+
+tfrun_status_t *tfrun_engine_submit(tfrun_engine_t *e, const tfrun_input_t *inputs, size_t n,
+                                    const tfrun_generate_options_t *o, tfrun_token_callback_t cb,
+                                    void *user, uint64_t *id) {
+  if (!e || (!inputs && n) || !o || !id)
+    return makeStatus(TFRUN_INVALID_ARGUMENT, "null argument to tfrun_engine_submit");
+  return guarded([&] {
+    std::vector<tfrun::rt::EngineInput> ins(n);
+    for (size_t i = 0; i < n; ++i) {
+      if (!inputs[i].name || (!inputs[i].shape && inputs[i].rank) || !inputs[i].data)
+        return Status::invalidArgument("input " + std::to_string(i) +
+                                       " has a null name, shape or data");
+      ins[i].name = inputs[i].name;
+      ins[i].dtype = static_cast<uint32_t>(inputs[i].dtype);
+      ins[i].shape.assign(inputs[i].shape, inputs[i].shape + inputs[i].rank);
+      ins[i].data = inputs[i].data;
+    }
+    tfrun::rt::EngineTokenFn fn;
+    if (cb)
+      fn = [cb, user](size_t b, int64_t step, int64_t tok, float logp) {
+        tfrun_token_t t{b, static_cast<size_t>(step), tok, logp};
+        return cb(&t, user) != 0;
+      };
+    return e->e->submit(ins, *o, std::move(fn), *id);
+  });
+}
+
+tfrun_status_t *tfrun_engine_wait(tfrun_engine_t *e, uint64_t id, int64_t timeout_ms, int *done) {
+  if (!e || !done)
+    return makeStatus(TFRUN_INVALID_ARGUMENT, "null argument to tfrun_engine_wait");
+  *done = 0;
+  return guarded([&] {
+    bool ended = false;
+    TFC_RETURN_IF_ERROR(e->e->wait(id, timeout_ms, ended));
+    *done = ended ? 1 : 0;
+    if (!ended)
+      return Status::ok();
+    Status st;
+    const std::vector<std::vector<int64_t>> *ids = nullptr;
+    const std::vector<float> *scores = nullptr;
+    TFC_RETURN_IF_ERROR(e->e->result(id, st, ids, scores));
+    return st;
+  });
+}
+
+tfrun_status_t *tfrun_engine_generated_count(tfrun_engine_t *e, uint64_t id, size_t *count) {
+  if (!e || !count)
+    return makeStatus(TFRUN_INVALID_ARGUMENT, "null argument to tfrun_engine_generated_count");
+  *count = 0;
+  return guarded([&] {
+    Status st;
+    const std::vector<std::vector<int64_t>> *ids = nullptr;
+    const std::vector<float> *scores = nullptr;
+    TFC_RETURN_IF_ERROR(e->e->result(id, st, ids, scores));
+    *count = ids->size();
+    return Status::ok();
+  });
+}
+
+tfrun_status_t *tfrun_engine_get_generated(tfrun_engine_t *e, uint64_t id, size_t i,
+                                           const int64_t **out_ids, size_t *len, float *score) {
+  if (!e || !out_ids || !len)
+    return makeStatus(TFRUN_INVALID_ARGUMENT, "null argument to tfrun_engine_get_generated");
+  return guarded([&] {
+    Status st;
+    const std::vector<std::vector<int64_t>> *ids = nullptr;
+    const std::vector<float> *scores = nullptr;
+    TFC_RETURN_IF_ERROR(e->e->result(id, st, ids, scores));
+    if (i >= ids->size())
+      return Status::invalidArgument("sequence " + std::to_string(i) + " of " +
+                                     std::to_string(ids->size()) + " generated");
+    *out_ids = (*ids)[i].data();
+    *len = (*ids)[i].size();
+    if (score)
+      *score = (*scores)[i];
+    return Status::ok();
+  });
+}
+
+tfrun_status_t *tfrun_engine_cancel(tfrun_engine_t *e, uint64_t id) {
+  if (!e)
+    return makeStatus(TFRUN_INVALID_ARGUMENT, "engine is null");
+  return guarded([&] { return e->e->cancel(id); });
+}
+
+tfrun_status_t *tfrun_engine_release(tfrun_engine_t *e, uint64_t id) {
+  if (!e)
+    return makeStatus(TFRUN_INVALID_ARGUMENT, "engine is null");
+  return guarded([&] { return e->e->release(id); });
+}
+
+tfrun_status_t *tfrun_engine_stats(const tfrun_engine_t *e, tfrun_engine_stats_t *out) {
+  if (!e || !out)
+    return makeStatus(TFRUN_INVALID_ARGUMENT, "null argument to tfrun_engine_stats");
+  return guarded([&] {
+    const tfrun::rt::EngineStats st = e->e->stats();
+    out->requests_queued = st.queued;
+    out->requests_running = st.running;
+    out->kv_blocks_used = st.kvBlocksUsed;
+    out->kv_blocks_free = st.kvBlocksFree;
+    out->kv_block_positions = st.kvBlockPositions;
+    out->requests_finished = st.requestsFinished;
+    out->requests_cancelled = st.requestsCancelled;
+    out->requests_failed = st.requestsFailed;
+    out->tokens_generated = st.tokensGenerated;
+    out->steps = st.steps;
+    out->tokens_per_second = st.tokensPerSecond;
+    return Status::ok();
+  });
+}
+
+void tfrun_engine_destroy(tfrun_engine_t *e) { delete e; }
+
 #pragma GCC visibility pop

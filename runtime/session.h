@@ -12,6 +12,7 @@
 #define TFC_RUNTIME_SESSION_H
 
 #include "runtime/device.h"
+#include "runtime/generate.h"
 #include "runtime/model.h"
 
 #include <functional>
@@ -121,6 +122,25 @@ struct Session {
   /// The profile table of the kernel times so far.
   const std::string &profile();
 };
+
+/// What a generate call decodes (step_model.cc): the search options from the C
+/// options and the model's defaults, the prompts (decoder-only: each row's
+/// prompt without its trailing pad_id; encoder-decoder: {bos} per source), the
+/// batch, and the KV positions it needs (the longest prompt and every new token
+/// but the last). Session::generate and the Engine share it.
+struct GenerationPlan {
+  SearchOptions opt;
+  std::vector<std::vector<int64_t>> prompts;
+  int64_t batch = 0;
+  int64_t positions = 1;
+  bool encDec = false;
+};
+/// |inputs| by @forward input index, defaults filled; the first problem as
+/// InvalidArgument.
+Status planGeneration(const Model &m, const std::vector<Session::Input> &inputs,
+                      const tfrun_generate_options_t &o,
+                      std::function<bool(size_t, int64_t, int64_t, float)> onToken,
+                      GenerationPlan &plan);
 
 } // namespace tfrun::rt
 

@@ -328,20 +328,18 @@ private:
 
 } // namespace
 
-Status Session::generate(const tfrun_generate_options_t &o,
-                         std::function<bool(size_t, int64_t, int64_t, float)> onToken) {
-  Session *s = this;
-  const Model &m = *s->m;
-  fillDefaults();
-  s->generated.clear();
-  s->scores.clear();
+Status planGeneration(const Model &m, const std::vector<Session::Input> &inputs,
+                      const tfrun_generate_options_t &o,
+                      std::function<bool(size_t, int64_t, int64_t, float)> onToken,
+                      GenerationPlan &plan) {
   if (!m.gen.present)
     return Status::invalidArgument("model '" + m.name +
                                    "' cannot generate: it has no decoder "
                                    "(no causal self-attention; see tfc compile --report)");
   const Function &fwd = m.forward();
-  bool encDec = m.find("encode") != nullptr;
-  SearchOptions opt;
+  const bool encDec = m.find("encode") != nullptr;
+  plan.encDec = encDec;
+  SearchOptions &opt = plan.opt;
   opt.bos = o.bos_id >= 0 ? o.bos_id : m.gen.bos;
   opt.eos = o.eos_id >= 0 ? o.eos_id : m.gen.eos;
   opt.pad = o.pad_id >= 0 ? o.pad_id : m.gen.pad;
@@ -365,7 +363,8 @@ Status Session::generate(const tfrun_generate_options_t &o,
     return Status::invalidArgument(
         "sampling is for decoder-only models; use greedy or beam search");
   // The batch and the prompts.
-  std::vector<std::vector<int64_t>> prompts;
+  std::vector<std::vector<int64_t>> &prompts = plan.prompts;
+  prompts.clear();
   int64_t batch = -1;
   for (size_t i = 0; i < fwd.inputs.size(); ++i) {
     bool isTarget = fwd.inputs[i].name == m.gen.target;
@@ -375,9 +374,9 @@ Status Session::generate(const tfrun_generate_options_t &o,
     // tokens: its 1s may equal pad_id (BART's is 1).
     if (i < m.inputDefaults.size() && m.inputDefaults[i].kind)
       continue;
-    if (!s->inputs[i].bound)
+    if (!inputs[i].bound)
       return Status::invalidArgument("input '" + fwd.inputs[i].name + "' is not bound");
-    const auto &in = s->inputs[i];
+    const auto &in = inputs[i];
     int64_t b = in.shape[0], len = in.shape.size() > 1 ? in.shape[1] : 1;
     batch = b;
     for (int64_t r = 0; r < b; ++r) {
@@ -397,6 +396,7 @@ Status Session::generate(const tfrun_generate_options_t &o,
     return Status::invalidArgument("no input to generate from is bound");
   if (encDec)
     prompts.assign(batch, std::vector<int64_t>{opt.bos});
+  plan.batch = batch;
   size_t longest = 0;
   for (const auto &p : prompts)
     longest = std::max(longest, p.size());
@@ -417,6 +417,23 @@ Status Session::generate(const tfrun_generate_options_t &o,
                                    " cache positions, but the model's KV cache holds " +
                                    std::to_string(cache) +
                                    " (recompile with a larger --set max_len)");
+  plan.positions = std::max<int64_t>((int64_t)longest + std::max(opt.max_len, 1) - 1, 1);
+  return Status::ok();
+}
+
+Status Session::generate(const tfrun_generate_options_t &o,
+                         std::function<bool(size_t, int64_t, int64_t, float)> onToken) {
+  Session *s = this;
+  const Model &m = *s->m;
+  fillDefaults();
+  s->generated.clear();
+  s->scores.clear();
+  GenerationPlan plan;
+  TFC_RETURN_IF_ERROR(planGeneration(m, inputs, o, std::move(onToken), plan));
+  const bool encDec = plan.encDec;
+  SearchOptions &opt = plan.opt;
+  const int64_t batch = plan.batch;
+  const std::vector<std::vector<int64_t>> &prompts = plan.prompts;
   SessionStepModel model(s);
   TFC_RETURN_IF_ERROR(model.start(batch));
   // The KV caches for this request only: every row the search may hold
@@ -424,9 +441,7 @@ Status Session::generate(const tfrun_generate_options_t &o,
   // new token but the last), not the declared maxima.
   const int64_t cacheRows =
       std::min<int64_t>(model.maxRows(), batch * std::max(1, (int)opt.beam));
-  TFC_RETURN_IF_ERROR(s->reserveState(
-      std::max<int64_t>(cacheRows, 1),
-      std::max<int64_t>((int64_t)longest + std::max(opt.max_len, 1) - 1, 1)));
+  TFC_RETURN_IF_ERROR(s->reserveState(std::max<int64_t>(cacheRows, 1), plan.positions));
   if (encDec && (opt.bos < 0 || opt.bos >= model.vocabSize()))
     return Status::invalidArgument("bos_id " + std::to_string(opt.bos) +
                                    " is outside the vocabulary [0, " +

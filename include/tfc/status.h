@@ -32,6 +32,8 @@ enum class Code : int {
   OutOfMemory = 5,
   Internal = 6, ///< a bug, or a device failure the caller did not cause
   NonFinite = 7, ///< the model computed NaN or +inf where a finite value is needed
+  Cancelled = 8, ///< the request was cancelled (the generation engine)
+  Busy = 9,      ///< the engine's queue is full: try again later
 };
 
 class [[nodiscard]] Status {
@@ -47,6 +49,8 @@ public:
   static Status outOfMemory(std::string m) { return {Code::OutOfMemory, std::move(m)}; }
   static Status internal(std::string m) { return {Code::Internal, std::move(m)}; }
   static Status nonFinite(std::string m) { return {Code::NonFinite, std::move(m)}; }
+  static Status cancelled(std::string m) { return {Code::Cancelled, std::move(m)}; }
+  static Status busy(std::string m) { return {Code::Busy, std::move(m)}; }
   /// A backend's "" (success) or message, as |code|.
   static Status fromMessage(std::string m, Code code = Code::InvalidArgument) {
     return m.empty() ? Status() : Status(code, std::move(m));

@@ -27,11 +27,13 @@
 extern "C" {
 #endif
 
-#define TFRUN_API_VERSION 5 /* 3: tfrun_session_memory_info, tfrun_model_input_info;
+#define TFRUN_API_VERSION 6 /* 3: tfrun_session_memory_info, tfrun_model_input_info;
                               4: tfrun_session_generate_stream,
                                  tfrun_session_clear_inputs; generate options
                                  of 0 / NaN take the model's defaults;
-                              5: TFRUN_NON_FINITE */
+                              5: TFRUN_NON_FINITE;
+                              6: the engine (tfrun_engine_*), TFRUN_CANCELLED,
+                                 TFRUN_BUSY */
 
 /* Status codes. Append-only. */
 typedef enum tfrun_code_t {
@@ -44,6 +46,8 @@ typedef enum tfrun_code_t {
   TFRUN_INTERNAL = 6,
   TFRUN_NON_FINITE = 7, /* (API version 5) the model computed NaN or +inf where a
                            finite value is needed: generation's logits */
+  TFRUN_CANCELLED = 8,  /* (API version 6) an engine request was cancelled */
+  TFRUN_BUSY = 9,       /* (API version 6) the engine's queue is full; try again later */
 } tfrun_code_t;
 
 /* Element types of inputs and outputs (same values as tfc_dtype_t in tfc/abi.h). */
@@ -252,6 +256,89 @@ size_t tfrun_session_generated_count(const tfrun_session_t *session);
 tfrun_status_t *tfrun_session_get_generated(const tfrun_session_t *session, size_t index,
                                             const int64_t **out_ids, size_t *out_len,
                                             float *out_score);
+
+/* ---- The generation engine (API version 6; docs/c-api.md, "Engine") ----
+ * Many generation requests on one model and device, batched continuously: each
+ * step runs the rows of every running request together, each at its own
+ * position, and requests join and leave between steps. A request's results
+ * equal those of the same request on a session of its own. Every function may
+ * be called from any thread while the engine runs. The model must outlive the
+ * engine. */
+typedef struct tfrun_engine tfrun_engine_t;
+
+typedef struct tfrun_engine_options_t {
+  tfrun_session_options_t session; /* the device, threads and compute dtype */
+  int32_t max_rows;         /* KV cache rows, and so rows per step: a request of batch B
+                               holds B (beam K: B x K); 0: the model's max_batch */
+  int32_t max_queue;        /* requests waiting for rows; a submit beyond it is
+                               refused with TFRUN_BUSY; 0: 256 */
+  int32_t max_batch_tokens; /* prompt tokens prefilled per step; 0: 2048 */
+} tfrun_engine_options_t;
+
+/* Fills |options| with the defaults: the session defaults, 0 for the rest. */
+void tfrun_engine_options_init(tfrun_engine_options_t *options);
+
+/* One input of a request, as tfrun_session_set_input takes it. */
+typedef struct tfrun_input_t {
+  const char *name;
+  tfrun_dtype_t dtype;
+  const int64_t *shape;
+  size_t rank;
+  const void *data;
+} tfrun_input_t;
+
+/* An engine for |model|: TFRUN_UNSUPPORTED for a model.bin compiled before the
+ * engine existed (recompile it), TFRUN_INVALID_ARGUMENT for one that cannot
+ * generate. */
+tfrun_status_t *tfrun_engine_create(const tfrun_model_t *model,
+                                    const tfrun_engine_options_t *options,
+                                    tfrun_engine_t **out_engine);
+
+/* Queues a request: its inputs (copied), its options, and an optional
+ * |callback| that streams its new tokens as tfrun_session_generate_stream's
+ * does, called on an engine thread (it must not block for long: the
+ * request's rows wait for it). Inputs and options are checked here, with the
+ * session's messages. A full queue gives TFRUN_BUSY and queues nothing. */
+tfrun_status_t *tfrun_engine_submit(tfrun_engine_t *engine, const tfrun_input_t *inputs,
+                                    size_t num_inputs, const tfrun_generate_options_t *options,
+                                    tfrun_token_callback_t callback, void *user_data,
+                                    uint64_t *out_request_id);
+
+/* Waits until the request ends, at most |timeout_ms| milliseconds (< 0: no
+ * limit). *done says whether it ended. Once ended, the return is its outcome:
+ * NULL when it finished, TFRUN_CANCELLED, or the error that stopped it. */
+tfrun_status_t *tfrun_engine_wait(tfrun_engine_t *engine, uint64_t request_id,
+                                  int64_t timeout_ms, int *done);
+
+/* An ended request's results, as tfrun_session_generated_count / _get_generated
+ * give a session's. Valid until tfrun_engine_release. */
+tfrun_status_t *tfrun_engine_generated_count(tfrun_engine_t *engine, uint64_t request_id,
+                                             size_t *count);
+tfrun_status_t *tfrun_engine_get_generated(tfrun_engine_t *engine, uint64_t request_id,
+                                           size_t index, const int64_t **out_ids,
+                                           size_t *out_len, float *out_score);
+
+/* Cancels a queued or running request: it ends with TFRUN_CANCELLED at its next
+ * step and its KV cache rows return to the pool. An ended request is left as
+ * it is. */
+tfrun_status_t *tfrun_engine_cancel(tfrun_engine_t *engine, uint64_t request_id);
+
+/* Forgets a request and its results; one still running is cancelled first. */
+tfrun_status_t *tfrun_engine_release(tfrun_engine_t *engine, uint64_t request_id);
+
+typedef struct tfrun_engine_stats_t {
+  int64_t requests_queued, requests_running;
+  int64_t kv_blocks_used, kv_blocks_free; /* KV cache rows */
+  int64_t kv_block_positions;             /* positions per row (the model's max_len) */
+  uint64_t requests_finished, requests_cancelled, requests_failed;
+  uint64_t tokens_generated, steps;
+  double tokens_per_second; /* tokens generated per second of steps run */
+} tfrun_engine_stats_t;
+
+tfrun_status_t *tfrun_engine_stats(const tfrun_engine_t *engine, tfrun_engine_stats_t *out);
+
+/* Cancels every request and stops the engine's threads. NULL is a no-op. */
+void tfrun_engine_destroy(tfrun_engine_t *engine);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -1,0 +1,416 @@
+//===- EngineTest.cpp - the generation engine through the C API -----------===//
+//
+// Continuous batching (runtime/engine.h, docs/generation.md "The engine"):
+// each request's tokens equal those of the same request on a session of its
+// own, whatever shares its batch (greedy, beam and sampling, decoder-only and
+// encoder-decoder); cancellation, a full queue and bad requests give one
+// clear status each; and every KV cache row is back in the pool at the end.
+// The stress test submits and cancels from several threads for a bounded time.
+//
+//===----------------------------------------------------------------------===//
+#include "tfrun/tfrun.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#if !defined(TFC_ENGINE_GPT2) || !defined(TFC_ENGINE_FLOYDHUB) || !defined(TFC_ENGINE_OLD_MODEL)
+#error "the engine tests need their model.bin paths"
+#endif
+
+namespace {
+
+struct StatusGuard {
+  tfrun_status_t *s;
+  ~StatusGuard() { tfrun_status_release(s); }
+  std::string text() const { return s ? tfrun_status_message(s) : ""; }
+};
+
+struct ModelGuard {
+  tfrun_model_t *m = nullptr;
+  explicit ModelGuard(const char *path) {
+    StatusGuard g{tfrun_model_load_file(path, &m)};
+    EXPECT_EQ(g.s, nullptr) << g.text();
+  }
+  ~ModelGuard() { tfrun_model_release(m); }
+};
+
+struct EngineGuard {
+  tfrun_engine_t *e = nullptr;
+  EngineGuard(const tfrun_model_t *m, int rows, int queue = 0) {
+    tfrun_engine_options_t o;
+    tfrun_engine_options_init(&o);
+    o.session.num_threads = 2;
+    o.max_rows = rows;
+    o.max_queue = queue;
+    StatusGuard g{tfrun_engine_create(m, &o, &e)};
+    EXPECT_EQ(g.s, nullptr) << g.text();
+  }
+  ~EngineGuard() { tfrun_engine_destroy(e); }
+};
+
+/// A request: one input [1, n] (or [b, n]) and its options.
+struct Request {
+  std::string input;
+  std::vector<int64_t> ids;
+  int64_t batch = 1;
+  tfrun_generate_options_t opt;
+};
+
+struct Outcome {
+  std::vector<std::vector<int64_t>> ids;
+  std::vector<float> scores;
+};
+
+Outcome alone(const tfrun_model_t *m, const Request &r) {
+  tfrun_session_t *s = nullptr;
+  EXPECT_EQ(tfrun_session_create(m, 1, &s), nullptr);
+  const int64_t shape[2] = {r.batch, static_cast<int64_t>(r.ids.size()) / r.batch};
+  EXPECT_EQ(tfrun_session_set_input(s, r.input.c_str(), TFRUN_I64, shape, 2, r.ids.data()),
+            nullptr);
+  StatusGuard g{tfrun_session_generate(s, &r.opt)};
+  EXPECT_EQ(g.s, nullptr) << g.text();
+  Outcome out;
+  for (size_t i = 0; i < tfrun_session_generated_count(s); ++i) {
+    const int64_t *ids = nullptr;
+    size_t len = 0;
+    float score = 0;
+    EXPECT_EQ(tfrun_session_get_generated(s, i, &ids, &len, &score), nullptr);
+    out.ids.emplace_back(ids, ids + len);
+    out.scores.push_back(score);
+  }
+  tfrun_session_release(s);
+  return out;
+}
+
+tfrun_status_t *submit(tfrun_engine_t *e, const Request &r, uint64_t *id,
+                       tfrun_token_callback_t cb = nullptr, void *user = nullptr) {
+  const int64_t shape[2] = {r.batch, static_cast<int64_t>(r.ids.size()) / r.batch};
+  tfrun_input_t in{r.input.c_str(), TFRUN_I64, shape, 2, r.ids.data()};
+  return tfrun_engine_submit(e, &in, 1, &r.opt, cb, user, id);
+}
+
+Outcome collect(tfrun_engine_t *e, uint64_t id) {
+  int done = 0;
+  StatusGuard g{tfrun_engine_wait(e, id, 60000, &done)};
+  EXPECT_EQ(done, 1);
+  EXPECT_EQ(g.s, nullptr) << g.text();
+  Outcome out;
+  size_t n = 0;
+  EXPECT_EQ(tfrun_engine_generated_count(e, id, &n), nullptr);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t *ids = nullptr;
+    size_t len = 0;
+    float score = 0;
+    EXPECT_EQ(tfrun_engine_get_generated(e, id, i, &ids, &len, &score), nullptr);
+    out.ids.emplace_back(ids, ids + len);
+    out.scores.push_back(score);
+  }
+  EXPECT_EQ(tfrun_engine_release(e, id), nullptr);
+  return out;
+}
+
+void expectSame(const Outcome &got, const Outcome &want, const std::string &what) {
+  ASSERT_EQ(got.ids.size(), want.ids.size()) << what;
+  for (size_t i = 0; i < want.ids.size(); ++i) {
+    EXPECT_EQ(got.ids[i], want.ids[i]) << what << ", item " << i;
+    EXPECT_NEAR(got.scores[i], want.scores[i], 1e-5) << what << ", item " << i;
+  }
+}
+
+void expectPoolFull(tfrun_engine_t *e, int64_t rows) {
+  tfrun_engine_stats_t st;
+  ASSERT_EQ(tfrun_engine_stats(e, &st), nullptr);
+  EXPECT_EQ(st.kv_blocks_used, 0);
+  EXPECT_EQ(st.kv_blocks_free, rows);
+  EXPECT_EQ(st.requests_running, 0);
+  EXPECT_EQ(st.requests_queued, 0);
+}
+
+/// Decoder-only requests: prompts of 1 to 20 tokens, greedy, beam 3 and sampling.
+std::vector<Request> gpt2Requests(int n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<Request> rs;
+  for (int i = 0; i < n; ++i) {
+    Request r;
+    r.input = "tokens";
+    const int len = 1 + static_cast<int>(rng() % 20);
+    for (int t = 0; t < len; ++t)
+      r.ids.push_back(3 + static_cast<int64_t>(rng() % 47));
+    tfrun_generate_options_init(&r.opt);
+    r.opt.max_len = 4 + static_cast<int32_t>(rng() % 12);
+    switch (i % 3) {
+    case 0:
+      r.opt.beam_width = 1;
+      break;
+    case 1:
+      r.opt.beam_width = 3;
+      r.opt.length_penalty = 0.8f;
+      break;
+    default:
+      r.opt.beam_width = 1;
+      r.opt.sample = 1;
+      r.opt.top_k = 10;
+      r.opt.seed = 100 + i;
+      break;
+    }
+    rs.push_back(std::move(r));
+  }
+  return rs;
+}
+
+TEST(Engine, DecoderOnlyEqualsAlone) {
+  ModelGuard m(TFC_ENGINE_GPT2);
+  const std::vector<Request> rs = gpt2Requests(24, 7);
+  std::vector<Outcome> want;
+  for (const Request &r : rs)
+    want.push_back(alone(m.m, r));
+  // 10 rows: beam requests take 3, so the queue fills and drains as requests
+  // end; later submits join a running batch.
+  EngineGuard e(m.m, 10);
+  std::vector<uint64_t> ids(rs.size());
+  for (size_t i = 0; i < rs.size(); ++i) {
+    StatusGuard g{submit(e.e, rs[i], &ids[i])};
+    ASSERT_EQ(g.s, nullptr) << g.text();
+    if (i == 12)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  for (size_t i = 0; i < rs.size(); ++i)
+    expectSame(collect(e.e, ids[i]), want[i], "request " + std::to_string(i));
+  expectPoolFull(e.e, 10);
+  tfrun_engine_stats_t st;
+  ASSERT_EQ(tfrun_engine_stats(e.e, &st), nullptr);
+  EXPECT_EQ(st.requests_finished, rs.size());
+  // Requests shared steps: more rows were decoded than steps were run.
+  EXPECT_GT(st.tokens_generated, st.steps);
+}
+
+TEST(Engine, EncoderDecoderEqualsAlone) {
+  ModelGuard m(TFC_ENGINE_FLOYDHUB);
+  std::mt19937 rng(3);
+  std::vector<Request> rs;
+  for (int i = 0; i < 12; ++i) {
+    Request r;
+    r.input = "src";
+    // A batch of 2 sources (padded) or one, of 2 to 15 tokens.
+    r.batch = i % 4 == 0 ? 2 : 1;
+    const int len = 2 + static_cast<int>(rng() % 14);
+    for (int64_t b = 0; b < r.batch; ++b)
+      for (int t = 0; t < len; ++t)
+        r.ids.push_back(b == 1 && t == len - 1 ? 0 : 3 + static_cast<int64_t>(rng() % 37));
+    tfrun_generate_options_init(&r.opt);
+    r.opt.max_len = 3 + static_cast<int32_t>(rng() % 10);
+    r.opt.beam_width = i % 2 ? 2 : 1;
+    rs.push_back(std::move(r));
+  }
+  std::vector<Outcome> want;
+  for (const Request &r : rs)
+    want.push_back(alone(m.m, r));
+  EngineGuard e(m.m, 8);
+  std::vector<uint64_t> ids(rs.size());
+  for (size_t i = 0; i < rs.size(); ++i) {
+    StatusGuard g{submit(e.e, rs[i], &ids[i])};
+    ASSERT_EQ(g.s, nullptr) << g.text();
+  }
+  for (size_t i = 0; i < rs.size(); ++i)
+    expectSame(collect(e.e, ids[i]), want[i], "request " + std::to_string(i));
+  expectPoolFull(e.e, 8);
+}
+
+struct Streamed {
+  std::vector<int64_t> tokens;
+};
+
+int onToken(const tfrun_token_t *t, void *user) {
+  static_cast<Streamed *>(user)->tokens.push_back(t->token_id);
+  return 0;
+}
+
+TEST(Engine, StreamsTheTokens) {
+  ModelGuard m(TFC_ENGINE_GPT2);
+  Request r = gpt2Requests(1, 11)[0];
+  r.opt.max_len = 9;
+  const Outcome want = alone(m.m, r);
+  EngineGuard e(m.m, 4);
+  Streamed got;
+  uint64_t id = 0;
+  StatusGuard g{submit(e.e, r, &id, onToken, &got)};
+  ASSERT_EQ(g.s, nullptr) << g.text();
+  expectSame(collect(e.e, id), want, "streamed request");
+  EXPECT_EQ(got.tokens, want.ids[0]);
+}
+
+TEST(Engine, CancelQueuedAndRunning) {
+  ModelGuard m(TFC_ENGINE_GPT2);
+  EngineGuard e(m.m, 2);
+  std::vector<Request> rs = gpt2Requests(6, 5);
+  std::vector<uint64_t> ids(rs.size());
+  for (size_t i = 0; i < rs.size(); ++i) {
+    rs[i].opt.beam_width = 1;
+    rs[i].opt.sample = 0;
+    rs[i].opt.max_len = 25;
+    StatusGuard g{submit(e.e, rs[i], &ids[i])};
+    ASSERT_EQ(g.s, nullptr) << g.text();
+  }
+  for (size_t i = 0; i < rs.size(); i += 2)
+    EXPECT_EQ(tfrun_engine_cancel(e.e, ids[i]), nullptr);
+  for (size_t i = 0; i < rs.size(); ++i) {
+    int done = 0;
+    StatusGuard g{tfrun_engine_wait(e.e, ids[i], 60000, &done)};
+    EXPECT_EQ(done, 1);
+    if (i % 2 == 0) {
+      ASSERT_NE(g.s, nullptr) << "request " << i << " was cancelled";
+      EXPECT_EQ(tfrun_status_code(g.s), TFRUN_CANCELLED);
+      EXPECT_EQ(g.text(), "request " + std::to_string(ids[i]) + " was cancelled");
+    } else {
+      EXPECT_EQ(g.s, nullptr) << g.text();
+    }
+    EXPECT_EQ(tfrun_engine_release(e.e, ids[i]), nullptr);
+  }
+  expectPoolFull(e.e, 2);
+  int done = 0;
+  StatusGuard g{tfrun_engine_wait(e.e, ids[0], 0, &done)};
+  EXPECT_EQ(g.text(), "no request " + std::to_string(ids[0]) + " in this engine");
+}
+
+TEST(Engine, AFullQueueIsBusy) {
+  ModelGuard m(TFC_ENGINE_GPT2);
+  EngineGuard e(m.m, 1, 2);
+  Request r = gpt2Requests(1, 1)[0];
+  r.opt.beam_width = 1;
+  r.opt.sample = 0;
+  r.opt.max_len = 25;
+  // One request runs (1 row), two wait; the fourth finds the queue full, at
+  // least until the first ends.
+  std::vector<uint64_t> ids;
+  int busy = 0;
+  for (int i = 0; i < 4; ++i) {
+    uint64_t id = 0;
+    StatusGuard g{submit(e.e, r, &id)};
+    if (g.s) {
+      EXPECT_EQ(tfrun_status_code(g.s), TFRUN_BUSY);
+      EXPECT_EQ(g.text(), "the engine's queue is full (2 requests waiting); try again later");
+      ++busy;
+    } else {
+      ids.push_back(id);
+    }
+  }
+  EXPECT_GE(busy, 1);
+  for (uint64_t id : ids)
+    collect(e.e, id);
+  expectPoolFull(e.e, 1);
+}
+
+TEST(Engine, BadRequestsAndModels) {
+  ModelGuard m(TFC_ENGINE_GPT2);
+  EngineGuard e(m.m, 4);
+  Request r = gpt2Requests(1, 2)[0];
+  uint64_t id = 0;
+  {
+    Request bad = r;
+    bad.input = "nope";
+    StatusGuard g{submit(e.e, bad, &id)};
+    ASSERT_NE(g.s, nullptr);
+    EXPECT_EQ(tfrun_status_code(g.s), TFRUN_INVALID_ARGUMENT);
+    EXPECT_EQ(g.text(), "unknown input 'nope' (inputs: tokens)");
+  }
+  {
+    Request wide = r;
+    wide.opt.beam_width = 5;
+    StatusGuard g{submit(e.e, wide, &id)};
+    ASSERT_NE(g.s, nullptr);
+    EXPECT_EQ(g.text(), "the request needs 5 rows (batch 1 x beam width 5), more than the "
+                        "engine's 4");
+  }
+  {
+    Request big = r;
+    big.opt.max_len = 1000;
+    StatusGuard g{submit(e.e, big, &id)};
+    ASSERT_NE(g.s, nullptr);
+    EXPECT_EQ(tfrun_status_code(g.s), TFRUN_INVALID_ARGUMENT);
+  }
+  {
+    Request oov = r;
+    oov.ids[0] = 50;
+    StatusGuard g{submit(e.e, oov, &id)};
+    ASSERT_NE(g.s, nullptr);
+    EXPECT_EQ(g.text(), "token id 50 at position 0 of batch item 0's prompt is outside the "
+                        "vocabulary [0, 50)");
+  }
+  expectPoolFull(e.e, 4);
+  // A model.bin compiled before the engine: one position for all rows.
+  ModelGuard old(TFC_ENGINE_OLD_MODEL);
+  tfrun_engine_options_t o;
+  tfrun_engine_options_init(&o);
+  tfrun_engine_t *oe = nullptr;
+  StatusGuard g{tfrun_engine_create(old.m, &o, &oe)};
+  ASSERT_NE(g.s, nullptr);
+  EXPECT_EQ(tfrun_status_code(g.s), TFRUN_UNSUPPORTED);
+  EXPECT_NE(g.text().find("was compiled before continuous batching"), std::string::npos)
+      << g.text();
+  EXPECT_EQ(oe, nullptr);
+}
+
+/// Threads submit, cancel and release random requests against one engine for a
+/// bounded time, with more requests than rows (the pool runs out and requests
+/// queue) and a small queue (some submits are busy). Every request ends
+/// finished or cancelled, and the pool is whole at the end.
+TEST(Engine, StressSubmitAndCancelFromThreads) {
+  ModelGuard m(TFC_ENGINE_GPT2);
+  EngineGuard e(m.m, 6, 8);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(4);
+  std::atomic<int> finished{0}, cancelled{0}, busy{0}, other{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(1000 + t);
+      for (int iter = 0; iter < 200 && std::chrono::steady_clock::now() < until; ++iter) {
+        // Up to 5 requests at once: 4 threads outrun 6 rows and a queue of 8.
+        std::vector<uint64_t> ids;
+        const int k = 1 + static_cast<int>(rng() % 5);
+        for (int j = 0; j < k; ++j) {
+          Request r = gpt2Requests(1, rng())[0];
+          r.opt.beam_width = 1 + static_cast<int>(rng() % 3);
+          r.opt.sample = r.opt.beam_width == 1 && rng() % 2;
+          uint64_t id = 0;
+          StatusGuard g{submit(e.e, r, &id)};
+          if (g.s) {
+            (tfrun_status_code(g.s) == TFRUN_BUSY ? busy : other)++;
+            continue;
+          }
+          ids.push_back(id);
+          if (rng() % 3 == 0)
+            tfrun_engine_cancel(e.e, id);
+        }
+        for (uint64_t id : ids) {
+          int done = 0;
+          StatusGuard w{tfrun_engine_wait(e.e, id, 30000, &done)};
+          if (!done)
+            other++;
+          else if (!w.s)
+            finished++;
+          else if (tfrun_status_code(w.s) == TFRUN_CANCELLED)
+            cancelled++;
+          else
+            other++;
+          tfrun_engine_release(e.e, id);
+        }
+      }
+    });
+  for (std::thread &t : threads)
+    t.join();
+  std::printf("stress: %d finished, %d cancelled, %d busy\n", finished.load(), cancelled.load(),
+              busy.load());
+  EXPECT_EQ(other.load(), 0);
+  EXPECT_GT(finished.load(), 0);
+  expectPoolFull(e.e, 6);
+}
+
+} // namespace
