@@ -150,14 +150,15 @@ def run_measured(cmd, env=None, rss_file=None):
 class Tfrun:
     """tfc as an engine: `tfrun MODEL ARGS --threads T --bench R`, a process per round."""
 
-    def __init__(self, name, tfrun, model, args, threads):
+    def __init__(self, name, tfrun, model, args, threads, env_extra=None):
         self.name, self.tfrun, self.model, self.args, self.th = name, tfrun, model, args, threads
+        self.env = dict(os.environ, **env_extra) if env_extra else None
         self.rss_kb = 0
         self.rss_file = model + f".{threads}.rss"
 
     def _run(self, extra):
         rc, out, rss = run_measured([self.tfrun, self.model] + self.args + extra,
-                                    rss_file=self.rss_file)
+                                    env=self.env, rss_file=self.rss_file)
         if rc != 0:
             raise RuntimeError(f"tfrun failed (rc {rc}): {first_line(out)}\n{out[-2000:]}")
         self.rss_kb = max(self.rss_kb, rss or 0)
@@ -179,9 +180,10 @@ class Tfrun:
 # Python peers: a worker process each.
 # -------------------------------------------------------------------------------------
 class Worker:
-    """A peer in its own process: `python SCRIPT --worker SPEC_JSON`."""
+    """A peer in its own process: `python SCRIPT --worker SPEC_JSON` (|python|: another
+    interpreter than this one, e.g. a venv that has the tfc package)."""
 
-    def __init__(self, name, script, spec, threads, env_extra=None):
+    def __init__(self, name, script, spec, threads, env_extra=None, python=None):
         self.name, self.th = name, threads
         env = dict(os.environ, OMP_NUM_THREADS=str(threads), HF_HUB_OFFLINE="1",
                    TRANSFORMERS_VERBOSITY="error", TOKENIZERS_PARALLELISM="false")
@@ -190,7 +192,8 @@ class Worker:
         self.err = open(self.err_path, "w")
         # Not from the source tree: a triton/ folder there would shadow the package.
         self.rss_file = os.path.join(spec["tmp"], f"worker-{name}-{threads}.rss")
-        cmd = with_time([sys.executable, script, "--worker", json.dumps(spec)], self.rss_file)
+        cmd = with_time([python or sys.executable, script, "--worker", json.dumps(spec)],
+                        self.rss_file)
         self.p = subprocess.Popen(cmd,
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   stderr=self.err, text=True, bufsize=1, env=env,
@@ -210,15 +213,20 @@ class Worker:
                 return ln[2:].strip()
 
     def wait_ready(self):
+        """Waits for '@@ready [TEXT]'; returns TEXT (e.g. the engine's version)."""
         r = self._reply()
-        if r != "ready":
+        if r.split()[:1] != ["ready"]:
             raise RuntimeError(f"{self.name} worker: unexpected {r!r}")
+        return r[5:].strip()
+
+    def ask(self, line):
+        """Sends one command line; returns the worker's reply without its '@@'."""
+        self.p.stdin.write(line + "\n")
+        self.p.stdin.flush()
+        return self._reply()
 
     def time_round(self, runs):
-        self.p.stdin.write(f"run {runs}\n")
-        self.p.stdin.flush()
-        r = self._reply()
-        return float(r.split()[1])
+        return float(self.ask(f"run {runs}").split()[1])
 
     def close(self):
         if self.rss_kb is None:

@@ -26,6 +26,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -190,8 +191,20 @@ struct Stream {
   std::optional<nb::python_error> error;
 };
 
+bool pythonFinalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing() != 0;
+#else
+  return _Py_IsFinalizing() != 0;
+#endif
+}
+
 int streamToken(const tfrun_token_t *t, void *user) {
   Stream &st = *static_cast<Stream *>(user);
+  // An engine's request thread must not take the GIL while the interpreter
+  // exits (Python would end the thread inside C++ frames): it stops instead.
+  if (pythonFinalizing())
+    return 1;
   nb::gil_scoped_acquire gil;
   if (st.failed)
     return 1;
@@ -255,6 +268,79 @@ Generated generate(Session &self, const std::vector<std::pair<std::string, Input
   return out;
 }
 
+/// The engine (tfrun_engine_*): requests run on the engine's threads; their
+/// token callbacks take the GIL to call Python.
+struct Engine {
+  std::shared_ptr<Model> model;
+  tfrun_engine_t *e = nullptr;
+  std::mutex mu; // streams
+  std::map<uint64_t, std::shared_ptr<Stream>> streams;
+
+  ~Engine() {
+    // Request threads may wait for the GIL in a token callback: stop them
+    // without holding it.
+    nb::gil_scoped_release nogil;
+    tfrun_engine_destroy(e);
+  }
+};
+
+tfrun_generate_options_t options(int beam, int max_len, float length_penalty, bool sample,
+                                 float temperature, int top_k, float top_p, uint64_t seed) {
+  tfrun_generate_options_t o;
+  tfrun_generate_options_init(&o);
+  o.beam_width = beam;
+  o.max_len = max_len;
+  o.length_penalty = length_penalty;
+  o.sample = sample ? 1 : 0;
+  o.temperature = temperature;
+  o.top_k = top_k;
+  o.top_p = top_p;
+  o.seed = seed;
+  return o;
+}
+
+uint64_t engineSubmit(Engine &self, const std::vector<std::pair<std::string, Input>> &inputs,
+                      int beam, int max_len, float length_penalty, bool sample,
+                      float temperature, int top_k, float top_p, uint64_t seed,
+                      std::optional<nb::callable> callback) {
+  const tfrun_generate_options_t o =
+      options(beam, max_len, length_penalty, sample, temperature, top_k, top_p, seed);
+  std::vector<std::vector<int64_t>> shapes(inputs.size());
+  std::vector<tfrun_input_t> ins(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const auto &[name, a] = inputs[i];
+    tfrun_dtype_t dt;
+    if (a.dtype() == nb::dtype<int64_t>())
+      dt = TFRUN_I64;
+    else if (a.dtype() == nb::dtype<int32_t>())
+      dt = TFRUN_I32;
+    else
+      raise({TFRUN_INVALID_ARGUMENT, "input '" + name + "': token ids must be int64 or int32"});
+    for (size_t d = 0; d < a.ndim(); ++d)
+      shapes[i].push_back(static_cast<int64_t>(a.shape(d)));
+    ins[i] = {name.c_str(), dt, shapes[i].data(), shapes[i].size(), a.data()};
+  }
+  std::shared_ptr<Stream> stream;
+  if (callback) {
+    stream = std::make_shared<Stream>();
+    stream->fn = *callback;
+  }
+  uint64_t id = 0;
+  Failure f;
+  {
+    nb::gil_scoped_release nogil;
+    // The stream is registered before the request can call it.
+    std::lock_guard<std::mutex> lock(self.mu);
+    f = take(tfrun_engine_submit(self.e, ins.data(), ins.size(), &o,
+                                 stream ? streamToken : nullptr, stream.get(), &id));
+    if (!f && stream)
+      self.streams[id] = stream;
+  }
+  if (f)
+    raise(f);
+  return id;
+}
+
 } // namespace
 
 NB_MODULE(_tfc, mod) {
@@ -309,6 +395,125 @@ NB_MODULE(_tfc, mod) {
         int64_t bos, eos, pad, maxLen;
         tfrun_model_generation_info(m.m, &bos, &eos, &pad, &maxLen);
         return std::make_tuple(bos, eos, pad, maxLen);
+      });
+
+  nb::class_<Engine>(mod, "Engine")
+      .def(
+          "__init__",
+          [](Engine *self, std::shared_ptr<Model> model, int threads, int device, int deviceId,
+             int maxRows, int maxQueue, int maxBatchTokens, int64_t kvCacheBytes) {
+            tfrun_engine_options_t o;
+            tfrun_engine_options_init(&o);
+            o.session.num_threads = threads;
+            o.session.device = device;
+            o.session.device_id = deviceId;
+            o.max_rows = maxRows;
+            o.max_queue = maxQueue;
+            o.max_batch_tokens = maxBatchTokens;
+            o.kv_cache_bytes = kvCacheBytes;
+            tfrun_engine_t *e = nullptr;
+            Failure f;
+            {
+              nb::gil_scoped_release nogil;
+              f = take(tfrun_engine_create(model->m, &o, &e));
+            }
+            if (f)
+              raise(f);
+            new (self) Engine();
+            self->model = std::move(model);
+            self->e = e;
+          },
+          nb::arg("model"), nb::arg("threads"), nb::arg("device"), nb::arg("device_id"),
+          nb::arg("max_rows"), nb::arg("max_queue"), nb::arg("max_batch_tokens"),
+          nb::arg("kv_cache_bytes"))
+      .def("submit", &engineSubmit, nb::arg("inputs"), nb::arg("beam"), nb::arg("max_len"),
+           nb::arg("length_penalty"), nb::arg("sample"), nb::arg("temperature"),
+           nb::arg("top_k"), nb::arg("top_p"), nb::arg("seed"),
+           nb::arg("callback").none() = nb::none())
+      .def(
+          "wait",
+          [](Engine &self, uint64_t id, int64_t timeoutMs) {
+            int done = 0;
+            Failure f;
+            {
+              nb::gil_scoped_release nogil;
+              f = take(tfrun_engine_wait(self.e, id, timeoutMs, &done));
+            }
+            std::shared_ptr<Stream> stream;
+            if (done) {
+              std::lock_guard<std::mutex> lock(self.mu);
+              auto it = self.streams.find(id);
+              if (it != self.streams.end())
+                stream = it->second;
+            }
+            if (stream && stream->error)
+              throw *stream->error;
+            if (f)
+              raise(f);
+            return done != 0;
+          },
+          nb::arg("id"), nb::arg("timeout_ms"))
+      .def(
+          "results",
+          [](Engine &self, uint64_t id) {
+            Generated out;
+            size_t n = 0;
+            check(tfrun_engine_generated_count(self.e, id, &n));
+            for (size_t i = 0; i < n; ++i) {
+              const int64_t *ids;
+              size_t len;
+              float score;
+              check(tfrun_engine_get_generated(self.e, id, i, &ids, &len, &score));
+              out.emplace_back(std::vector<int64_t>(ids, ids + len), score);
+            }
+            return out;
+          },
+          nb::arg("id"))
+      .def(
+          "cancel", [](Engine &self, uint64_t id) { check(tfrun_engine_cancel(self.e, id)); },
+          nb::arg("id"))
+      .def(
+          "release",
+          [](Engine &self, uint64_t id) {
+            Failure f;
+            std::shared_ptr<Stream> stream;
+            {
+              nb::gil_scoped_release nogil;
+              // A running request is cancelled and waited for, so that its
+              // token callback is never called once its stream is gone.
+              f = take(tfrun_engine_cancel(self.e, id));
+              int done = 0;
+              if (!f)
+                f = take(tfrun_engine_wait(self.e, id, -1, &done));
+              f = take(tfrun_engine_release(self.e, id));
+              std::lock_guard<std::mutex> lock(self.mu);
+              auto it = self.streams.find(id);
+              if (it != self.streams.end()) {
+                stream = std::move(it->second);
+                self.streams.erase(it);
+              }
+            }
+            stream.reset(); // drops the callable with the GIL held
+            if (f)
+              raise(f);
+          },
+          nb::arg("id"))
+      .def("stats", [](Engine &self) {
+        tfrun_engine_stats_t st;
+        check(tfrun_engine_stats(self.e, &st));
+        nb::dict d;
+        d["requests_queued"] = st.requests_queued;
+        d["requests_running"] = st.requests_running;
+        d["kv_blocks_used"] = st.kv_blocks_used;
+        d["kv_blocks_free"] = st.kv_blocks_free;
+        d["kv_block_positions"] = st.kv_block_positions;
+        d["requests_finished"] = st.requests_finished;
+        d["requests_cancelled"] = st.requests_cancelled;
+        d["requests_failed"] = st.requests_failed;
+        d["tokens_generated"] = st.tokens_generated;
+        d["steps"] = st.steps;
+        d["tokens_per_second"] = st.tokens_per_second;
+        return d;
       });
 
   nb::class_<Session>(mod, "Session")

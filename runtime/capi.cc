@@ -420,6 +420,7 @@ tfrun_status_t *tfrun_engine_create(const tfrun_model_t *model, const tfrun_engi
     eo.rows = o->max_rows;
     eo.maxQueue = o->max_queue;
     eo.maxBatchTokens = o->max_batch_tokens;
+    eo.kvCacheBytes = o->kv_cache_bytes;
     auto e = std::make_unique<tfrun_engine>();
     TFC_RETURN_IF_ERROR(tfrun::rt::Engine::create(*model->m, std::move(dev), eo, e->e));
     *out = e.release();

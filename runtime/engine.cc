@@ -290,6 +290,25 @@ Status Engine::Impl::init() {
     if (!seen)
       caches.push_back({v.offset, v.dims[2], (uint32_t)vi});
   }
+  if (o.kvCacheBytes < 0)
+    return Status::invalidArgument("the KV cache size must not be negative");
+  if (o.kvCacheBytes > 0) {
+    TFC_RETURN_IF_ERROR(prepareFunction(*s, decIdx)); // the caches' dtypes on the device
+    uint64_t rowBytes = 0;
+    for (const Cache &c : caches) {
+      const auto &dts = s->fns[decIdx].dtypes;
+      rowBytes += tfc_dtype_bytes(c.value < dts.size() ? dts[c.value] : TFC_DTYPE_F32,
+                                  (uint64_t)len * (uint64_t)c.width);
+    }
+    const int64_t fit = rowBytes ? static_cast<int64_t>((uint64_t)o.kvCacheBytes / rowBytes)
+                                 : o.rows;
+    if (fit < 1)
+      return Status::invalidArgument(
+          "a KV cache of " + std::to_string(o.kvCacheBytes) + " bytes holds no row: one row (" +
+          std::to_string(len) + " positions of every layer's K and V) takes " +
+          std::to_string(rowBytes) + " bytes");
+    o.rows = std::min(o.rows, fit);
+  }
   TFC_RETURN_IF_ERROR(s->reserveState(o.rows, len));
   freeRows.resize(static_cast<size_t>(o.rows));
   for (int64_t r = 0; r < o.rows; ++r)

@@ -48,6 +48,8 @@ struct EngineOptions {
   /// Prompt tokens prefilled per engine step, over all requests (at least
   /// one request's chunk is always taken).
   int64_t maxBatchTokens = 2048;
+  /// > 0: the rows are capped at what this many bytes of KV cache hold.
+  int64_t kvCacheBytes = 0;
 };
 
 struct EngineStats {

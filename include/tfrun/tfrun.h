@@ -273,6 +273,9 @@ typedef struct tfrun_engine_options_t {
   int32_t max_queue;        /* requests waiting for rows; a submit beyond it is
                                refused with TFRUN_BUSY; 0: 256 */
   int32_t max_batch_tokens; /* prompt tokens prefilled per step; 0: 2048 */
+  int64_t kv_cache_bytes;   /* > 0: at most this much KV cache: the rows are capped at
+                               what fits (each row holds max_len positions of every
+                               layer's K and V); an error when not even one fits */
 } tfrun_engine_options_t;
 
 /* Fills |options| with the defaults: the session defaults, 0 for the rest. */

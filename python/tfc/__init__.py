@@ -7,18 +7,22 @@
 
 ``tfc.compile`` runs the tfc compiler bundled with the package; ``tfc.load`` maps a
 model.bin; ``Model.session`` gives a Session (``run``, ``generate``,
-``generate_tokens``). The text helpers ``Translator``, ``Encoder`` and ``Generator``
+``generate_tokens``); ``Engine`` serves many generation requests at once (continuous
+batching: ``submit``, ``await generate``, ``async for ... in stream``). The text helpers ``Translator``, ``Encoder`` and ``Generator``
 add a Hugging Face directory's tokenizer (pip install tfc[text]).
 """
-from ._errors import (CompileError, Error, Internal, InvalidArgument, InvalidModel, IoError,
-                      NonFinite, NonFiniteWarning, OutOfMemory, Unsupported)
+from ._errors import (Busy, Cancelled, CompileError, Error, Internal, InvalidArgument,
+                      InvalidModel, IoError, NonFinite, NonFiniteWarning, OutOfMemory,
+                      Unsupported)
 from ._model import (Generation, GenerationStep, Model, Session, TensorInfo, compile, load)
+from ._engine import Engine, Request
 from . import _tfc
 
 __all__ = [
     "compile", "load", "Model", "Session", "TensorInfo", "Generation", "GenerationStep",
+    "Engine", "Request",
     "Error", "CompileError", "InvalidArgument", "InvalidModel", "Unsupported", "IoError",
-    "OutOfMemory", "Internal", "NonFinite", "NonFiniteWarning",
+    "OutOfMemory", "Internal", "NonFinite", "NonFiniteWarning", "Cancelled", "Busy",
     "cuda_device_count", "Translator", "Encoder", "Generator",
     "API_VERSION", "__version__",
 ]

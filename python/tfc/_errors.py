@@ -97,6 +97,18 @@ class CompileError(Error):
         super().__init__(f"{where}{message}")
 
 
+class Cancelled(Error):
+    """An engine request was cancelled (TFRUN_CANCELLED; ``Request.cancel``)."""
+
+    code = 8
+
+
+class Busy(Error):
+    """The engine's queue is full: try again later (TFRUN_BUSY). Nothing was queued."""
+
+    code = 9
+
+
 #: The class of each status code, registered with the native module.
 BY_CODE = {cls.code: cls for cls in (InvalidArgument, InvalidModel, Unsupported, IoError,
-                                     OutOfMemory, Internal, NonFinite)}
+                                     OutOfMemory, Internal, NonFinite, Cancelled, Busy)}

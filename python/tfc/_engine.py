@@ -1,0 +1,223 @@
+"""The generation engine: many requests on one model, batched continuously
+(docs/generation.md, "The engine"; docs/python.md).
+
+    engine = tfc.Engine(tfc.load("gpt2.bin"), threads=2)
+    request = engine.submit({"tokens": [[464, 2068, 7586]]}, max_len=20)
+    for step in request:            # each token as it comes
+        print(step.token_id)
+    print(request.result())         # [Generation(ids=[...], score=...)]
+
+    async def handler():            # in an asyncio server
+        gens = await engine.generate({"tokens": ids}, max_len=20)
+        async for step in engine.stream({"tokens": ids}, max_len=20):
+            ...
+
+Each request runs on the engine's threads beside the others; its results equal
+``Session.generate`` of the same inputs and options.
+"""
+from __future__ import annotations
+
+import asyncio
+import atexit
+import queue
+import threading
+import weakref
+from typing import AsyncIterator, Dict, Iterator, List, Mapping, Optional
+
+from . import _tfc
+from ._errors import InvalidArgument, warn_non_finite
+from ._model import (ArrayLike, Generation, GenerationStep, Model, Session, _inputs,
+                     _parse_device)
+
+_DONE = object()
+
+#: The live engines, for the exit handler below.
+_ENGINES: "weakref.WeakSet[Engine]" = weakref.WeakSet()
+
+
+@atexit.register
+def _cancel_at_exit() -> None:
+    # The engine's threads call into Python (token callbacks) and its watcher
+    # threads wait in native code: at interpreter exit every request still in
+    # flight is cancelled and collected first, so no engine thread touches an
+    # interpreter that is shutting down.
+    requests = [r for e in list(_ENGINES) for r in list(e._live)]
+    for r in requests:
+        try:
+            r.cancel()
+        except Exception:
+            pass
+    for r in requests:
+        try:
+            r.result(timeout=30)
+        except Exception:
+            pass
+
+
+class Request:
+    """One submitted request (``Engine.submit``): ``result()`` waits for its
+    Generations, iterating yields its tokens as they come (GenerationStep; beam
+    search yields each item's tokens when the item is finished), ``cancel()`` stops
+    it. A cancelled request's ``result()`` raises ``tfc.Cancelled``."""
+
+    def __init__(self, engine: "Engine", rid: int, tokens: "queue.Queue") -> None:
+        self._engine = engine
+        self.id = rid
+        self._tokens = tokens
+        self._lock = threading.Lock()
+        self._result: Optional[List[Generation]] = None
+        self._error: Optional[BaseException] = None
+        self._ended = False
+
+    def done(self) -> bool:
+        """Whether the request has ended (finished, failed or cancelled)."""
+        return self._ended
+
+    def _wait(self, timeout_ms: int) -> None:
+        with self._lock:
+            if self._ended:
+                return
+            native = self._engine._native
+            try:
+                if not native.wait(self.id, timeout_ms):
+                    return
+                self._result = [Generation(list(ids), float(score))
+                                for ids, score in native.results(self.id)]
+                warn_non_finite("scores", [g.score for g in self._result])
+            except BaseException as e:  # the request's own error (Cancelled, ...)
+                self._error = e
+            self._ended = True
+            native.release(self.id)
+            self._engine._live.discard(self)
+            self._tokens.put(_DONE)
+
+    def result(self, timeout: Optional[float] = None) -> List[Generation]:
+        """The request's Generations, one per batch item, once it ends (at most
+        ``timeout`` seconds: TimeoutError after that). Raises the request's error."""
+        self._wait(-1 if timeout is None else max(0, int(timeout * 1000)))
+        if not self._ended:
+            raise TimeoutError(f"request {self.id} has not ended after {timeout} s")
+        if self._error is not None:
+            raise self._error
+        return list(self._result or [])
+
+    def cancel(self) -> None:
+        """Cancels the request if it has not ended: it ends with tfc.Cancelled at its
+        next step, and its KV cache rows return to the pool."""
+        if self._ended:
+            return
+        try:
+            self._engine._native.cancel(self.id)
+        except InvalidArgument:  # it ended (and was collected) meanwhile
+            if not self._ended:
+                raise
+
+    def __iter__(self) -> Iterator[GenerationStep]:
+        while True:
+            item = self._tokens.get()
+            if item is _DONE:
+                self._tokens.put(_DONE)  # later iterations end at once too
+                if self._error is not None:
+                    raise self._error
+                return
+            yield item
+
+    def __repr__(self) -> str:
+        state = "ended" if self._ended else "running"
+        return f"tfc.Request({self.id}, {state})"
+
+
+class Engine:
+    """Generation for many requests at once on one model (continuous batching).
+
+    ``threads``: CPU threads (None: the OpenMP default); ``device``: "cpu", "cuda" or
+    "cuda:N"; ``max_rows``: KV cache rows, and so rows per step (None: the model's
+    max_batch; a request of batch B takes B rows, with beam K B x K);
+    ``kv_cache_mb``: cap the KV cache at this many MiB (fewer rows);
+    ``max_batch_tokens``: prompt tokens prefilled per step (None: 2048);
+    ``max_queue``: requests waiting for rows (None: 256) before ``submit`` raises
+    ``tfc.Busy``. Thread-safe: submit and cancel from any thread."""
+
+    def __init__(self, model: Model, threads: Optional[int] = None,
+                 max_batch_tokens: Optional[int] = None, kv_cache_mb: Optional[float] = None,
+                 max_queue: Optional[int] = None, max_rows: Optional[int] = None,
+                 device: str = "cpu") -> None:
+        if not isinstance(model, Model):
+            raise InvalidArgument(f"model must be a tfc.Model, got {type(model).__name__}")
+        for name, value in (("threads", threads), ("max_batch_tokens", max_batch_tokens),
+                            ("max_queue", max_queue), ("max_rows", max_rows)):
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise InvalidArgument(f"{name} must be a positive int or None, got {value!r}")
+        if kv_cache_mb is not None and not (isinstance(kv_cache_mb, (int, float))
+                                            and kv_cache_mb > 0):
+            raise InvalidArgument(f"kv_cache_mb must be a positive number or None, "
+                                  f"got {kv_cache_mb!r}")
+        dev, dev_id = _parse_device(device)
+        self.model = model
+        self._native = _tfc.Engine(model._native, threads or 0, dev, dev_id, max_rows or 0,
+                                   max_queue or 0, max_batch_tokens or 0,
+                                   int(kv_cache_mb * (1 << 20)) if kv_cache_mb else 0)
+        self._live: "set[Request]" = set()  # requests not yet collected
+        _ENGINES.add(self)
+
+    def submit(self, inputs: Mapping[str, ArrayLike], beam: int = 1,
+               max_len: Optional[int] = None, length_penalty: float = 1.0,
+               sample: bool = False, temperature: float = 1.0, top_k: int = 0,
+               top_p: float = 1.0, seed: int = 0) -> Request:
+        """Queues a request (the arguments of ``Session.generate``) and returns its
+        Request at once. Raises InvalidArgument for bad inputs or options, and
+        ``tfc.Busy`` when the queue is full (nothing is queued then)."""
+        opts = Session._options(beam, max_len, length_penalty, sample, temperature, top_k,
+                                top_p, seed)
+        tokens: "queue.Queue" = queue.Queue()
+
+        def on_token(batch_index, step, token_id, log_prob):
+            tokens.put(GenerationStep(batch_index, step, token_id, log_prob))
+            return False
+
+        rid = self._native.submit(_inputs(inputs), *opts, on_token)
+        request = Request(self, rid, tokens)
+        self._live.add(request)
+        # A watcher ends the token stream when the request ends, for iteration.
+        threading.Thread(target=request._wait, args=(-1,), name=f"tfc-request-{rid}",
+                         daemon=True).start()
+        return request
+
+    async def generate(self, inputs: Mapping[str, ArrayLike], **options) -> List[Generation]:
+        """``submit`` then the request's result, awaited without blocking the event loop.
+        Cancelling the awaiting task cancels the request."""
+        request = self.submit(inputs, **options)
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(None, request.result)
+        except asyncio.CancelledError:
+            request.cancel()
+            raise
+
+    async def stream(self, inputs: Mapping[str, ArrayLike],
+                     **options) -> AsyncIterator[GenerationStep]:
+        """``submit``, then each token as it comes (an async iterator of
+        GenerationStep). Leaving the loop early cancels the request."""
+        request = self.submit(inputs, **options)
+        loop = asyncio.get_running_loop()
+        it = iter(request)
+        finished = False
+        try:
+            while True:
+                step = await loop.run_in_executor(None, next, it, _DONE)
+                if step is _DONE:
+                    finished = True
+                    return
+                yield step
+        finally:
+            if not finished:
+                request.cancel()
+
+    def stats(self) -> Dict[str, float]:
+        """Requests queued and running, KV cache rows used and free (kv_blocks_*, of
+        kv_block_positions positions each), requests finished / cancelled / failed,
+        tokens generated, steps, and tokens per second of steps run."""
+        return self._native.stats()
+
+    def __repr__(self) -> str:
+        return f"tfc.Engine({self.model.name!r})"

@@ -1,0 +1,142 @@
+"""ctest python-engine: tfc.Engine (continuous batching) from Python, in the venv of
+tests/python/install.sh, run from outside the source tree.
+
+Every request's result equals Session.generate of the same inputs and options, for
+requests submitted together from several threads, awaited from asyncio and
+streamed; cancellation raises tfc.Cancelled, a full queue tfc.Busy, and the KV
+cache rows all return to the pool.
+Usage: python engine_test.py   (TFC_SOURCE_DIR names the source tree, for its models)
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import unittest
+from pathlib import Path
+
+import numpy as np
+
+import tfc
+
+ROOT = Path(os.environ["TFC_SOURCE_DIR"])
+MODELS = ROOT / "models"
+
+GPT2_SMALL = {"d_model": 32, "heads": 4, "d_ff": 64, "layers": 2, "max_len": 48, "vocab": 50,
+              "max_batch": 16, "bos_id": 1, "eos_id": 2}
+FLOYDHUB_SMALL = {"d_model": 32, "heads": 4, "d_ff": 64, "layers": 2, "max_len": 24,
+                  "max_batch": 16, "src_vocab": 40, "tgt_vocab": 40}
+
+
+def prompts(n: int, seed: int, vocab: int, lo: int = 1, hi: int = 20):
+    rng = np.random.default_rng(seed)
+    return [rng.integers(3, vocab, size=(1, int(rng.integers(lo, hi + 1)))).astype(np.int64)
+            for _ in range(n)]
+
+
+class EngineTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.gpt2 = tfc.compile(MODELS / "gpt2.yaml", set=GPT2_SMALL)
+        cls.floydhub = tfc.compile(MODELS / "tutorial-floydhub.yaml", set=FLOYDHUB_SMALL)
+        cls.session = cls.gpt2.session(threads=1)
+
+    def assertSameGenerations(self, got, want, what=""):
+        """Equal tokens and scores within 1e-5: a request's rows share GEMMs with
+        other rows, and the product does not promise bitwise equality across batch
+        sizes (docs/precision.md)."""
+        self.assertEqual([g.ids for g in got], [g.ids for g in want], what)
+        for a, b in zip(got, want):
+            self.assertAlmostEqual(a.score, b.score, delta=1e-5, msg=what)
+
+    def options(self, i: int) -> dict:
+        return [dict(max_len=9), dict(max_len=7, beam=3, length_penalty=0.8),
+                dict(max_len=8, sample=True, top_k=10, seed=40 + i)][i % 3]
+
+    def test_requests_from_threads_equal_a_session(self):
+        ps = prompts(18, 1, 50)
+        want = [self.session.generate({"tokens": p}, **self.options(i)) for i, p in enumerate(ps)]
+        engine = tfc.Engine(self.gpt2, threads=2, max_rows=8)
+        got = [None] * len(ps)
+
+        def work(t):
+            for i in range(t, len(ps), 3):
+                got[i] = engine.submit({"tokens": ps[i]}, **self.options(i)).result(timeout=60)
+
+        pool = [threading.Thread(target=work, args=(t,)) for t in range(3)]
+        for th in pool:
+            th.start()
+        for th in pool:
+            th.join()
+        for i in range(len(ps)):
+            self.assertSameGenerations(got[i], want[i], f"request {i}")
+        st = engine.stats()
+        self.assertEqual(st["requests_finished"], len(ps))
+        self.assertEqual((st["kv_blocks_used"], st["kv_blocks_free"]), (0, 8))
+
+    def test_translation_requests_equal_a_session(self):
+        session = self.floydhub.session(threads=1)
+        srcs = prompts(8, 2, 40, 2, 15)
+        want = [session.generate({"src": s}, beam=1 + i % 2, max_len=8) for i, s in enumerate(srcs)]
+        engine = tfc.Engine(self.floydhub, threads=2)
+        reqs = [engine.submit({"src": s}, beam=1 + i % 2, max_len=8) for i, s in enumerate(srcs)]
+        for i, r in enumerate(reqs):
+            # Rows of other source lengths share the batch (padded memory).
+            self.assertSameGenerations(r.result(timeout=60), want[i], f"request {i}")
+
+    def test_asyncio_generate_and_stream(self):
+        p = prompts(1, 3, 50)[0]
+        want = self.session.generate({"tokens": p}, max_len=12)
+        engine = tfc.Engine(self.gpt2, threads=2)
+
+        async def main():
+            gens = await asyncio.gather(*[engine.generate({"tokens": p}, max_len=12)
+                                          for _ in range(4)])
+            steps = [s.token_id async for s in engine.stream({"tokens": p}, max_len=12)]
+            return gens, steps
+
+        gens, steps = asyncio.run(main())
+        for g in gens:
+            self.assertSameGenerations(g, want)
+        self.assertEqual(steps, want[0].ids)
+        # Iterating a request yields the same tokens.
+        self.assertEqual([s.token_id for s in engine.submit({"tokens": p}, max_len=12)],
+                         want[0].ids)
+
+    def test_cancel_busy_and_bad_requests(self):
+        p = prompts(1, 4, 50, 5, 5)[0]
+        engine = tfc.Engine(self.gpt2, threads=2, max_rows=1, max_queue=1)
+        running = engine.submit({"tokens": p}, max_len=40)
+        queued = engine.submit({"tokens": p}, max_len=40)
+        with self.assertRaises(tfc.Busy) as cm:
+            engine.submit({"tokens": p}, max_len=40)
+        self.assertEqual(str(cm.exception),
+                         "the engine's queue is full (1 requests waiting); try again later")
+        queued.cancel()
+        with self.assertRaises(tfc.Cancelled) as cm:
+            queued.result(timeout=60)
+        self.assertEqual(str(cm.exception), f"request {queued.id} was cancelled")
+        running.cancel()
+        with self.assertRaises(tfc.Cancelled):
+            running.result(timeout=60)
+        with self.assertRaises(tfc.InvalidArgument) as cm:
+            engine.submit({"nope": p})
+        self.assertEqual(str(cm.exception), "unknown input 'nope' (inputs: tokens)")
+        with self.assertRaises(tfc.InvalidArgument) as cm:
+            engine.submit({"tokens": p}, beam=2)
+        self.assertEqual(str(cm.exception), "the request needs 2 rows (batch 1 x beam width 2), "
+                                            "more than the engine's 1")
+        with self.assertRaises(tfc.InvalidArgument):
+            tfc.Engine(self.gpt2, kv_cache_mb=0.001)
+        st = engine.stats()
+        self.assertEqual((st["kv_blocks_used"], st["kv_blocks_free"]), (0, 1))
+        self.assertEqual(st["requests_cancelled"], 2)
+
+    def test_kv_cache_mb_caps_the_rows(self):
+        # One row: 2 layers x (K + V) x 48 positions x 32 floats = 24 KiB.
+        engine = tfc.Engine(self.gpt2, kv_cache_mb=0.1)
+        self.assertEqual(engine.stats()["kv_blocks_free"], 4)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
