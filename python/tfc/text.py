@@ -238,6 +238,50 @@ def _pad(rows: Sequence[Sequence[int]], pad: int) -> Tuple[np.ndarray, np.ndarra
     return ids, mask
 
 
+def _engine(model: Model, engine: Union[bool, dict, None], threads: Optional[int],
+            device: str):
+    """``engine=True`` (or a dict of tfc.Engine's options): a continuous-batching
+    engine on the helper's model; None/False: batches on a session."""
+    if not engine:
+        return None
+    from ._engine import Engine
+    options = dict(engine) if isinstance(engine, dict) else {}
+    options.setdefault("threads", threads)
+    options.setdefault("device", device)
+    return Engine(model, **options)
+
+
+def _through_engine(engine, rows: List[List[int]], progress: bool, desc: str, feed, decode,
+                    options: dict) -> List[str]:
+    """Every row as its own engine request, submitted at once (the engine batches
+    them continuously; more than its queue holds wait for a free slot); the decoded
+    texts in input order."""
+    from ._errors import Busy
+
+    bar = _progress(len(rows), progress, desc)
+    requests = []
+    oldest = 0  # on a full queue, wait for the oldest request still in flight
+    for r in rows:
+        ids = np.asarray([r], dtype=np.int64)
+        while True:
+            try:
+                requests.append(engine.submit(feed(ids, np.ones_like(ids)), **options))
+                break
+            except Busy:
+                if oldest >= len(requests):
+                    raise
+                requests[oldest].result()
+                oldest += 1
+    out = []
+    for req in requests:
+        out.append(decode(req.result()[0].ids))
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
+    return out
+
+
 def _max_batch(model: Model) -> int:
     return min(i.max_shape[0] for i in model.inputs)
 
@@ -271,7 +315,8 @@ class Translator:
     def __init__(self, dir_or_bin: PathLike, *, tokenizer: Optional[PathLike] = None,
                  src_lang: Optional[str] = None, tgt_lang: Optional[str] = None,
                  prefix: Optional[str] = None, threads: Optional[int] = None,
-                 device: str = "cpu", batch_size: int = 16, precision: str = "f32") -> None:
+                 device: str = "cpu", batch_size: int = 16, precision: str = "f32",
+                 engine: Union[bool, dict, None] = None) -> None:
         tok_dir = _tokenizer_dir(dir_or_bin, tokenizer)
         config = _read_json(tok_dir / "config.json")
         family = config.get("model_type")
@@ -298,6 +343,7 @@ class Translator:
             raise InvalidArgument(f"model '{self.model.name}' cannot generate")
         self.pad_id = self.model.generation_info["pad_id"]
         self.batch_size = batch_size
+        self.engine = _engine(self.model, engine, threads, device)
 
     def _encode(self, texts: List[str]) -> List[List[int]]:
         rows = [ids for ids, _ in self.tokenizer.encode(self.family.source_texts(texts,
@@ -320,10 +366,18 @@ class Translator:
         model's ``max_length``)."""
         texts, single = _texts(texts)
         rows = self._encode(texts)
+        names = [i.name for i in self.model.inputs]
+        if self.engine is not None:
+            out = _through_engine(
+                self.engine, rows, progress, "translate",
+                lambda ids, mask: {names[0]: ids, **({"attention_mask": mask}
+                                                     if "attention_mask" in names else {})},
+                self.tokenizer.decode,
+                dict(beam=beam, max_len=max_len, length_penalty=length_penalty))
+            return out[0] if single else out
         size = max(1, min(batch_size or self.batch_size, _max_batch(self.model) // max(beam, 1)))
         out: List[Optional[str]] = [None] * len(texts)
         bar = _progress(len(texts), progress, "translate")
-        names = [i.name for i in self.model.inputs]
         for idx in _batches([len(r) for r in rows], size):
             ids, mask = _pad([rows[i] for i in idx], self.pad_id)
             feed = {names[0]: ids}
@@ -461,7 +515,7 @@ class Generator:
 
     def __init__(self, dir_or_bin: PathLike, *, tokenizer: Optional[PathLike] = None,
                  threads: Optional[int] = None, device: str = "cpu", batch_size: int = 8,
-                 precision: str = "f32") -> None:
+                 precision: str = "f32", engine: Union[bool, dict, None] = None) -> None:
         path = Path(os.fspath(dir_or_bin))
         if path.is_dir():
             config = _read_json(path / "config.json")
@@ -481,6 +535,7 @@ class Generator:
         self.tokenizer = _tokenizer(tok_dir)
         self.pad_id = self.model.generation_info["pad_id"]
         self.batch_size = batch_size
+        self.engine = _engine(self.model, engine, threads, device)
 
     def generate_text(self, prompt: Union[str, Sequence[str]], max_len: Optional[int] = None,
                       beam: int = 1, sample: bool = False, temperature: float = 1.0,
@@ -495,6 +550,15 @@ class Generator:
         for i, r in enumerate(rows):
             if not r:
                 raise InvalidArgument(f"prompt {i} is empty")
+        if self.engine is not None:
+            name = self.model.inputs[0].name
+            new = _through_engine(self.engine, rows, progress, "generate",
+                                  lambda ids, mask: {name: ids}, self.tokenizer.decode,
+                                  dict(beam=beam, max_len=max_len, sample=sample,
+                                       temperature=temperature, top_k=top_k, top_p=top_p,
+                                       seed=seed))
+            out = [p + n if return_full_text else n for p, n in zip(prompts, new)]
+            return out[0] if single else out
         size = max(1, min(batch_size or self.batch_size, _max_batch(self.model) // max(beam, 1)))
         out: List[Optional[str]] = [None] * len(prompts)
         bar = _progress(len(prompts), progress, "generate")

@@ -309,6 +309,9 @@ class Translators(unittest.TestCase):
             self.assertEqual(got, want, f"beam {beam}")
             self.assertGreater(sum(len(g) for g in got), 10)
         self.assertEqual(tr.translate(TEXTS[3], beam=4, max_len=max_new), want[3])
+        # engine=True: every text its own request, batched continuously (issue 23).
+        engine = tfc.Translator(d, engine={"max_rows": 8})
+        self.assertEqual(engine.translate(TEXTS, beam=4, max_len=max_new), want)
         return tr, want  # want: beam 4's
 
     def test_marian(self):
@@ -482,6 +485,8 @@ class Generators(unittest.TestCase):
         new = gen.generate_text(prompts, max_len=10, return_full_text=False)
         self.assertEqual([p + n for p, n in zip(prompts, new)], want)
         self.assertTrue(all(n for n in new))
+        # engine=True: the prompts as requests of one continuous batch (issue 23).
+        self.assertEqual(tfc.Generator(d, engine=True).generate_text(prompts, max_len=10), want)
 
 
 LONG_TEXT = " ".join(WORDS[:24])
