@@ -5,7 +5,8 @@
 # prepared encoder benchmark (bench/bench_cuda.py --prepare). Run.sh, beside this file,
 # unpacks and runs it there.
 #
-#   scripts/gpu-check/pack.sh [BUNDLE_DIR]     (default .gpu-bundle; BUILD_DIR=build)
+#   scripts/gpu-check/pack.sh [BUNDLE_DIR]     (default .gpu-bundle; BUILD_DIR=build;
+#                                               NO_BENCH=1: without the benchmarks' models)
 #
 # The bundle is one xz tarball (about 45 MB), because the device tool carries at most
 # 64 MiB and oneDNN plus OpenBLAS alone are 77 MB.
@@ -20,7 +21,8 @@ grep -q "TFC_HAVE_CUDA:INTERNAL=ON\|TFC_HAVE_CUDA.*ON" "$BUILD/CMakeCache.txt" 2
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/b/bin" "$stage/b/lib" "$stage/b/models" "$stage/b/testmodels" "$OUTDIR"
-cp "$BUILD"/bin/{tfrun,tfc-backend-kernel-tests,tfrun-tests,tfc-bench-attention-cuda} "$stage/b/bin/"
+cp "$BUILD"/bin/{tfrun,tfc-backend-kernel-tests,tfrun-tests,tfrun-engine-tests,tfc-bench-attention-cuda} \
+  "$stage/b/bin/"
 cp -a "$BUILD"/lib/libtfrun.so* "$BUILD"/lib/libtfrun_cuda.so* "$stage/b/lib/"
 # The non-CUDA system libraries the binaries load (ldd names them); the CUDA ones
 # (cudart, cuBLAS, cuBLASLt) come from the GPU machine's toolkit.
@@ -31,6 +33,10 @@ done | sort -u | grep -v -E '/(libc|libm|libstdc\+\+|libgcc_s|libdl|libpthread|l
 # The model.bin files the runtime tests name by absolute path.
 cp "$BUILD"/tests/*.bin "$stage/b/testmodels/"
 echo "$ROOT/$BUILD/tests" > "$stage/b/testmodels/PATH"
+# ... and the format-5 fixture the engine tests refuse, by its source path.
+mkdir -p "$stage/b/fixtures"
+cp tests/lit/runtime/Inputs/v5/floydhub-bf16.bin "$stage/b/fixtures/"
+echo "$ROOT/tests/lit/runtime/Inputs/v5" > "$stage/b/fixtures/PATH"
 # Small models compiled here, run on the CPU and on CUDA there (run.sh compares).
 TFC="$BUILD/bin/tfc"
 small=(--set d_model=64 --set heads=4 --set d_ff=128 --set layers=2)
@@ -46,6 +52,9 @@ small=(--set d_model=64 --set heads=4 --set d_ff=128 --set layers=2)
   --set vocab=1000 --set max_len=128 --seed 5 --set bos_id=1 --set eos_id=2
 "$TFC" compile models/bert.yaml -o "$stage/b/models/bert.bin" "${small[@]}" \
   --set vocab=1000 --set max_len=128 --seed 6
-"$PY" bench/bench_cuda.py --prepare "$stage/b/bench" --build "$BUILD"
+# NO_BENCH=1 leaves the encoder benchmark out (a bundle of ~20 MB, packed in seconds).
+if [[ "${NO_BENCH:-0}" != 1 ]]; then
+  "$PY" bench/bench_cuda.py --prepare "$stage/b/bench" --build "$BUILD"
+fi
 tar -C "$stage" -cf - b | xz -T2 -6 > "$OUTDIR/bundle.tar.xz"
 ls -la "$OUTDIR/bundle.tar.xz"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the CUDA checks on a GPU machine from the bundle pack.sh made (see there):
 #   1. the CUDA instances of the kernel tests (tfc-backend-kernel-tests);
-#   2. the runtime tests (tfrun-tests: CudaMatchesCpu, DeviceRuntime, the CPU ones);
+#   2. the runtime tests (tfrun-tests: CudaMatchesCpu, DeviceRuntime, the CPU ones),
+#      and the engine's tests with every session and engine on the GPU;
 #   3. compare.py: small compiled models on the CPU and on CUDA (forward and generation);
 #   4. bench/bench_cuda.py --prebuilt: the encoder against PyTorch on the same GPU;
 #   5. tfc-bench-attention-cuda: the fused attention against cuBLAS and cuDNN;
@@ -23,6 +24,7 @@ tar -C "$X" -xJf "$BUNDLE/bundle.tar.xz" 2>/dev/null ||
 B=$X/b
 # The runtime tests name their model.bin files by the absolute path of the build here.
 mkdir -p "$(cat "$B/testmodels/PATH")" && cp "$B"/testmodels/*.bin "$(cat "$B/testmodels/PATH")/"
+mkdir -p "$(cat "$B/fixtures/PATH")" && cp "$B"/fixtures/*.bin "$(cat "$B/fixtures/PATH")/"
 cudalibs=$(for n in libcudart.so.13 libcublasLt.so.13 libcublas.so.13 libcudnn.so.9; do
   ldconfig -p | awk -v n="$n" '$1 == n {print $NF; exit}'
   find /usr/local/cuda/ /usr/local/cuda*/ /opt -name "$n" 2>/dev/null | head -1
@@ -40,9 +42,16 @@ step() { # step NAME SECONDS CMD...
 }
 TAILN=30 step kernel-tests 90 "$B/bin/tfc-backend-kernel-tests" --gtest_filter='*cuda*' --gtest_brief=1
 TAILN=30 step runtime-tests 90 "$B/bin/tfrun-tests" --gtest_brief=1
+TAILN=30 step engine-tests 120 env TFC_ENGINE_TEST_DEVICE=cuda "$B/bin/tfrun-engine-tests" \
+  --gtest_brief=1
 TAILN=60 step compare 90 python3 scripts/gpu-check/compare.py "$B"
-TAILN=40 step bench-encoder 150 env PYTHONUNBUFFERED=1 python3 bench/bench_cuda.py --prebuilt "$B/bench" --build "$B"
-TAILN=40 step bench-attention 90 "$B/bin/tfc-bench-attention-cuda" --runs 30 --warmup 5
+if [[ -d "$B/bench" ]]; then
+  TAILN=40 step bench-encoder 150 env PYTHONUNBUFFERED=1 python3 bench/bench_cuda.py \
+    --prebuilt "$B/bench" --build "$B"
+fi
+if [[ "${NO_BENCH:-0}" != 1 ]]; then
+  TAILN=40 step bench-attention 90 "$B/bin/tfc-bench-attention-cuda" --runs 30 --warmup 5
+fi
 if command -v compute-sanitizer >/dev/null; then
   TAILN=15 step sanitizer 50 compute-sanitizer --tool memcheck --error-exitcode 9 \
     "$B/bin/tfc-backend-kernel-tests" --gtest_filter='*cuda_f16*:*cuda_f32*' --gtest_brief=1

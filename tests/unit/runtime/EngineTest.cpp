@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <thread>
@@ -42,12 +43,20 @@ struct ModelGuard {
   ~ModelGuard() { tfrun_model_release(m); }
 };
 
+/// TFC_ENGINE_TEST_DEVICE=cuda runs every session and engine on the GPU
+/// (scripts/gpu-check/run.sh); the default is the CPU.
+int32_t testDevice() {
+  const char *d = std::getenv("TFC_ENGINE_TEST_DEVICE");
+  return d && std::string(d) == "cuda" ? TFRUN_DEVICE_CUDA : TFRUN_DEVICE_CPU;
+}
+
 struct EngineGuard {
   tfrun_engine_t *e = nullptr;
   EngineGuard(const tfrun_model_t *m, int rows, int queue = 0) {
     tfrun_engine_options_t o;
     tfrun_engine_options_init(&o);
     o.session.num_threads = 2;
+    o.session.device = testDevice();
     o.max_rows = rows;
     o.max_queue = queue;
     StatusGuard g{tfrun_engine_create(m, &o, &e)};
@@ -70,8 +79,12 @@ struct Outcome {
 };
 
 Outcome alone(const tfrun_model_t *m, const Request &r) {
+  tfrun_session_options_t so;
+  tfrun_session_options_init(&so);
+  so.num_threads = 1;
+  so.device = testDevice();
   tfrun_session_t *s = nullptr;
-  EXPECT_EQ(tfrun_session_create(m, 1, &s), nullptr);
+  EXPECT_EQ(tfrun_session_create_with_options(m, &so, &s), nullptr);
   const int64_t shape[2] = {r.batch, static_cast<int64_t>(r.ids.size()) / r.batch};
   EXPECT_EQ(tfrun_session_set_input(s, r.input.c_str(), TFRUN_I64, shape, 2, r.ids.data()),
             nullptr);
