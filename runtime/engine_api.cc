@@ -1,0 +1,203 @@
+//===- engine_api.cc - the Engine's public methods (engine.h) ---------------===//
+#include "runtime/engine_internal.h"
+
+#include <algorithm>
+#include <new>
+
+namespace tfrun::rt {
+
+namespace {
+
+/// The sizes validateSearch checks a request against, at submit.
+class LimitsModel final : public StepModel {
+public:
+  LimitsModel(int64_t vocab, int64_t rows) : vocab(vocab), rows(rows) {}
+  int64_t vocabSize() const override { return vocab; }
+  int64_t maxRows() const override { return rows; }
+  Status step(const int64_t *, int64_t, int64_t, const float **) override {
+    return Status::internal("LimitsModel::step");
+  }
+  Status select(const int64_t *, int64_t) override {
+    return Status::internal("LimitsModel::select");
+  }
+
+private:
+  int64_t vocab, rows;
+};
+
+} // namespace
+
+Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Status Engine::create(const Model &model, std::unique_ptr<Device> dev, const EngineOptions &o,
+                      std::unique_ptr<Engine> &out) {
+  out.reset();
+  std::unique_ptr<Impl> impl(new (std::nothrow) Impl(model));
+  if (!impl)
+    return Status::outOfMemory("out of memory creating the engine");
+  impl->o = o;
+  TFC_RETURN_IF_ERROR(Session::create(model, std::move(dev), impl->s));
+  TFC_RETURN_IF_ERROR(impl->init());
+  Impl *p = impl.get();
+  std::unique_ptr<Engine> e(new (std::nothrow) Engine(std::move(impl)));
+  if (!e)
+    return Status::outOfMemory("out of memory creating the engine");
+  try {
+    p->loop = std::thread([p] { p->run(); });
+  } catch (...) {
+    return Status::internal("cannot start the engine's thread");
+  }
+  out = std::move(e);
+  return Status::ok();
+}
+
+Engine::~Engine() {
+  {
+    std::lock_guard<std::mutex> lk(impl_->mu);
+    impl_->stopping = true;
+    for (auto &r : impl_->queue) {
+      r->cancelRequested = true;
+      r->status = Status::cancelled("request " + std::to_string(r->id) +
+                                    " was cancelled: the engine stopped");
+      r->state = Req::State::Ended;
+      ++impl_->counters.requestsCancelled;
+    }
+    impl_->queue.clear();
+    for (auto &r : impl_->running)
+      r->cancelRequested = true;
+    impl_->cvEngine.notify_all();
+    impl_->cvStep.notify_all();
+    impl_->cvEnded.notify_all();
+  }
+  if (impl_->loop.joinable())
+    impl_->loop.join();
+}
+
+Status Engine::submit(const std::vector<EngineInput> &inputs, const tfrun_generate_options_t &o,
+                      EngineTokenFn onToken, uint64_t &id) {
+  Impl &e = *impl_;
+  auto r = std::make_shared<Req>();
+  {
+    // The inputs, checked as a session checks them.
+    std::lock_guard<std::mutex> lk(e.inputMu);
+    for (Session::Input &in : e.s->inputs)
+      in = Session::Input();
+    for (const EngineInput &in : inputs)
+      TFC_RETURN_IF_ERROR(
+          e.s->setInput(in.name.c_str(), in.dtype, in.shape.data(), in.shape.size(), in.data));
+    e.s->fillDefaults();
+    r->inputs = e.s->inputs;
+  }
+  TFC_RETURN_IF_ERROR(planGeneration(e.m, r->inputs, o, std::move(onToken), r->plan));
+  r->needRows = r->plan.batch * std::max(1, r->plan.opt.beam);
+  if (r->needRows > e.o.rows)
+    return Status::invalidArgument("the request needs " + std::to_string(r->needRows) +
+                                   " rows (batch " + std::to_string(r->plan.batch) +
+                                   " x beam width " + std::to_string(r->plan.opt.beam) +
+                                   "), more than the engine's " + std::to_string(e.o.rows));
+  const LimitsModel limits(e.vocab, r->needRows);
+  TFC_RETURN_IF_ERROR(validateSearch(limits, r->plan.prompts, r->plan.opt));
+  std::lock_guard<std::mutex> lk(e.mu);
+  if (e.stopping)
+    return Status::cancelled("the engine is stopping");
+  if (static_cast<int64_t>(e.queue.size()) >= e.o.maxQueue)
+    return Status::busy("the engine's queue is full (" + std::to_string(e.o.maxQueue) +
+                        " requests waiting); try again later");
+  r->id = e.nextId++;
+  id = r->id;
+  e.reqs[r->id] = r;
+  e.queue.push_back(r);
+  e.cvEngine.notify_all();
+  return Status::ok();
+}
+
+Status Engine::wait(uint64_t id, int64_t timeoutMs, bool &done) {
+  Impl &e = *impl_;
+  std::unique_lock<std::mutex> lk(e.mu);
+  auto it = e.reqs.find(id);
+  if (it == e.reqs.end())
+    return Status::invalidArgument("no request " + std::to_string(id) + " in this engine");
+  std::shared_ptr<Req> r = it->second;
+  auto ended = [&] { return r->state == Req::State::Ended; };
+  if (timeoutMs < 0)
+    e.cvEnded.wait(lk, ended);
+  else
+    e.cvEnded.wait_for(lk, std::chrono::milliseconds(timeoutMs), ended);
+  done = ended();
+  return Status::ok();
+}
+
+Status Engine::result(uint64_t id, Status &status, const std::vector<std::vector<int64_t>> *&ids,
+                      const std::vector<float> *&scores) {
+  Impl &e = *impl_;
+  std::lock_guard<std::mutex> lk(e.mu);
+  auto it = e.reqs.find(id);
+  if (it == e.reqs.end())
+    return Status::invalidArgument("no request " + std::to_string(id) + " in this engine");
+  const Req &r = *it->second;
+  if (r.state != Req::State::Ended)
+    return Status::invalidArgument("request " + std::to_string(id) + " has not ended");
+  status = r.status;
+  ids = &r.result.ids;
+  scores = &r.result.scores;
+  return Status::ok();
+}
+
+Status Engine::release(uint64_t id) {
+  Impl &e = *impl_;
+  std::lock_guard<std::mutex> lk(e.mu);
+  auto it = e.reqs.find(id);
+  if (it == e.reqs.end())
+    return Status::invalidArgument("no request " + std::to_string(id) + " in this engine");
+  std::shared_ptr<Req> r = it->second;
+  if (r->state == Req::State::Ended) {
+    e.reqs.erase(it);
+    return Status::ok();
+  }
+  r->released = true;
+  r->cancelRequested = true;
+  if (r->state == Req::State::Queued) {
+    e.queue.erase(std::remove(e.queue.begin(), e.queue.end(), r), e.queue.end());
+    r->state = Req::State::Ended;
+    ++e.counters.requestsCancelled;
+    e.reqs.erase(it);
+  }
+  e.cvEngine.notify_all();
+  e.cvEnded.notify_all();
+  return Status::ok();
+}
+
+Status Engine::cancel(uint64_t id) {
+  Impl &e = *impl_;
+  std::lock_guard<std::mutex> lk(e.mu);
+  auto it = e.reqs.find(id);
+  if (it == e.reqs.end())
+    return Status::invalidArgument("no request " + std::to_string(id) + " in this engine");
+  std::shared_ptr<Req> r = it->second;
+  if (r->state == Req::State::Ended)
+    return Status::ok();
+  r->cancelRequested = true;
+  if (r->state == Req::State::Queued) {
+    e.queue.erase(std::remove(e.queue.begin(), e.queue.end(), r), e.queue.end());
+    r->status = Status::cancelled("request " + std::to_string(id) + " was cancelled");
+    r->state = Req::State::Ended;
+    ++e.counters.requestsCancelled;
+    e.cvEnded.notify_all();
+  }
+  e.cvEngine.notify_all();
+  return Status::ok();
+}
+
+EngineStats Engine::stats() const {
+  const Impl &e = *impl_;
+  std::lock_guard<std::mutex> lk(e.mu);
+  EngineStats st = e.counters;
+  st.queued = static_cast<int64_t>(e.queue.size());
+  st.running = static_cast<int64_t>(e.running.size());
+  st.kvBlocksFree = static_cast<int64_t>(e.freeRows.size());
+  st.kvBlocksUsed = e.o.rows - st.kvBlocksFree;
+  st.tokensPerSecond = e.busySeconds > 0 ? (double)st.tokensGenerated / e.busySeconds : 0.0;
+  return st;
+}
+
+} // namespace tfrun::rt

@@ -1,0 +1,129 @@
+//===- engine_internal.h - the engine's shared state (engine.h) -----------===//
+//
+// Internal to runtime/engine*.cc: a request (Req) and the engine's state
+// (Engine::Impl). engine.cc has the scheduling loop and the request threads,
+// engine_rows.cc what a step runs on the session (encode, the batched
+// decode_step, KV copies), engine_api.cc the public methods.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TFC_RUNTIME_ENGINE_INTERNAL_H
+#define TFC_RUNTIME_ENGINE_INTERNAL_H
+
+#include "runtime/engine.h"
+
+#include "runtime/executor.h"
+#include "runtime/generate.h"
+#include "runtime/session.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace tfrun::rt {
+
+namespace engine_detail {
+
+using Clock = std::chrono::steady_clock;
+
+/// A decode_step input that holds one row per batch row besides the step's
+/// own (an encoder-decoder's source ids and encoder memory): where each
+/// request's per-item data comes from, and how a shorter row is padded.
+struct RowInputDesc {
+  size_t input = 0;          ///< decode_step input index
+  uint32_t dtype = TFC_DTYPE_F32;
+  int fwdInput = -1;         ///< a @forward input, or
+  int encOutput = -1;        ///< an @encode output value
+  bool defaulted = false;    ///< an optional input made from its source (a mask): pad 0
+};
+
+struct Cache {
+  uint64_t offset = 0; ///< state slot
+  int64_t width = 0;
+  uint32_t value = 0;
+};
+
+} // namespace engine_detail
+
+using namespace engine_detail;
+
+struct Req {
+  uint64_t id = 0;
+  GenerationPlan plan;
+  std::vector<Session::Input> inputs; ///< by @forward input index
+  int64_t needRows = 1;
+
+  enum class State { Queued, Running, Ended } state = State::Queued;
+  bool cancelRequested = false, released = false, joined = false;
+  Status status;
+  SearchResult result;
+  std::thread thread;
+
+  std::vector<int64_t> slots;   ///< its cache rows, reserved at admission
+  std::vector<int64_t> rowSlot; ///< the current rows' cache rows
+  std::vector<int64_t> rowItem; ///< the current rows' batch items
+  /// Per RowInputDesc, per batch item: the item's bytes and its shape (no batch dim).
+  struct ItemData {
+    std::vector<char> bytes;
+    std::vector<int64_t> shape;
+  };
+  std::vector<std::vector<ItemData>> items;
+  struct Copy {
+    int64_t from, to, positions;
+  };
+  std::vector<Copy> copies; ///< KV rows to copy before its next step
+
+  // The step exchange.
+  bool posted = false, stepDone = false;
+  int64_t rows = 0, steps = 1, pos = 0, lastPos = -1;
+  std::vector<int64_t> tokens; ///< [rows, steps]
+  std::vector<float> logits;   ///< [rows, vocab] after a one-token step
+  Status stepStatus;
+};
+
+struct Engine::Impl {
+  const Model &m;
+  std::unique_ptr<Session> s;
+  EngineOptions o;
+  size_t decIdx = 0;
+  int encIdx = -1;
+  int tokensIdx = -1, posIdx = -1, blocksIdx = -1;
+  int64_t vocab = 0, maxStep = 1, len = 0;
+  std::vector<RowInputDesc> rowInputs;
+  std::vector<Cache> caches;
+
+  mutable std::mutex mu;
+  std::condition_variable cvEngine; ///< the engine thread: posts, ends, submits, stop
+  std::condition_variable cvStep;   ///< request threads: their step is done
+  std::condition_variable cvEnded;  ///< waiters: a request ended
+  std::deque<std::shared_ptr<Req>> queue;
+  std::vector<std::shared_ptr<Req>> running;
+  std::map<uint64_t, std::shared_ptr<Req>> reqs;
+  std::vector<std::shared_ptr<Req>> toJoin;
+  std::vector<int64_t> freeRows;
+  uint64_t nextId = 1;
+  bool stopping = false;
+  EngineStats counters;
+  double busySeconds = 0;
+  std::mutex inputMu; ///< s->inputs, which submit() uses to check a request's inputs
+  std::thread loop;
+
+  Impl(const Model &model) : m(model) {}
+
+  Status init();
+  void run();
+  Status startRequest(Req &r);
+  void requestMain(const std::shared_ptr<Req> &r);
+  void endLocked(const std::shared_ptr<Req> &r, Status st);
+  Status applyCopies(Req &r);
+  Status runRows(const std::vector<Req *> &reqs, int64_t steps, bool wantLogits);
+  Status post(Req &r, const int64_t *tokens, int64_t rows, int64_t steps, int64_t pos);
+};
+
+} // namespace tfrun::rt
+
+#endif // TFC_RUNTIME_ENGINE_INTERNAL_H

@@ -1,0 +1,162 @@
+//===- engine_rows.cc - what an engine step runs on the session ------------===//
+//
+// The engine's work on its Session (engine_internal.h): a request's start
+// (encode, its per-item decode_step inputs), the KV copies of beam fan-outs,
+// and one decode_step over the rows of several requests.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/engine_internal.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace tfrun::rt {
+
+Status Engine::Impl::startRequest(Req &r) {
+  const int64_t batch = r.plan.batch;
+  r.rowSlot.assign(r.slots.begin(), r.slots.begin() + batch);
+  r.rowItem.resize(static_cast<size_t>(batch));
+  for (int64_t i = 0; i < batch; ++i)
+    r.rowItem[i] = i;
+  const Function &fwd = m.forward();
+  if (encIdx >= 0) {
+    const Function &enc = m.functions[encIdx];
+    std::vector<BoundInput> ins(enc.inputs.size());
+    for (size_t i = 0; i < enc.inputs.size(); ++i) {
+      const int fi = fwd.findInput(enc.inputs[i].name);
+      if (fi < 0 || !r.inputs[fi].bound)
+        return Status::invalidArgument("input '" + enc.inputs[i].name + "' is not bound");
+      ins[i] = {r.inputs[fi].ids.data(), TFC_DTYPE_I64, r.inputs[fi].shape};
+    }
+    TFC_RETURN_IF_ERROR(runFunction(*s, encIdx, ins));
+  }
+  r.items.assign(rowInputs.size(), {});
+  for (size_t k = 0; k < rowInputs.size(); ++k) {
+    const RowInputDesc &d = rowInputs[k];
+    const char *src = nullptr;
+    std::vector<int64_t> shape;
+    uint32_t dtype = d.dtype;
+    if (d.fwdInput >= 0) {
+      if (!r.inputs[d.fwdInput].bound)
+        return Status::invalidArgument("input '" + fwd.inputs[d.fwdInput].name +
+                                       "' is not bound");
+      src = reinterpret_cast<const char *>(r.inputs[d.fwdInput].ids.data());
+      shape = r.inputs[d.fwdInput].shape;
+      dtype = TFC_DTYPE_I64;
+    } else {
+      src = reinterpret_cast<const char *>(s->hostOutput(encIdx, d.encOutput));
+      shape = s->fns[encIdx].tensors[d.encOutput].shape;
+      dtype = TFC_DTYPE_F32; // hostOutput widens to f32
+    }
+    if (!src || shape.empty() || shape[0] != batch)
+      return Status::invalidModel("decode_step input " + std::to_string(d.input) +
+                                  " has no source of the batch's rows");
+    uint64_t rowElems = 1;
+    for (size_t j = 1; j < shape.size(); ++j)
+      rowElems *= static_cast<uint64_t>(shape[j]);
+    const uint64_t rowBytes = tfc_dtype_bytes(dtype, rowElems);
+    r.items[k].resize(static_cast<size_t>(batch));
+    for (int64_t i = 0; i < batch; ++i) {
+      r.items[k][i].bytes.assign(src + i * rowBytes, src + (i + 1) * rowBytes);
+      r.items[k][i].shape.assign(shape.begin() + 1, shape.end());
+    }
+  }
+  return Status::ok();
+}
+
+Status Engine::Impl::applyCopies(Req &r) {
+  if (r.copies.empty())
+    return Status::ok();
+  Device &d = *s->dev;
+  for (const Req::Copy &c : r.copies)
+    for (const Cache &k : caches) {
+      const uint64_t es = tfc_dtype_bytes(s->fns[decIdx].dtypes.size() > k.value
+                                              ? s->fns[decIdx].dtypes[k.value]
+                                              : TFC_DTYPE_F32,
+                                          1);
+      const uint64_t rowBytes = (uint64_t)s->stateLen * k.width * es;
+      char *base = static_cast<char *>(s->state) + s->stateSlots.at(k.offset);
+      const uint64_t bytes = (uint64_t)c.positions * k.width * es;
+      if (d.hostMemory())
+        std::memcpy(base + c.to * rowBytes, base + c.from * rowBytes, bytes);
+      else
+        TFC_RETURN_IF_ERROR(d.copy(base + c.to * rowBytes, base + c.from * rowBytes, bytes));
+    }
+  r.copies.clear();
+  return d.hostMemory() ? Status::ok() : d.sync();
+}
+
+Status Engine::Impl::runRows(const std::vector<Req *> &group, int64_t steps, bool wantLogits) {
+  const Function &dec = m.functions[decIdx];
+  int64_t rows = 0;
+  for (const Req *r : group)
+    rows += r->rows;
+  std::vector<int64_t> tokens, pos, blocks;
+  tokens.reserve(static_cast<size_t>(rows * steps));
+  for (const Req *r : group) {
+    tokens.insert(tokens.end(), r->tokens.begin(), r->tokens.end());
+    for (int64_t i = 0; i < r->rows; ++i) {
+      pos.push_back(r->pos);
+      blocks.push_back(r->rowSlot[i]);
+    }
+  }
+  std::vector<BoundInput> ins(dec.inputs.size());
+  ins[tokensIdx] = {tokens.data(), TFC_DTYPE_I64, {rows, steps}};
+  ins[posIdx] = {pos.data(), TFC_DTYPE_I64, {rows}};
+  ins[blocksIdx] = {blocks.data(), TFC_DTYPE_I64, {rows, 1}};
+  // The row inputs, padded along their first dim to the longest row's: ids
+  // with the row's pad_id (a mask with 0), encoder memory with zeros, which
+  // the cross-attention's key padding mask leaves out.
+  std::vector<std::vector<char>> rowData(rowInputs.size());
+  for (size_t k = 0; k < rowInputs.size(); ++k) {
+    const RowInputDesc &d = rowInputs[k];
+    std::vector<int64_t> shape;
+    for (const Req *r : group)
+      for (int64_t i = 0; i < r->rows; ++i) {
+        const std::vector<int64_t> &sh = r->items[k][r->rowItem[i]].shape;
+        if (shape.empty())
+          shape = sh;
+        else if (!sh.empty())
+          shape[0] = std::max(shape[0], sh[0]);
+      }
+    const uint32_t dtype = d.fwdInput >= 0 ? TFC_DTYPE_I64 : TFC_DTYPE_F32;
+    uint64_t inner = 1; // elements per position (dims after the first)
+    for (size_t j = 1; j < shape.size(); ++j)
+      inner *= static_cast<uint64_t>(shape[j]);
+    const int64_t n = shape.empty() ? 1 : shape[0];
+    const uint64_t es = tfc_dtype_bytes(dtype, 1);
+    const uint64_t rowBytes = es * inner * static_cast<uint64_t>(n);
+    std::vector<char> &buf = rowData[k];
+    buf.assign(rowBytes * static_cast<uint64_t>(rows), 0);
+    int64_t row = 0;
+    for (const Req *r : group)
+      for (int64_t i = 0; i < r->rows; ++i, ++row) {
+        const Req::ItemData &it = r->items[k][r->rowItem[i]];
+        char *dst = buf.data() + row * rowBytes;
+        std::memcpy(dst, it.bytes.data(), it.bytes.size());
+        if (dtype == TFC_DTYPE_I64 && !d.defaulted && r->plan.opt.pad != 0) {
+          const int64_t pad = r->plan.opt.pad;
+          int64_t *ids = reinterpret_cast<int64_t *>(dst);
+          for (uint64_t e = it.bytes.size() / 8; e < inner * (uint64_t)n; ++e)
+            ids[e] = pad;
+        }
+      }
+    std::vector<int64_t> full{rows};
+    full.insert(full.end(), shape.begin(), shape.end());
+    ins[d.input] = {buf.data(), dtype, std::move(full)};
+  }
+  TFC_RETURN_IF_ERROR(runFunction(*s, decIdx, ins));
+  if (!wantLogits)
+    return Status::ok();
+  const float *logits = s->hostOutput(decIdx, dec.outputs[0].value);
+  if (!logits)
+    return Status::internal("decode_step returned no logits");
+  int64_t row = 0;
+  for (Req *r : group) {
+    r->logits.assign(logits + row * vocab, logits + (row + r->rows) * vocab);
+    row += r->rows;
+  }
+  return Status::ok();
+}
+
+} // namespace tfrun::rt
