@@ -48,7 +48,9 @@ generate_tokens stream the winner at the end; CTranslate2 calls no callback), so
 with beam > 1 TTFT = latency (completion).
 Measures per (rate, engine): tokens/s = the tokens of the finished requests / the
 time from the first arrival to the last completion; latency (completion minus
-arrival) p50 and p95; TTFT p50 and p95; requests finished. A configuration is cut at
+arrival) p50 and p95; TTFT p50 and p95; requests finished; mean batch: requests per
+generate call (static) or per translate_batch call (ct2), tokens generated per engine
+step (engine, from Engine.stats()). A configuration is cut at
 --limit seconds after its first arrival (no new work starts; the engine's requests
 are cancelled): it reports its finished requests only, flagged "cut", and its worker
 is restarted. Rounds (--rounds) repeat every rate with the engines in an order that

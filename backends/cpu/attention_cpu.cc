@@ -541,7 +541,11 @@ Status run(const CachedAttentionCall &c) {
   p.mask = TFC_MASK_CAUSAL;
   p.mask_value = -INFINITY;
   setRelativeBias(p, c.bias_table, c.attrs.bidirectional, c.attrs.max_distance);
-  bool uniform = !perRowPos;
+  // One call over the batch when every row is at the same position in its own
+  // cache row (a session's step), else one call per row.
+  bool uniform = true;
+  for (int64_t b = 1; uniform && perRowPos && b < B; ++b)
+    uniform = posv[b] == posv[0];
   for (int64_t b = 0; uniform && table && b < B; ++b)
     uniform = table[b * nb] == b;
   if (uniform && (!table || posv[0] + T <= L)) {
