@@ -95,6 +95,15 @@ struct Engine::Impl {
   int64_t vocab = 0, maxStep = 1, len = 0;
   std::vector<RowInputDesc> rowInputs;
   std::vector<Cache> caches;
+  /// The one-token steps' row inputs (encoder memory, source ids) as last
+  /// assembled, and the rows they were assembled for (request id, batch item):
+  /// rebuilt only when requests join or leave, not every step.
+  struct RowInputBatch {
+    std::vector<std::pair<uint64_t, int64_t>> rows;
+    std::vector<std::vector<char>> data;
+    std::vector<std::vector<int64_t>> shapes;
+  };
+  RowInputBatch decodeInputs;
 
   mutable std::mutex mu;
   std::condition_variable cvEngine; ///< the engine thread: posts, ends, submits, stop
@@ -121,6 +130,7 @@ struct Engine::Impl {
   void endLocked(const std::shared_ptr<Req> &r, Status st);
   Status applyCopies(Req &r);
   Status runRows(const std::vector<Req *> &reqs, int64_t steps, bool wantLogits);
+  void assembleRowInputs(const std::vector<Req *> &group, RowInputBatch &batch);
   Status post(Req &r, const int64_t *tokens, int64_t rows, int64_t steps, int64_t pos);
 };
 

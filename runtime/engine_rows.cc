@@ -86,6 +86,47 @@ Status Engine::Impl::applyCopies(Req &r) {
   return d.hostMemory() ? Status::ok() : d.sync();
 }
 
+void Engine::Impl::assembleRowInputs(const std::vector<Req *> &group, RowInputBatch &batch) {
+  int64_t rows = 0;
+  for (const Req *r : group)
+    rows += r->rows;
+  batch.data.assign(rowInputs.size(), {});
+  batch.shapes.assign(rowInputs.size(), {});
+  for (size_t k = 0; k < rowInputs.size(); ++k) {
+    const RowInputDesc &d = rowInputs[k];
+    std::vector<int64_t> &shape = batch.shapes[k];
+    for (const Req *r : group)
+      for (int64_t i = 0; i < r->rows; ++i) {
+        const std::vector<int64_t> &sh = r->items[k][r->rowItem[i]].shape;
+        if (shape.empty())
+          shape = sh;
+        else if (!sh.empty())
+          shape[0] = std::max(shape[0], sh[0]);
+      }
+    const uint32_t dtype = d.fwdInput >= 0 ? TFC_DTYPE_I64 : TFC_DTYPE_F32;
+    uint64_t inner = 1; // elements per position (dims after the first)
+    for (size_t j = 1; j < shape.size(); ++j)
+      inner *= static_cast<uint64_t>(shape[j]);
+    const int64_t n = shape.empty() ? 1 : shape[0];
+    const uint64_t rowBytes = tfc_dtype_bytes(dtype, inner * static_cast<uint64_t>(n));
+    std::vector<char> &buf = batch.data[k];
+    buf.assign(rowBytes * static_cast<uint64_t>(rows), 0);
+    int64_t row = 0;
+    for (const Req *r : group)
+      for (int64_t i = 0; i < r->rows; ++i, ++row) {
+        const Req::ItemData &it = r->items[k][r->rowItem[i]];
+        char *dst = buf.data() + row * rowBytes;
+        std::memcpy(dst, it.bytes.data(), it.bytes.size());
+        if (dtype == TFC_DTYPE_I64 && !d.defaulted && r->plan.opt.pad != 0) {
+          const int64_t pad = r->plan.opt.pad;
+          int64_t *ids = reinterpret_cast<int64_t *>(dst);
+          for (uint64_t e = it.bytes.size() / 8; e < inner * (uint64_t)n; ++e)
+            ids[e] = pad;
+        }
+      }
+  }
+}
+
 Status Engine::Impl::runRows(const std::vector<Req *> &group, int64_t steps, bool wantLogits) {
   const Function &dec = m.functions[decIdx];
   int64_t rows = 0;
@@ -106,44 +147,23 @@ Status Engine::Impl::runRows(const std::vector<Req *> &group, int64_t steps, boo
   ins[blocksIdx] = {blocks.data(), TFC_DTYPE_I64, {rows, 1}};
   // The row inputs, padded along their first dim to the longest row's: ids
   // with the row's pad_id (a mask with 0), encoder memory with zeros, which
-  // the cross-attention's key padding mask leaves out.
-  std::vector<std::vector<char>> rowData(rowInputs.size());
+  // the cross-attention's key padding mask leaves out. One-token steps keep
+  // them while the rows stay the same requests' items.
+  RowInputBatch fresh;
+  for (const Req *r : group)
+    for (int64_t i = 0; i < r->rows; ++i)
+      fresh.rows.emplace_back(r->id, r->rowItem[i]);
+  RowInputBatch &batch = steps == 1 ? decodeInputs : fresh;
+  if (steps != 1 || batch.rows != fresh.rows || batch.data.size() != rowInputs.size()) {
+    batch.rows = std::move(fresh.rows);
+    assembleRowInputs(group, batch);
+  }
   for (size_t k = 0; k < rowInputs.size(); ++k) {
-    const RowInputDesc &d = rowInputs[k];
-    std::vector<int64_t> shape;
-    for (const Req *r : group)
-      for (int64_t i = 0; i < r->rows; ++i) {
-        const std::vector<int64_t> &sh = r->items[k][r->rowItem[i]].shape;
-        if (shape.empty())
-          shape = sh;
-        else if (!sh.empty())
-          shape[0] = std::max(shape[0], sh[0]);
-      }
-    const uint32_t dtype = d.fwdInput >= 0 ? TFC_DTYPE_I64 : TFC_DTYPE_F32;
-    uint64_t inner = 1; // elements per position (dims after the first)
-    for (size_t j = 1; j < shape.size(); ++j)
-      inner *= static_cast<uint64_t>(shape[j]);
-    const int64_t n = shape.empty() ? 1 : shape[0];
-    const uint64_t es = tfc_dtype_bytes(dtype, 1);
-    const uint64_t rowBytes = es * inner * static_cast<uint64_t>(n);
-    std::vector<char> &buf = rowData[k];
-    buf.assign(rowBytes * static_cast<uint64_t>(rows), 0);
-    int64_t row = 0;
-    for (const Req *r : group)
-      for (int64_t i = 0; i < r->rows; ++i, ++row) {
-        const Req::ItemData &it = r->items[k][r->rowItem[i]];
-        char *dst = buf.data() + row * rowBytes;
-        std::memcpy(dst, it.bytes.data(), it.bytes.size());
-        if (dtype == TFC_DTYPE_I64 && !d.defaulted && r->plan.opt.pad != 0) {
-          const int64_t pad = r->plan.opt.pad;
-          int64_t *ids = reinterpret_cast<int64_t *>(dst);
-          for (uint64_t e = it.bytes.size() / 8; e < inner * (uint64_t)n; ++e)
-            ids[e] = pad;
-        }
-      }
     std::vector<int64_t> full{rows};
-    full.insert(full.end(), shape.begin(), shape.end());
-    ins[d.input] = {buf.data(), dtype, std::move(full)};
+    full.insert(full.end(), batch.shapes[k].begin(), batch.shapes[k].end());
+    ins[rowInputs[k].input] = {batch.data[k].data(),
+                               rowInputs[k].fwdInput >= 0 ? TFC_DTYPE_I64 : TFC_DTYPE_F32,
+                               std::move(full)};
   }
   TFC_RETURN_IF_ERROR(runFunction(*s, decIdx, ins));
   if (!wantLogits)
