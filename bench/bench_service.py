@@ -5,7 +5,7 @@ and CTranslate2, under Poisson arrivals (issue 23).
   bench/peers/run.sh service [--threads 1 2] [--beams 1 4] [--requests 256]
       [--rates 0.5 1 2] [--new-tokens 32] [--src-len 5 60] [--static 8 32]
       [--static-wait-ms 50] [--rows 128] [--ct2-batch-tokens 1024] [--limit 300]
-      [--rounds 1] [--engines fifo static engine ct2] [--capacity REQ_PER_S]
+      [--rounds 1] [--engines fifo static engine ct2] [--capacity REQ_PER_S] [--no-stream]
       [--tfc-python PY] [--tfc-pythonpath DIR] [--markdown] [--quick] [--keep]
 
 Model: bench_translate.py's (its build_checkpoint): a MarianMTModel at opus-mt-en-de's
@@ -32,7 +32,7 @@ threads T in every one of them; a request is [1, n] input_ids + attention_mask:
             oldest has waited --static-wait-ms, takes up to B, right-pads them (pad,
             attention_mask 0) into one batch and calls session.generate; every
             request of the batch ends with the batch
-  engine    tfc.Engine(model, threads=T, max_queue=--requests): each request is
+  engine    tfc.Engine(model, threads=T, max_queue=max(256, --requests)): each request is
             submitted at its arrival (continuous batching; its rows default to the
             model's max_batch, --rows)
   ct2       CTranslate2 Translator(intra_threads=T, inter_threads=1): a dispatcher
@@ -41,13 +41,16 @@ threads T in every one of them; a request is [1, n] input_ids + attention_mask:
             min/max_decoding_length=n) whenever the previous call's results are all
             in (CTranslate2 sorts and splits that call itself; separate calls are
             separate jobs, never merged)
-Greedy runs stream (Session.generate_tokens, iterating the engine's Request,
-CTranslate2's callback): time to first token (TTFT) = the request's first token
-minus its arrival. Beam search has no first token before the end (the engine and
-generate_tokens stream the winner at the end; CTranslate2 calls no callback), so
-with beam > 1 TTFT = latency (completion).
+Greedy runs stream: time to first token (TTFT) = the request's first token minus its
+arrival, seen by session.generate's native token callback on the serving thread
+(generate_first below: not Session.generate_tokens, whose consumer thread costs up
+to 2x at 2 threads on 2 cores), by iterating the engine's Request (its public
+streaming: a queue fed by the same callback), by CTranslate2's callback. Beam search
+has no first token before the end (tfc streams the winner at the end; CTranslate2
+calls no callback), so with beam > 1 TTFT = latency (completion); and with
+--no-stream (session.generate, Request.result(), no CTranslate2 callback) for all.
 Measures per (rate, engine): tokens/s = the tokens of the finished requests / the
-time from the first arrival to the last completion; latency (completion minus
+time from the first arrival to the last completion (to --limit when cut); latency (completion minus
 arrival) p50 and p95; TTFT p50 and p95; requests finished; mean batch: requests per
 generate call (static) or per translate_batch call (ct2), tokens generated per engine
 step (engine, from Engine.stats()). A configuration is cut at
@@ -63,10 +66,15 @@ least twice its p95 at the lowest rate, the engine's tokens/s >= 1.5x static's a
 equal or lower p95; at every rate, the engine's tokens/s > CTranslate2's at an equal
 or lower p95 (below saturation both equal the offered load, shown beside).
 
-Time: the full run (2 beams x 2 thread counts x 3 rates x 5 engines, 256 requests of
-32 tokens) takes about an hour on 2 cores; fifo and beam 4 at 1 thread are the
-longest (cut at --limit). --quick: a smoke test (bench_translate's tiny Marian, 32
-requests of 8 tokens, 1 thread, both beams, --limit 60): about a minute.
+Needs: the bench venv (torch, transformers, ctranslate2: bench/peers/run.sh) for
+this process and CTranslate2's worker; --tfc-python with the tfc package that has
+tfc.Engine (tests/python/install.sh builds build/python-venv).
+Time: the full run (2 beams x 2 thread counts x 3 rates x 5 engines + the capacity
+runs, 256 requests of 32 tokens) is estimated at 1.5 hours on 2 cores (a trace at
+0.5x lasts 2x the capacity run for every engine; beam 4 at 1 thread the longest);
+`--requests 48 --threads 2` took 10 minutes. --quick: a smoke test (bench_translate's
+tiny Marian, 32 requests of 8 tokens, 1 thread, both beams, --limit 60): under a
+minute. The tiny model is all overhead: its ratios say nothing about the real shape.
 """
 import argparse
 import json
@@ -172,6 +180,38 @@ def batch_inputs(src, lens, idx, pad):
     return {"input_ids": ids, "attention_mask": mask}
 
 
+def generate_first(session, inputs, beam, n, on_first, stop=lambda: False):
+    """session.generate's ids per batch item, calling on_first(b) (when given) at item
+    b's first token; stop() is asked at every token (True ends the generation: the
+    items are shorter than n then). Streams through the native token callback on this thread
+    (what Session.generate_tokens wraps): generate_tokens' consumer thread, woken at
+    every token, costs up to 2x on 2 cores at 2 threads (Marian, batch 1: 523 vs 271
+    ms), which would charge a baseline for its measuring."""
+    if on_first is None:
+        return [g.ids for g in session.generate(inputs, beam=beam, max_len=n)]
+    try:
+        from tfc._model import Session, _inputs
+        opts = Session._options(beam, n, 1.0, False, 1.0, 0, 1.0, 0)
+        native = session._native.generate
+    except (ImportError, AttributeError, TypeError):    # the private API moved
+        native = None
+    seen = set()
+
+    def cb(b, step, token, log_prob):
+        if b not in seen:
+            seen.add(b)
+            on_first(b)
+        return bool(stop())
+    if native is not None:
+        return [list(ids) for ids, _ in native(_inputs(inputs), *opts, cb)]
+    toks = {}
+    for st in session.generate_tokens(inputs, beam=beam, max_len=n):
+        toks.setdefault(st.batch_index, []).append(st.token_id)
+        if cb(st.batch_index, st.step, st.token_id, st.log_prob):
+            break
+    return [toks.get(b, []) for b in range(len(inputs["input_ids"]))]
+
+
 def serve_tfc(s, st, tr, beam):
     """fifo / static-B / engine over one trace (see the docstring)."""
     src, lens, n, pad = st["src"], st["lens"], s["new_tokens"], s["pad"]
@@ -181,7 +221,7 @@ def serve_tfc(s, st, tr, beam):
 
         def wait(i, req):
             try:
-                if beam == 1:
+                if beam == 1 and s["stream"]:
                     ids = []
                     for step in req:
                         if not ids:
@@ -230,31 +270,20 @@ def serve_tfc(s, st, tr, beam):
             break
         sizes.append(len(idx))
         inputs = batch_inputs(src, lens, idx, pad)
-        if beam == 1:
-            toks = [[] for _ in idx]
-            for step in session.generate_tokens(inputs, max_len=n):
-                b = step.batch_index
-                if not toks[b]:
-                    tr.first[idx[b]] = tr.now()
-                toks[b].append(step.token_id)
-                if len(toks[b]) == n:
-                    tr.done[idx[b]] = tr.now()
-                if tr.expired():
-                    tr.cut = True
-                    break
-            for b, i in enumerate(idx):
-                if tr.done[i] is None and len(toks[b]) == n:
-                    tr.done[i] = tr.now()
-                if tr.done[i] is not None:
-                    tr.ids[i] = toks[b]
-                else:
-                    tr.first[i] = None
-        else:
-            gens = session.generate(inputs, beam=beam, max_len=n)
-            t = tr.now()
-            for b, i in enumerate(idx):
-                tr.first[i] = tr.done[i] = t
-                tr.ids[i] = gens[b].ids
+        stream = beam == 1 and s["stream"]
+
+        def on_first(b, idx=idx):
+            tr.first[idx[b]] = tr.now()
+        ids = generate_first(session, inputs, beam, n, on_first if stream else None,
+                             tr.expired)
+        t = tr.now()
+        for b, i in enumerate(idx):
+            if len(ids[b]) == n:
+                tr.done[i], tr.ids[i] = t, ids[b]
+                if tr.first[i] is None:
+                    tr.first[i] = t
+            else:                                 # stopped at the deadline
+                tr.first[i], tr.cut = None, True
     arrivals.join()
     return sizes
 
@@ -284,7 +313,7 @@ def serve_ct2(s, st, tr, beam):
         res = tr_.translate_batch(batch, asynchronous=True, beam_size=beam,
                                   max_batch_size=s["ct2_batch_tokens"], batch_type="tokens",
                                   min_decoding_length=n, max_decoding_length=n,
-                                  callback=on_step if beam == 1 else None)
+                                  callback=on_step if beam == 1 and s["stream"] else None)
         waiters = []
 
         def wait(i, r):
@@ -473,6 +502,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--engines", nargs="+", default=ENGINES, choices=ENGINES)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-stream", action="store_true",
+                    help="no token streaming anywhere (greedy TTFT = latency then)")
     ap.add_argument("--tfc-python", default=os.path.join(jc.ROOT, "build", "python-venv",
                                                          "bin", "python"),
                     help="a Python that imports tfc (default build/python-venv's)")
@@ -550,7 +581,8 @@ def main():
             names.append(e)
     spec0 = dict(tmp=tmp, src=paths["src"], lens=paths["lens"], new_tokens=n, pad=pad,
                  model=binp, ct2_dir=ct2_dir, vocab=dims["vocab"], n=a.requests,
-                 beams=a.beams, wait_ms=a.static_wait_ms, ct2_batch_tokens=a.ct2_batch_tokens)
+                 beams=a.beams, wait_ms=a.static_wait_ms, ct2_batch_tokens=a.ct2_batch_tokens,
+                 stream=not a.no_stream)
     results, caps, versions, checks = {}, {}, {}, []
     for th in a.threads:
         engines = {}
@@ -656,7 +688,7 @@ def report(a, n, names, results, caps, checks, errors):
             if (beam, th) not in caps:
                 continue
             cap, by = caps[(beam, th)]
-            ttft = "TTFT" if beam == 1 else "TTFT (= latency: beam)"
+            ttft = "TTFT" if beam == 1 and not a.no_stream else "TTFT (= latency)"
             heads = ["rate", "req/s", "offered tok/s", "engine", "tok/s", "p50 ms", "p95 ms",
                      f"{ttft} p50", f"{ttft} p95", "done", "mean batch"]
             rows = []
