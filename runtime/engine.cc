@@ -16,6 +16,8 @@
 #include <algorithm>
 #include <new>
 
+#include <omp.h>
+
 namespace tfrun::rt {
 
 namespace {
@@ -235,6 +237,10 @@ void Engine::Impl::endLocked(const std::shared_ptr<Req> &r, Status st) {
 }
 
 void Engine::Impl::requestMain(const std::shared_ptr<Req> &r) {
+  // The search's own parallel loops (beam search's top-k) stay on this
+  // thread: a second OpenMP team beside the engine's would leave libgomp more
+  // threads than cores (see Engine::create).
+  omp_set_num_threads(1);
   EngineStepModel model(*this, *r);
   SearchResult res;
   Status st = search(model, r->plan.prompts, r->plan.opt, res);

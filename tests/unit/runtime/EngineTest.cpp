@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -55,7 +56,9 @@ struct EngineGuard {
   EngineGuard(const tfrun_model_t *m, int rows, int queue = 0) {
     tfrun_engine_options_t o;
     tfrun_engine_options_init(&o);
-    o.session.num_threads = 2;
+    // TFC_ENGINE_TEST_THREADS=1 under ThreadSanitizer (libgomp is not instrumented).
+    const char *t = std::getenv("TFC_ENGINE_TEST_THREADS");
+    o.session.num_threads = t && std::atoi(t) > 0 ? std::atoi(t) : 2;
     o.session.device = testDevice();
     o.max_rows = rows;
     o.max_queue = queue;
@@ -371,21 +374,24 @@ TEST(Engine, BadRequestsAndModels) {
   EXPECT_EQ(oe, nullptr);
 }
 
-/// Threads submit, cancel and release random requests against one engine for a
+/// 8 threads submit, cancel and release random requests against one engine for a
 /// bounded time, with more requests than rows (the pool runs out and requests
 /// queue) and a small queue (some submits are busy). Every request ends
 /// finished or cancelled, and the pool is whole at the end.
 TEST(Engine, StressSubmitAndCancelFromThreads) {
   ModelGuard m(TFC_ENGINE_GPT2);
   EngineGuard e(m.m, 6, 8);
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(4);
+  // 4 s in the suite; TFC_ENGINE_STRESS_SECONDS=60 for the long run.
+  const char *env = std::getenv("TFC_ENGINE_STRESS_SECONDS");
+  const int seconds = env && std::atoi(env) > 0 ? std::min(std::atoi(env), 600) : 4;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
   std::atomic<int> finished{0}, cancelled{0}, busy{0}, other{0};
   std::vector<std::thread> threads;
-  for (int t = 0; t < 4; ++t)
+  for (int t = 0; t < 8; ++t)
     threads.emplace_back([&, t] {
       std::mt19937 rng(1000 + t);
-      for (int iter = 0; iter < 200 && std::chrono::steady_clock::now() < until; ++iter) {
-        // Up to 5 requests at once: 4 threads outrun 6 rows and a queue of 8.
+      for (int iter = 0; iter < 100000 && std::chrono::steady_clock::now() < until; ++iter) {
+        // Up to 5 requests at once: 8 threads outrun 6 rows and a queue of 8.
         std::vector<uint64_t> ids;
         const int k = 1 + static_cast<int>(rng() % 5);
         for (int j = 0; j < k; ++j) {
