@@ -269,13 +269,7 @@ def main():
         sections.append(("tokens (greedy, 2 new)", ["prompt", "check", "result"], checks))
     if errors:
         sections.append(("errors", ["engine", "where", "error"], errors))
-    for t, h, r in sections:
-        left = (0, 1, 2) if h[-1] in ("result", "error") else ()
-        print(f"\n{t}\n{jc.table(h, r, False, left)}")
-    if a.markdown:
-        print()
-        for t, h, r in sections:
-            print(f"**{t}**\n\n{jc.table(h, r, True)}\n")
+    jc.print_sections(sections, a.markdown, lambda h: (0, 1, 2) if h[-1] in ("result", "error") else ())
 
 
 if __name__ == "__main__":

@@ -737,13 +737,8 @@ def report(a, n, names, results, caps, checks, errors):
                          ["case", "engine", "check"], checks))
     if errors:
         sections.append(("errors", ["engine", "where", "error"], errors))
-    for t, h, r in sections:
-        left = (0, 1, 2) if h[-1] in ("check", "error", "result") else (0, 3)
-        print(f"\n{t}\n{jc.table(h, r, False, left)}")
-    if a.markdown:
-        print()
-        for t, h, r in sections:
-            print(f"**{t}**\n\n{jc.table(h, r, True)}\n")
+    jc.print_sections(sections, a.markdown,
+                      lambda h: (0, 1, 2) if h[-1] in ("check", "error", "result") else (0, 3))
 
 
 def targets(a, names, results, caps):

@@ -375,13 +375,9 @@ def main():
                  checks)]
     if errors:
         sections.append(("errors", ["engine", "precision", "error"], errors))
-    for t, h, r in sections:
-        left = (0, 1, 2) if h[-1] in ("check", "error") else (0, 1) if h[1] == "engine" else (0,)
-        print(f"\n{t}\n{jc.table(h, r, False, left)}")
-    if a.markdown:
-        print()
-        for t, h, r in sections:
-            print(f"**{t}**\n\n{jc.table(h, r, True)}\n")
+    jc.print_sections(sections, a.markdown,
+                      lambda h: (0, 1, 2) if h[-1] in ("check", "error")
+                      else (0, 1) if h[1] == "engine" else (0,))
 
 
 if __name__ == "__main__":

@@ -75,6 +75,17 @@ def table(headers, rows, markdown, left=(0,)):
     return "\n".join(fmt(r).rstrip() for r in [headers] + rows)
 
 
+
+def print_sections(sections, markdown, left):
+    """Prints each (title, headers, rows) section as a plain table (``left(headers)``:
+    the left-aligned columns), then, with ``markdown``, all of them again in Markdown."""
+    for t, h, r in sections:
+        print(f"\n{t}\n{table(h, r, False, left(h))}")
+    if markdown:
+        print()
+        for t, h, r in sections:
+            print(f"**{t}**\n\n{table(h, r, True)}\n")
+
 def work_dir(prefix, keep):
     """A temporary folder for the checkpoint, the converted models and the outputs;
     removed at exit (also when the run fails) unless |keep|."""
