@@ -223,9 +223,9 @@ int streamToken(const tfrun_token_t *t, void *user) {
 
 using Generated = std::vector<std::pair<std::vector<int64_t>, float>>;
 
-Generated generate(Session &self, const std::vector<std::pair<std::string, Input>> &inputs,
-                   int beam, int max_len, float length_penalty, bool sample, float temperature,
-                   int top_k, float top_p, uint64_t seed, std::optional<nb::callable> callback) {
+/// The C options of Session.generate / Engine.submit's arguments.
+tfrun_generate_options_t options(int beam, int max_len, float length_penalty, bool sample,
+                                 float temperature, int top_k, float top_p, uint64_t seed) {
   tfrun_generate_options_t o;
   tfrun_generate_options_init(&o);
   o.beam_width = beam;
@@ -236,6 +236,14 @@ Generated generate(Session &self, const std::vector<std::pair<std::string, Input
   o.top_k = top_k;
   o.top_p = top_p;
   o.seed = seed;
+  return o;
+}
+
+Generated generate(Session &self, const std::vector<std::pair<std::string, Input>> &inputs,
+                   int beam, int max_len, float length_penalty, bool sample, float temperature,
+                   int top_k, float top_p, uint64_t seed, std::optional<nb::callable> callback) {
+  const tfrun_generate_options_t o =
+      options(beam, max_len, length_penalty, sample, temperature, top_k, top_p, seed);
   Stream stream;
   if (callback)
     stream.fn = *callback;
@@ -283,21 +291,6 @@ struct Engine {
     tfrun_engine_destroy(e);
   }
 };
-
-tfrun_generate_options_t options(int beam, int max_len, float length_penalty, bool sample,
-                                 float temperature, int top_k, float top_p, uint64_t seed) {
-  tfrun_generate_options_t o;
-  tfrun_generate_options_init(&o);
-  o.beam_width = beam;
-  o.max_len = max_len;
-  o.length_penalty = length_penalty;
-  o.sample = sample ? 1 : 0;
-  o.temperature = temperature;
-  o.top_k = top_k;
-  o.top_p = top_p;
-  o.seed = seed;
-  return o;
-}
 
 uint64_t engineSubmit(Engine &self, const std::vector<std::pair<std::string, Input>> &inputs,
                       int beam, int max_len, float length_penalty, bool sample,

@@ -141,9 +141,8 @@ Status Engine::Impl::init() {
   if (vocab <= 0)
     return Status::invalidModel("decode_step's logits have no static vocabulary");
   const ValueDesc &tok = dec->values[dec->inputs[tokensIdx].value];
-  maxStep = tok.dims[1] >= 0 ? tok.dims[1] : m.symbolMax[-(tok.dims[1] + 1)];
-  const int64_t maxBatch =
-      tok.dims[0] >= 0 ? tok.dims[0] : m.symbolMax[-(tok.dims[0] + 1)];
+  maxStep = m.maxDim(tok.dims[1]);
+  const int64_t maxBatch = m.maxDim(tok.dims[0]);
   if (o.rows <= 0)
     o.rows = maxBatch;
   if (o.rows > maxBatch)
@@ -158,26 +157,14 @@ Status Engine::Impl::init() {
   if (o.maxBatchTokens == 0)
     o.maxBatchTokens = 2048;
   len = m.gen.maxLen;
-  for (size_t vi = 0; vi < dec->values.size(); ++vi) {
-    const ValueDesc &v = dec->values[vi];
-    if (v.storage != Storage::State)
-      continue;
-    bool seen = false;
-    for (const Cache &c : caches)
-      seen |= c.offset == v.offset;
-    if (!seen)
-      caches.push_back({v.offset, v.dims[2], (uint32_t)vi});
-  }
+  caches = stateCaches(*dec);
   if (o.kvCacheBytes < 0)
     return Status::invalidArgument("the KV cache size must not be negative");
   if (o.kvCacheBytes > 0) {
     TFC_RETURN_IF_ERROR(prepareFunction(*s, decIdx)); // the caches' dtypes on the device
     uint64_t rowBytes = 0;
-    for (const Cache &c : caches) {
-      const auto &dts = s->fns[decIdx].dtypes;
-      rowBytes += tfc_dtype_bytes(c.value < dts.size() ? dts[c.value] : TFC_DTYPE_F32,
-                                  (uint64_t)len * (uint64_t)c.width);
-    }
+    for (const StateCache &c : caches)
+      rowBytes += c.elemSize(*s, decIdx) * (uint64_t)len * (uint64_t)c.width;
     const int64_t fit = rowBytes ? static_cast<int64_t>((uint64_t)o.kvCacheBytes / rowBytes)
                                  : o.rows;
     if (fit < 1)

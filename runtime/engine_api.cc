@@ -2,6 +2,7 @@
 #include "runtime/engine_internal.h"
 
 #include <algorithm>
+#include <deque>
 #include <future>
 #include <new>
 
@@ -27,6 +28,28 @@ private:
 };
 
 } // namespace
+
+std::shared_ptr<Req> Engine::Impl::findLocked(uint64_t id, Status &st) {
+  auto it = reqs.find(id);
+  if (it == reqs.end()) {
+    st = Status::invalidArgument("no request " + std::to_string(id) + " in this engine");
+    return nullptr;
+  }
+  return it->second;
+}
+
+void Engine::Impl::cancelLocked(const std::shared_ptr<Req> &r, const char *why) {
+  r->cancelRequested = true;
+  if (r->state == Req::State::Queued) {
+    // Never admitted: it ends here. A running request ends at its next step.
+    queue.erase(std::remove(queue.begin(), queue.end(), r), queue.end());
+    r->status = Status::cancelled("request " + std::to_string(r->id) + " was cancelled" + why);
+    r->state = Req::State::Ended;
+    ++counters.requestsCancelled;
+    cvEnded.notify_all();
+  }
+  cvEngine.notify_all();
+}
 
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
@@ -74,14 +97,8 @@ Engine::~Engine() {
   {
     std::lock_guard<std::mutex> lk(impl_->mu);
     impl_->stopping = true;
-    for (auto &r : impl_->queue) {
-      r->cancelRequested = true;
-      r->status = Status::cancelled("request " + std::to_string(r->id) +
-                                    " was cancelled: the engine stopped");
-      r->state = Req::State::Ended;
-      ++impl_->counters.requestsCancelled;
-    }
-    impl_->queue.clear();
+    for (const std::shared_ptr<Req> &r : std::deque<std::shared_ptr<Req>>(impl_->queue))
+      impl_->cancelLocked(r, ": the engine stopped");
     for (auto &r : impl_->running)
       r->cancelRequested = true;
     impl_->cvEngine.notify_all();
@@ -133,10 +150,10 @@ Status Engine::submit(const std::vector<EngineInput> &inputs, const tfrun_genera
 Status Engine::wait(uint64_t id, int64_t timeoutMs, bool &done) {
   Impl &e = *impl_;
   std::unique_lock<std::mutex> lk(e.mu);
-  auto it = e.reqs.find(id);
-  if (it == e.reqs.end())
-    return Status::invalidArgument("no request " + std::to_string(id) + " in this engine");
-  std::shared_ptr<Req> r = it->second;
+  Status st;
+  std::shared_ptr<Req> r = e.findLocked(id, st);
+  if (!r)
+    return st;
   auto ended = [&] { return r->state == Req::State::Ended; };
   if (timeoutMs < 0)
     e.cvEnded.wait(lk, ended);
@@ -150,10 +167,11 @@ Status Engine::result(uint64_t id, Status &status, const std::vector<std::vector
                       const std::vector<float> *&scores) {
   Impl &e = *impl_;
   std::lock_guard<std::mutex> lk(e.mu);
-  auto it = e.reqs.find(id);
-  if (it == e.reqs.end())
-    return Status::invalidArgument("no request " + std::to_string(id) + " in this engine");
-  const Req &r = *it->second;
+  Status st;
+  std::shared_ptr<Req> found = e.findLocked(id, st);
+  if (!found)
+    return st;
+  const Req &r = *found;
   if (r.state != Req::State::Ended)
     return Status::invalidArgument("request " + std::to_string(id) + " has not ended");
   status = r.status;
@@ -165,45 +183,28 @@ Status Engine::result(uint64_t id, Status &status, const std::vector<std::vector
 Status Engine::release(uint64_t id) {
   Impl &e = *impl_;
   std::lock_guard<std::mutex> lk(e.mu);
-  auto it = e.reqs.find(id);
-  if (it == e.reqs.end())
-    return Status::invalidArgument("no request " + std::to_string(id) + " in this engine");
-  std::shared_ptr<Req> r = it->second;
-  if (r->state == Req::State::Ended) {
-    e.reqs.erase(it);
-    return Status::ok();
+  Status st;
+  std::shared_ptr<Req> r = e.findLocked(id, st);
+  if (!r)
+    return st;
+  if (r->state != Req::State::Ended) {
+    r->released = true; // forgotten when it ends (endLocked)
+    e.cancelLocked(r, "");
   }
-  r->released = true;
-  r->cancelRequested = true;
-  if (r->state == Req::State::Queued) {
-    e.queue.erase(std::remove(e.queue.begin(), e.queue.end(), r), e.queue.end());
-    r->state = Req::State::Ended;
-    ++e.counters.requestsCancelled;
-    e.reqs.erase(it);
-  }
-  e.cvEngine.notify_all();
-  e.cvEnded.notify_all();
+  if (r->state == Req::State::Ended)
+    e.reqs.erase(id);
   return Status::ok();
 }
 
 Status Engine::cancel(uint64_t id) {
   Impl &e = *impl_;
   std::lock_guard<std::mutex> lk(e.mu);
-  auto it = e.reqs.find(id);
-  if (it == e.reqs.end())
-    return Status::invalidArgument("no request " + std::to_string(id) + " in this engine");
-  std::shared_ptr<Req> r = it->second;
-  if (r->state == Req::State::Ended)
-    return Status::ok();
-  r->cancelRequested = true;
-  if (r->state == Req::State::Queued) {
-    e.queue.erase(std::remove(e.queue.begin(), e.queue.end(), r), e.queue.end());
-    r->status = Status::cancelled("request " + std::to_string(id) + " was cancelled");
-    r->state = Req::State::Ended;
-    ++e.counters.requestsCancelled;
-    e.cvEnded.notify_all();
-  }
-  e.cvEngine.notify_all();
+  Status st;
+  std::shared_ptr<Req> r = e.findLocked(id, st);
+  if (!r)
+    return st;
+  if (r->state != Req::State::Ended)
+    e.cancelLocked(r, "");
   return Status::ok();
 }
 

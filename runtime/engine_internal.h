@@ -41,12 +41,6 @@ struct RowInputDesc {
   bool defaulted = false;    ///< an optional input made from its source (a mask): pad 0
 };
 
-struct Cache {
-  uint64_t offset = 0; ///< state slot
-  int64_t width = 0;
-  uint32_t value = 0;
-};
-
 } // namespace engine_detail
 
 using namespace engine_detail;
@@ -94,7 +88,7 @@ struct Engine::Impl {
   int tokensIdx = -1, posIdx = -1, blocksIdx = -1;
   int64_t vocab = 0, maxStep = 1, len = 0;
   std::vector<RowInputDesc> rowInputs;
-  std::vector<Cache> caches;
+  std::vector<StateCache> caches;
   /// The one-token steps' row inputs (encoder memory, source ids) as last
   /// assembled, and the rows they were assembled for (request id, batch item):
   /// rebuilt only when requests join or leave, not every step.
@@ -128,6 +122,11 @@ struct Engine::Impl {
   Status startRequest(Req &r);
   void requestMain(const std::shared_ptr<Req> &r);
   void endLocked(const std::shared_ptr<Req> &r, Status st);
+  /// Request |id|, or null with |st| saying there is none (mu held).
+  std::shared_ptr<Req> findLocked(uint64_t id, Status &st);
+  /// Cancels |r|: a queued request ends at once ("... was cancelled" + |why|),
+  /// a running one at its next step (mu held).
+  void cancelLocked(const std::shared_ptr<Req> &r, const char *why);
   Status applyCopies(Req &r);
   Status runRows(const std::vector<Req *> &reqs, int64_t steps, bool wantLogits);
   void assembleRowInputs(const std::vector<Req *> &group, RowInputBatch &batch);

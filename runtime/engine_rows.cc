@@ -69,11 +69,8 @@ Status Engine::Impl::applyCopies(Req &r) {
     return Status::ok();
   Device &d = *s->dev;
   for (const Req::Copy &c : r.copies)
-    for (const Cache &k : caches) {
-      const uint64_t es = tfc_dtype_bytes(s->fns[decIdx].dtypes.size() > k.value
-                                              ? s->fns[decIdx].dtypes[k.value]
-                                              : TFC_DTYPE_F32,
-                                          1);
+    for (const StateCache &k : caches) {
+      const uint64_t es = k.elemSize(*s, decIdx);
       const uint64_t rowBytes = (uint64_t)s->stateLen * k.width * es;
       char *base = static_cast<char *>(s->state) + s->stateSlots.at(k.offset);
       const uint64_t bytes = (uint64_t)c.positions * k.width * es;

@@ -391,7 +391,7 @@ Status runFunction(Session &s, size_t fn, const std::vector<BoundInput> &ins) {
     // Not reserved by generate: the declared maxima.
     for (const ValueDesc &v : f.values)
       if (v.storage == Storage::State) {
-        TFC_RETURN_IF_ERROR(s.reserveState(v.dims[0] >= 0 ? v.dims[0] : m.symbolMax[-(v.dims[0] + 1)],
+        TFC_RETURN_IF_ERROR(s.reserveState(m.maxDim(v.dims[0]),
                                            v.dims[1]));
         break;
       }

@@ -82,6 +82,9 @@ struct Model {
   std::string producer, name;
   std::vector<std::string> symbolNames;
   std::vector<int64_t> symbolMax;
+  /// A dim's largest value: itself when static, its symbol's declared maximum
+  /// when symbolic (-(k + 1) for symbol k; the loader checked k).
+  int64_t maxDim(int64_t d) const { return d >= 0 ? d : symbolMax[-(d + 1)]; }
   std::vector<Function> functions; ///< functions[0] is @forward
   uint64_t stateSize = 0;          ///< session state (KV caches), bytes
   GenerationInfo gen;

@@ -62,7 +62,7 @@ Status Session::setInput(const char *name, uint32_t dtype, const int64_t *shape,
     if (shape[d] <= 0)
       return Status::invalidArgument(std::string("input '") + name + "' has an empty dim " +
                                      std::to_string(d) + " (" + std::to_string(shape[d]) + ")");
-    int64_t limit = v.dims[d] >= 0 ? v.dims[d] : m->symbolMax[-(v.dims[d] + 1)];
+    int64_t limit = m->maxDim(v.dims[d]);
     if (v.dims[d] >= 0 ? shape[d] != limit : shape[d] > limit)
       return Status::invalidArgument(
           std::string("input '") + name + "' dim " + std::to_string(d) + " is " +
@@ -81,6 +81,21 @@ Status Session::setInput(const char *name, uint32_t dtype, const int64_t *shape,
                                        : static_cast<const int32_t *>(data)[i];
   in.bound = true;
   return Status::ok();
+}
+
+std::vector<StateCache> stateCaches(const Function &dec) {
+  std::vector<StateCache> caches;
+  for (size_t vi = 0; vi < dec.values.size(); ++vi) {
+    const ValueDesc &v = dec.values[vi];
+    if (v.storage != Storage::State)
+      continue;
+    bool seen = false;
+    for (const StateCache &c : caches)
+      seen |= c.offset == v.offset;
+    if (!seen)
+      caches.push_back({v.offset, v.dims[2], static_cast<uint32_t>(vi)});
+  }
+  return caches;
 }
 
 void Session::fillDefaults() {
@@ -126,7 +141,7 @@ Status Session::reserveState(int64_t rows, int64_t len) {
     const ValueDesc &v = f.values[i];
     if (v.storage != Storage::State)
       continue;
-    const int64_t maxRows = v.dims[0] >= 0 ? v.dims[0] : m->symbolMax[-(v.dims[0] + 1)];
+    const int64_t maxRows = m->maxDim(v.dims[0]);
     if (rows < 1 || rows > maxRows || len < 1 || len > v.dims[1])
       return Status::invalidArgument(
           "a KV cache of " + std::to_string(rows) + " rows x " + std::to_string(len) +

@@ -123,6 +123,22 @@ struct Session {
   const std::string &profile();
 };
 
+/// One KV cache of decode_step: a state slot, its width (its positions are
+/// the session's stateLen) and a decode_step value stored in it.
+struct StateCache {
+  uint64_t offset = 0;
+  int64_t width = 0;
+  uint32_t value = 0;
+  /// Bytes per element where the cache lives (a device session's compute
+  /// dtype may differ from model.bin's f32).
+  uint64_t elemSize(const Session &s, size_t fn) const {
+    const auto &dts = s.fns[fn].dtypes;
+    return tfc_dtype_bytes(value < dts.size() ? dts[value] : TFC_DTYPE_F32, 1);
+  }
+};
+/// decode_step's KV caches, one per state slot, in value order.
+std::vector<StateCache> stateCaches(const Function &dec);
+
 /// What a generate call decodes (step_model.cc): the search options from the C
 /// options and the model's defaults, the prompts (decoder-only: each row's
 /// prompt without its trailing pad_id; encoder-decoder: {bos} per source), the

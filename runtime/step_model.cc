@@ -111,23 +111,14 @@ public:
     vocab = logits.dims.empty() ? 0 : logits.dims.back();
     if (vocab <= 0)
       return Status::invalidModel("decode_step's logits have no static vocabulary");
-    for (size_t vi = 0; vi < dec.values.size(); ++vi) {
-      const ValueDesc &v = dec.values[vi];
-      if (v.storage == Storage::State) {
-        bool seen = false;
-        for (const Cache &c : caches)
-          seen |= c.offset == v.offset;
-        if (!seen)
-          caches.push_back({v.offset, v.dims[2], (uint32_t)vi});
-      }
-    }
+    caches = stateCaches(dec);
     return Status::ok();
   }
 
   int64_t vocabSize() const override { return vocab; }
   int64_t maxRows() const override {
     const ValueDesc &v = m.functions[decIdx].values[m.functions[decIdx].inputs[tokensIdx].value];
-    return v.dims[0] >= 0 ? v.dims[0] : m.symbolMax[-(v.dims[0] + 1)];
+    return m.maxDim(v.dims[0]);
   }
 
   Status step(const int64_t *tokens, int64_t n, int64_t p, const float **logits) override {
@@ -144,8 +135,7 @@ public:
   int64_t maxStepTokens() const override {
     const Function &dec = m.functions[decIdx];
     const ValueDesc &v = dec.values[dec.inputs[tokensIdx].value];
-    const int64_t d = v.dims[1];
-    return d >= 0 ? d : m.symbolMax[-(d + 1)];
+    return m.maxDim(v.dims[1]);
   }
 
   Status prefill(const int64_t *tokens, int64_t n, int64_t t, int64_t p) override {
@@ -206,7 +196,7 @@ public:
           slot[from[r]] = static_cast<int64_t>(saved.size());
           saved.push_back(from[r]);
         }
-      for (const Cache &c : caches)
+      for (const StateCache &c : caches)
         TFC_RETURN_IF_ERROR(moveCacheRows(c, from, used));
     }
     rows = n;
@@ -241,13 +231,12 @@ private:
     return runFunction(*s, decIdx, ins);
   }
 
-  struct Cache;
   /// select()'s copies for one cache (see there). On a host device the
   /// copies are split across the OpenMP threads: at beam 4 over 128 rows they
   /// move about 100 MB a step, which one thread took 0.3 s a batch to do.
-  Status moveCacheRows(const Cache &c, const int64_t *from, int64_t used) {
+  Status moveCacheRows(const StateCache &c, const int64_t *from, int64_t used) {
     Device &d = *s->dev;
-    const uint64_t es = c.elemSize(s, decIdx);
+    const uint64_t es = c.elemSize(*s, decIdx);
     const uint64_t rowBytes = (uint64_t)s->stateLen * c.width * es;
     const uint64_t usedBytes = (uint64_t)used * c.width * es;
     const uint64_t need = usedBytes * saved.size();
@@ -293,17 +282,6 @@ private:
     uint64_t rowBytes = 0;
     std::vector<char> data;
   };
-  struct Cache {
-    uint64_t offset;
-    int64_t width; ///< the positions are the session's (stateLen)
-    uint32_t value; ///< a decode_step value in this slot
-    /// Bytes per element where the cache lives (a device session's compute
-    /// dtype may differ from model.bin's f32).
-    uint64_t elemSize(const Session *s, size_t fn) const {
-      const auto &dts = s->fns[fn].dtypes;
-      return tfc_dtype_bytes(value < dts.size() ? dts[value] : TFC_DTYPE_F32, 1);
-    }
-  };
   size_t index(const char *name) const {
     for (size_t i = 0; i < m.functions.size(); ++i)
       if (m.functions[i].name == name)
@@ -317,7 +295,7 @@ private:
   bool posPerRow = false; ///< step.pos is [rows] (model.bin files since continuous batching)
   std::vector<int64_t> rowPos, rowBlocks;
   std::vector<RowInput> rowInputs;
-  std::vector<Cache> caches;
+  std::vector<StateCache> caches;
   /// The batch item of each row; buffers select() reuses across steps.
   std::vector<int64_t> rowItem, newItem, moved, slot, saved;
   std::vector<char> tmp;
