@@ -371,15 +371,17 @@ func::FuncOp Deriver::createDecodeStep(OpBuilder &b, SmallVectorImpl<unsigned> &
   addArg(RankedTensorType::get({kDyn, kDyn}, tgtT.getElementType()),
          {named("tfc.name", b.getStringAttr("step.tokens")),
           named("tfc.dims", strArray(b, {batchName.str(), "step"}))});
-  // One position per row, and the cache row each row's K and V live in (a
-  // block table of one block per row): rows at different positions, in any
-  // cache rows, share a step (continuous batching).
+  // One position per row, and each row's block table: the cache blocks its K
+  // and V live in, in position order. The runtime picks the block length (the
+  // caches' second dim): a session gives each row one block of max_len
+  // positions, the engine pages rows in short blocks. So rows at different
+  // positions, in any blocks, share a step (continuous batching).
   addArg(RankedTensorType::get({kDyn}, b.getI64Type()),
          {named("tfc.name", b.getStringAttr("step.pos")),
           named("tfc.dims", strArray(b, {batchName.str()}))});
-  addArg(RankedTensorType::get({kDyn, 1}, b.getI64Type()),
+  addArg(RankedTensorType::get({kDyn, kDyn}, b.getI64Type()),
          {named("tfc.name", b.getStringAttr("step.blocks")),
-          named("tfc.dims", strArray(b, {batchName.str()}))});
+          named("tfc.dims", strArray(b, {batchName.str(), "kv_blocks"}))});
   for (Value v : srcArgs) {
     unsigned i = v.cast<BlockArgument>().getArgNumber();
     auto d = fwd.getArgAttrDict(i);
@@ -413,6 +415,9 @@ func::FuncOp Deriver::createDecodeStep(OpBuilder &b, SmallVectorImpl<unsigned> &
   // arena for its actual sizes, so a one-token step stays small.
   if (!dimMax.get("step"))
     dm.push_back(named("step", b.getI64IntegerAttr(L)));
+  // Blocks per row: at most one per position (blocks of one position).
+  if (!dimMax.get("kv_blocks"))
+    dm.push_back(named("kv_blocks", b.getI64IntegerAttr(L)));
   dec->setAttr("tfc.dim_max", b.getDictionaryAttr(dm));
   dec.addEntryBlock();
   for (unsigned i = 0; i < argAttrs.size(); ++i)

@@ -421,6 +421,7 @@ tfrun_status_t *tfrun_engine_create(const tfrun_model_t *model, const tfrun_engi
     eo.maxQueue = o->max_queue;
     eo.maxBatchTokens = o->max_batch_tokens;
     eo.kvCacheBytes = o->kv_cache_bytes;
+    eo.kvBlockSize = o->kv_block_size;
     auto e = std::make_unique<tfrun_engine>();
     TFC_RETURN_IF_ERROR(tfrun::rt::Engine::create(*model->m, std::move(dev), eo, e->e));
     *out = e.release();
@@ -528,9 +529,11 @@ tfrun_status_t *tfrun_engine_stats(const tfrun_engine_t *e, tfrun_engine_stats_t
     out->kv_blocks_used = st.kvBlocksUsed;
     out->kv_blocks_free = st.kvBlocksFree;
     out->kv_block_positions = st.kvBlockPositions;
+    out->kv_block_bytes = st.kvBlockBytes;
     out->requests_finished = st.requestsFinished;
     out->requests_cancelled = st.requestsCancelled;
     out->requests_failed = st.requestsFailed;
+    out->requests_preempted = st.preemptions;
     out->tokens_generated = st.tokensGenerated;
     out->steps = st.steps;
     out->tokens_per_second = st.tokensPerSecond;

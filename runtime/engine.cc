@@ -39,45 +39,8 @@ public:
     return e.post(r, tokens, rows, n, pos);
   }
   Status select(const int64_t *from, int64_t n) override {
-    const int64_t old = static_cast<int64_t>(r.rowSlot.size());
-    if (n > r.needRows)
-      return Status::internal("select of " + std::to_string(n) + " rows, the request holds " +
-                              std::to_string(r.needRows));
-    // The first new row that takes an old row keeps its cache row: a reorder
-    // or a drop copies nothing. A row that repeats an old row (a beam fans
-    // out) gets a cache row no new row keeps, and a copy of the prefix.
-    std::vector<int64_t> slot(n, -1), item(n);
-    std::vector<char> taken(old, 0), kept(r.slots.size(), 0);
-    for (int64_t i = 0; i < n; ++i) {
-      if (from[i] < 0 || from[i] >= old)
-        return Status::internal("select from a missing row");
-      item[i] = r.rowItem[from[i]];
-      if (!taken[from[i]]) {
-        taken[from[i]] = 1;
-        slot[i] = r.rowSlot[from[i]];
-      }
-    }
-    for (int64_t i = 0; i < n; ++i)
-      if (slot[i] >= 0)
-        for (size_t k = 0; k < r.slots.size(); ++k)
-          if (r.slots[k] == slot[i])
-            kept[k] = 1;
-    size_t next = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      if (slot[i] >= 0)
-        continue;
-      while (next < r.slots.size() && kept[next])
-        ++next;
-      if (next == r.slots.size())
-        return Status::internal("no free cache row for a beam");
-      kept[next] = 1;
-      slot[i] = r.slots[next];
-      if (r.lastPos >= 0)
-        r.copies.push_back({r.rowSlot[from[i]], slot[i], r.lastPos + 1});
-    }
-    r.rowSlot.swap(slot);
-    r.rowItem.swap(item);
-    return Status::ok();
+    std::lock_guard<std::mutex> lk(e.mu);
+    return e.selectRows(r, from, n);
   }
 
 private:
@@ -158,27 +121,45 @@ Status Engine::Impl::init() {
     o.maxBatchTokens = 2048;
   len = m.gen.maxLen;
   caches = stateCaches(*dec);
+  // The KV pool. Blocks of kvBlockSize positions where the device reads
+  // block tables and the model takes more than one block per row; else one
+  // block of max_len per row, as a session's cache.
+  const ValueDesc &blocksV = dec->values[dec->inputs[blocksIdx].value];
+  const bool paging = blocksV.dims.size() == 2 && m.maxDim(blocksV.dims[1]) > 1;
+  if (o.kvBlockSize < 0 || o.kvBlockSize > len)
+    return Status::invalidArgument("a KV block of " + std::to_string(o.kvBlockSize) +
+                                   " positions is outside 1 .. max_len " + std::to_string(len));
+  if (o.kvBlockSize > 0 && o.kvBlockSize != len && (!paging || !s->dev->hostMemory()))
+    return Status::unsupported(
+        std::string("KV blocks of ") + std::to_string(o.kvBlockSize) + " positions: " +
+        (paging ? "the device backend (" + s->dev->describe() + ") reads one block of max_len per row"
+                : "model '" + m.name + "' was compiled before paged KV caches; recompile it"));
+  blockLen = o.kvBlockSize > 0 ? o.kvBlockSize : paging && s->dev->hostMemory() ? 16 : len;
+  TFC_RETURN_IF_ERROR(prepareFunction(*s, decIdx)); // the caches' dtypes on the device
+  uint64_t blockBytes = 0;
+  for (const StateCache &c : caches)
+    blockBytes += c.elemSize(*s, decIdx) * (uint64_t)blockLen * (uint64_t)c.width;
   if (o.kvCacheBytes < 0)
     return Status::invalidArgument("the KV cache size must not be negative");
+  int64_t numBlocks = o.rows * blocksFor(len);
   if (o.kvCacheBytes > 0) {
-    TFC_RETURN_IF_ERROR(prepareFunction(*s, decIdx)); // the caches' dtypes on the device
-    uint64_t rowBytes = 0;
-    for (const StateCache &c : caches)
-      rowBytes += c.elemSize(*s, decIdx) * (uint64_t)len * (uint64_t)c.width;
-    const int64_t fit = rowBytes ? static_cast<int64_t>((uint64_t)o.kvCacheBytes / rowBytes)
-                                 : o.rows;
-    if (fit < 1)
+    numBlocks = blockBytes ? static_cast<int64_t>((uint64_t)o.kvCacheBytes / blockBytes)
+                           : numBlocks;
+    if (numBlocks < 1)
       return Status::invalidArgument(
-          "a KV cache of " + std::to_string(o.kvCacheBytes) + " bytes holds no row: one row (" +
-          std::to_string(len) + " positions of every layer's K and V) takes " +
-          std::to_string(rowBytes) + " bytes");
-    o.rows = std::min(o.rows, fit);
+          "a KV cache of " + std::to_string(o.kvCacheBytes) + " bytes holds no block: one (" +
+          std::to_string(blockLen) + " positions of every layer's K and V) takes " +
+          std::to_string(blockBytes) + " bytes");
   }
-  TFC_RETURN_IF_ERROR(s->reserveState(o.rows, len));
-  freeRows.resize(static_cast<size_t>(o.rows));
-  for (int64_t r = 0; r < o.rows; ++r)
-    freeRows[static_cast<size_t>(r)] = o.rows - 1 - r; // pop_back gives row 0 first
-  counters.kvBlockPositions = len;
+  if (numBlocks > INT32_MAX)
+    return Status::invalidArgument("a KV cache of " + std::to_string(numBlocks) +
+                                   " blocks is too large");
+  TFC_RETURN_IF_ERROR(s->reserveState(numBlocks, blockLen, /*blocks=*/true));
+  kv = std::make_unique<BlockAllocator>(static_cast<uint32_t>(numBlocks),
+                                        static_cast<uint32_t>(blockLen));
+  rowsFree = o.rows;
+  counters.kvBlockPositions = blockLen;
+  counters.kvBlockBytes = static_cast<int64_t>(blockBytes);
   return Status::ok();
 }
 
@@ -187,9 +168,9 @@ Status Engine::Impl::post(Req &r, const int64_t *tokens, int64_t rows, int64_t s
   std::unique_lock<std::mutex> lk(mu);
   if (r.cancelRequested || stopping)
     return Status::cancelled("request " + std::to_string(r.id) + " was cancelled");
-  if (rows != static_cast<int64_t>(r.rowSlot.size()))
+  if (rows != static_cast<int64_t>(r.rowSeq.size()))
     return Status::internal("a step of " + std::to_string(rows) + " rows, the request has " +
-                            std::to_string(r.rowSlot.size()));
+                            std::to_string(r.rowSeq.size()));
   r.tokens.assign(tokens, tokens + rows * steps);
   r.rows = rows;
   r.steps = steps;
@@ -199,17 +180,14 @@ Status Engine::Impl::post(Req &r, const int64_t *tokens, int64_t rows, int64_t s
   cvEngine.notify_all();
   cvStep.wait(lk, [&] { return r.stepDone; });
   r.posted = false;
-  if (r.stepStatus.isOk())
-    r.lastPos = pos + steps - 1;
   return r.stepStatus;
 }
 
 void Engine::Impl::endLocked(const std::shared_ptr<Req> &r, Status st) {
   r->status = std::move(st);
   r->state = Req::State::Ended;
-  for (int64_t slot : r->slots)
-    freeRows.push_back(slot);
-  r->slots.clear();
+  releaseRows(*r);
+  rowsFree += r->needRows;
   running.erase(std::remove(running.begin(), running.end(), r), running.end());
   if (r->status.isOk())
     ++counters.requestsFinished;
@@ -253,25 +231,43 @@ void Engine::Impl::run() {
           r->thread.join();
       lk.lock();
     }
-    // Admission: first come, first served, while the rows fit.
-    while (!stopping && !queue.empty() &&
-           static_cast<int64_t>(freeRows.size()) >= queue.front()->needRows) {
+    // Admission: first come, first served, while the rows fit in a step and
+    // the prompts in the free blocks, less a watermark of 1% of the pool
+    // (vLLM's default) for the running rows' next blocks. Nothing is admitted
+    // while a preempted request waits for blocks.
+    auto admissible = [&] {
+      if (stopping || queue.empty() || rowsFree < queue.front()->needRows)
+        return false;
+      for (const auto &r : running)
+        if (r->preempted)
+          return false;
+      const Req &q = *queue.front();
+      int64_t prompt = 1;
+      for (const auto &p : q.plan.prompts)
+        prompt = std::max<int64_t>(prompt, static_cast<int64_t>(p.size()));
+      const int64_t watermark = std::max<int64_t>(1, kv->numBlocks() / 100);
+      return static_cast<int64_t>(kv->freeBlocks()) >=
+             q.plan.batch * blocksFor(prompt) + watermark;
+    };
+    while (admissible()) {
       std::shared_ptr<Req> r = queue.front();
       queue.pop_front();
-      for (int64_t i = 0; i < r->needRows; ++i) {
-        r->slots.push_back(freeRows.back());
-        freeRows.pop_back();
-      }
+      rowsFree -= r->needRows;
       r->state = Req::State::Running;
       running.push_back(r);
-      lk.unlock();
       Status st;
       try {
-        st = startRequest(*r);
+        st = startRows(*r);
+        if (st.isOk()) {
+          lk.unlock();
+          st = startRequest(*r);
+          lk.lock();
+        }
       } catch (const std::bad_alloc &) {
+        if (!lk.owns_lock())
+          lk.lock();
         st = Status::outOfMemory("out of memory starting request " + std::to_string(r->id));
       }
-      lk.lock();
       if (st.isOk() && r->cancelRequested)
         st = Status::cancelled("request " + std::to_string(r->id) + " was cancelled");
       if (!st.isOk()) {
@@ -294,27 +290,57 @@ void Engine::Impl::run() {
       return !running.empty();
     };
     cvEngine.wait(lk, [&] {
-      return allPosted() || !toJoin.empty() || (stopping && running.empty()) ||
-             (!stopping && !queue.empty() &&
-              static_cast<int64_t>(freeRows.size()) >= queue.front()->needRows);
+      return allPosted() || !toJoin.empty() || (stopping && running.empty()) || admissible();
     });
     if (!allPosted())
       continue;
-    // One step over every posted request: cancelled ones are answered at once;
-    // the one-token rows go in one call; prompts within the token budget.
-    std::vector<Req *> decode, prefill, answered;
+    // One step over every posted request, in admission order: cancelled ones
+    // are answered at once; each other takes the KV blocks its step writes,
+    // preempting the most recently admitted requests when the pool runs out;
+    // its one-token rows go in one call, prompts (and the recomputes of
+    // resumed requests) within the token budget.
+    std::vector<Req *> decode, prefill;
     int64_t budget = o.maxBatchTokens;
-    for (const auto &r : running) {
+    for (size_t i = 0; i < running.size(); ++i) {
+      Req *r = running[i].get();
       if (r->cancelRequested || stopping) {
         r->stepStatus = Status::cancelled("request " + std::to_string(r->id) + " was cancelled");
         r->stepDone = true;
         continue;
       }
-      if (r->steps == 1) {
-        decode.push_back(r.get());
-      } else if (prefill.empty() || r->rows * r->steps <= budget) {
-        prefill.push_back(r.get());
+      if (r->preempted) {
+        if (!prefill.empty() && r->rows * (r->pos + r->steps) > budget)
+          continue;
+        if (resume(*r)) {
+          prefill.push_back(r);
+          budget -= r->rows * r->runSteps;
+        }
+        continue;
+      }
+      const bool isPrefill = r->steps > 1;
+      if (isPrefill && !prefill.empty() && r->rows * r->steps > budget)
+        continue; // next step
+      int got = reserveStep(*r);
+      // Out of blocks: preempt from the most recently admitted on, down to
+      // this request itself.
+      for (size_t v = running.size(); got == 0 && v-- > i;) {
+        Req &victim = *running[v];
+        if (victim.preempted || victim.cancelRequested)
+          continue;
+        preempt(victim);
+        if (&victim == r)
+          break;
+        got = reserveStep(*r);
+      }
+      if (got < 0)
+        r->stepDone = true; // its error
+      if (got <= 0)
+        continue;
+      if (isPrefill) {
+        prefill.push_back(r);
         budget -= r->rows * r->steps;
+      } else {
+        decode.push_back(r);
       }
     }
     lk.unlock();
@@ -342,7 +368,8 @@ void Engine::Impl::run() {
       if (!r->stepStatus.isOk())
         continue;
       try {
-        r->stepStatus = runRows({r}, r->steps, false);
+        // A recompute ending in a one-token step returns that step's logits.
+        r->stepStatus = runRows({r}, r->runSteps, r->steps == 1);
       } catch (const std::bad_alloc &) {
         r->stepStatus = Status::outOfMemory("out of memory in a prefill");
       }

@@ -4,15 +4,20 @@
 // "Engine"), and docs/generation.md ("The engine") describes its scheduling.
 //
 // An Engine owns one Session on one device: the model's weights, the arenas,
-// and a KV cache of `rows` cache rows (one block of max_len positions per
-// row). Requests are queued; each step, the scheduler admits waiting requests
-// while their rows fit in the free cache rows, and runs one decode_step over
-// the rows of every running request, each row at its own position and in its
-// own cache row (step.pos, step.blocks). A request's prompt is prefilled in
-// calls of several tokens beside the decoding rows, within a token budget per
-// step. Requests join and leave the batch between steps; nothing is copied
-// when they do, and a beam's reorder only remaps its rows' cache rows (a fan-
-// out copies the prefix into one of the request's own rows).
+// and a paged KV cache: a pool of blocks of a few positions of every layer's
+// K and V (runtime/kv_blocks.h), one block table per row. Requests are
+// queued; each step, the scheduler admits waiting requests while their rows
+// fit in the step and their prompts in the free blocks, and runs one
+// decode_step over the rows of every running request, each row at its own
+// position, through its own block table (step.pos, step.blocks). A request's
+// prompt is prefilled in calls of several tokens beside the decoding rows,
+// within a token budget per step. A row takes a block when its positions
+// reach a new one, so the memory follows the live tokens to the block. A
+// beam's reorder only remaps block tables, and a fan-out shares its parent's
+// blocks (copy-on-write: a shared block is copied when a row writes into
+// it). When the pool runs out, the most recently admitted request is
+// preempted: its blocks return to the pool, and it is recomputed (its rows'
+// tokens prefilled again) when blocks free up. No request is dropped.
 //
 // Each running request runs the unchanged search (generate.h: greedy, beam,
 // sampling, banned and forced tokens, streaming) on a thread of its own,
@@ -40,23 +45,29 @@
 namespace tfrun::rt {
 
 struct EngineOptions {
-  /// Cache rows, and so rows per step: a greedy or sampling request of batch
-  /// B holds B of them, a beam-K request B x K. 0: the model's max_batch.
+  /// Rows per step: a greedy or sampling request of batch B holds B of them,
+  /// a beam-K request B x K. 0: the model's max_batch.
   int64_t rows = 0;
   /// Requests waiting for rows; a submit beyond it is refused with Busy.
   int64_t maxQueue = 256;
   /// Prompt tokens prefilled per engine step, over all requests (at least
   /// one request's chunk is always taken).
   int64_t maxBatchTokens = 2048;
-  /// > 0: the rows are capped at what this many bytes of KV cache hold.
+  /// > 0: the KV pool's size in bytes. 0: enough for every row at max_len.
   int64_t kvCacheBytes = 0;
+  /// Positions per KV block. 0: 16 on the CPU; a device backend without
+  /// block tables, or a model compiled before them, takes max_len (one
+  /// block per row).
+  int64_t kvBlockSize = 0;
 };
 
 struct EngineStats {
   int64_t queued = 0, running = 0;
-  int64_t kvBlocksUsed = 0, kvBlocksFree = 0; ///< cache rows of max_len positions
+  int64_t kvBlocksUsed = 0, kvBlocksFree = 0; ///< the KV pool's blocks
   int64_t kvBlockPositions = 0;               ///< positions per block
+  int64_t kvBlockBytes = 0;                   ///< bytes per block (every layer's K and V)
   uint64_t requestsFinished = 0, requestsCancelled = 0, requestsFailed = 0;
+  uint64_t preemptions = 0; ///< requests preempted (and later recomputed)
   uint64_t tokensGenerated = 0, steps = 0;
   double tokensPerSecond = 0; ///< over the engine's busy time (steps run)
 };
@@ -101,7 +112,7 @@ public:
   /// first, and forgotten once it ends.
   Status release(uint64_t id);
   /// Cancels a queued or running request: it ends with Cancelled at its next
-  /// step, and its cache rows return to the pool. Ended requests are left as
+  /// step, and its KV blocks return to the pool. Ended requests are left as
   /// they are.
   Status cancel(uint64_t id);
   EngineStats stats() const;

@@ -131,6 +131,16 @@ Status Engine::submit(const std::vector<EngineInput> &inputs, const tfrun_genera
                                    " rows (batch " + std::to_string(r->plan.batch) +
                                    " x beam width " + std::to_string(r->plan.opt.beam) +
                                    "), more than the engine's " + std::to_string(e.o.rows));
+  // Every row at its last position, with no block shared: what the request
+  // may take at most. One that alone could run out of blocks is refused here,
+  // so a preempted request always fits once the others have ended.
+  const int64_t worst = r->needRows * e.blocksFor(r->plan.positions);
+  if (worst > static_cast<int64_t>(e.kv->numBlocks()))
+    return Status::invalidArgument(
+        "the request may take " + std::to_string(worst) + " KV blocks (" +
+        std::to_string(r->needRows) + " rows x " + std::to_string(r->plan.positions) +
+        " positions, " + std::to_string(e.blockLen) + " per block); the engine's KV cache holds " +
+        std::to_string(e.kv->numBlocks()) + " (raise kv_cache_bytes)");
   const LimitsModel limits(e.vocab, r->needRows);
   TFC_RETURN_IF_ERROR(validateSearch(limits, r->plan.prompts, r->plan.opt));
   std::lock_guard<std::mutex> lk(e.mu);
@@ -214,8 +224,8 @@ EngineStats Engine::stats() const {
   EngineStats st = e.counters;
   st.queued = static_cast<int64_t>(e.queue.size());
   st.running = static_cast<int64_t>(e.running.size());
-  st.kvBlocksFree = static_cast<int64_t>(e.freeRows.size());
-  st.kvBlocksUsed = e.o.rows - st.kvBlocksFree;
+  st.kvBlocksFree = e.kv->freeBlocks();
+  st.kvBlocksUsed = e.kv->usedBlocks();
   st.tokensPerSecond = e.busySeconds > 0 ? (double)st.tokensGenerated / e.busySeconds : 0.0;
   return st;
 }

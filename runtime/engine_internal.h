@@ -13,6 +13,7 @@
 
 #include "runtime/executor.h"
 #include "runtime/generate.h"
+#include "runtime/kv_blocks.h"
 #include "runtime/session.h"
 
 #include <chrono>
@@ -57,24 +58,32 @@ struct Req {
   SearchResult result;
   std::thread thread;
 
-  std::vector<int64_t> slots;   ///< its cache rows, reserved at admission
-  std::vector<int64_t> rowSlot; ///< the current rows' cache rows
-  std::vector<int64_t> rowItem; ///< the current rows' batch items
+  /// The current rows: each one's KV sequence (its blocks in the pool; 0
+  /// while preempted), batch item, and tokens so far (what a recompute after
+  /// preemption prefills again).
+  std::vector<BlockAllocator::SeqId> rowSeq;
+  std::vector<int64_t> rowItem;
+  std::vector<std::vector<int64_t>> rowHist;
+  /// Preempted: its blocks went back to the pool for requests admitted
+  /// before it; its posted step waits until it is recomputed.
+  bool preempted = false;
   /// Per RowInputDesc, per batch item: the item's bytes and its shape (no batch dim).
   struct ItemData {
     std::vector<char> bytes;
     std::vector<int64_t> shape;
   };
   std::vector<std::vector<ItemData>> items;
-  struct Copy {
-    int64_t from, to, positions;
-  };
-  std::vector<Copy> copies; ///< KV rows to copy before its next step
+  std::vector<BlockCopy> copies; ///< KV blocks to copy before its next step (copy-on-write)
 
   // The step exchange.
   bool posted = false, stepDone = false;
-  int64_t rows = 0, steps = 1, pos = 0, lastPos = -1;
+  int64_t rows = 0, steps = 1, pos = 0;
   std::vector<int64_t> tokens; ///< [rows, steps]
+  /// The step's block tables, [rows, tableWidth], and the positions the step
+  /// runs from: set when the engine takes the step (a recompute runs the
+  /// rows' whole history from position 0).
+  std::vector<int64_t> tables;
+  int64_t tableWidth = 1, runPos = 0, runSteps = 1;
   std::vector<float> logits;   ///< [rows, vocab] after a one-token step
   Status stepStatus;
 };
@@ -107,7 +116,11 @@ struct Engine::Impl {
   std::vector<std::shared_ptr<Req>> running;
   std::map<uint64_t, std::shared_ptr<Req>> reqs;
   std::vector<std::shared_ptr<Req>> toJoin;
-  std::vector<int64_t> freeRows;
+  /// The paged KV cache: blocks of blockLen positions of every layer's K and
+  /// V, one sequence per row. Guarded by mu.
+  std::unique_ptr<BlockAllocator> kv;
+  int64_t blockLen = 0;
+  int64_t rowsFree = 0; ///< rows per step not held by a running request
   uint64_t nextId = 1;
   bool stopping = false;
   EngineStats counters;
@@ -128,6 +141,25 @@ struct Engine::Impl {
   /// a running one at its next step (mu held).
   void cancelLocked(const std::shared_ptr<Req> &r, const char *why);
   Status applyCopies(Req &r);
+  /// KV blocks for |r|'s posted step (mu held): appends each row's new
+  /// positions, collects its copy-on-write copies and block tables. 1: done;
+  /// 0: the pool has too few free blocks (what was appended stays); -1: the
+  /// step cannot run (stepStatus says why).
+  int reserveStep(Req &r);
+  /// The sequences of a new request's batch rows (mu held).
+  Status startRows(Req &r);
+  /// The search's select (StepModel::select) on |r|'s rows (mu held).
+  Status selectRows(Req &r, const int64_t *from, int64_t n);
+  /// Returns |r|'s blocks to the pool; it is recomputed when it resumes
+  /// (mu held).
+  void preempt(Req &r);
+  /// Resumes preempted |r| when the pool holds its rows' whole history and
+  /// step: fresh sequences, and a step that prefills the history (mu held).
+  bool resume(Req &r);
+  /// Drops |r|'s rows' sequences (mu held).
+  void releaseRows(Req &r);
+  /// Blocks |positions| positions take.
+  int64_t blocksFor(int64_t positions) const { return (positions + blockLen - 1) / blockLen; }
   Status runRows(const std::vector<Req *> &reqs, int64_t steps, bool wantLogits);
   void assembleRowInputs(const std::vector<Req *> &group, RowInputBatch &batch);
   Status post(Req &r, const int64_t *tokens, int64_t rows, int64_t steps, int64_t pos);

@@ -12,12 +12,140 @@
 
 namespace tfrun::rt {
 
-Status Engine::Impl::startRequest(Req &r) {
+//===----------------------------------------------------------------------===//
+// The KV pool's rows (mu held)
+//===----------------------------------------------------------------------===//
+
+Status Engine::Impl::startRows(Req &r) {
   const int64_t batch = r.plan.batch;
-  r.rowSlot.assign(r.slots.begin(), r.slots.begin() + batch);
+  r.rowSeq.clear();
+  for (int64_t i = 0; i < batch; ++i)
+    r.rowSeq.push_back(kv->create());
   r.rowItem.resize(static_cast<size_t>(batch));
   for (int64_t i = 0; i < batch; ++i)
     r.rowItem[i] = i;
+  r.rowHist.assign(static_cast<size_t>(batch), {});
+  return Status::ok();
+}
+
+Status Engine::Impl::selectRows(Req &r, const int64_t *from, int64_t n) {
+  const int64_t old = static_cast<int64_t>(r.rowSeq.size());
+  if (n > r.needRows)
+    return Status::internal("select of " + std::to_string(n) + " rows, the request holds " +
+                            std::to_string(r.needRows));
+  // The first new row that takes an old row keeps its sequence: a reorder or
+  // a drop copies nothing. A row that repeats an old row (a beam fans out)
+  // forks it: the fork shares every block, copied only when written.
+  std::vector<BlockAllocator::SeqId> seq(static_cast<size_t>(n));
+  std::vector<int64_t> item(static_cast<size_t>(n));
+  std::vector<std::vector<int64_t>> hist(static_cast<size_t>(n));
+  std::vector<char> taken(static_cast<size_t>(old), 0);
+  for (int64_t i = 0; i < n; ++i)
+    if (from[i] < 0 || from[i] >= old || r.rowSeq[from[i]] == 0)
+      return Status::internal("select from a missing row");
+  for (int64_t i = 0; i < n; ++i) {
+    item[i] = r.rowItem[from[i]];
+    hist[i] = r.rowHist[from[i]];
+    if (!taken[from[i]]) {
+      taken[from[i]] = 1;
+      seq[i] = r.rowSeq[from[i]];
+    } else {
+      TFC_RETURN_IF_ERROR(kv->fork(r.rowSeq[from[i]], seq[i]));
+    }
+  }
+  for (int64_t j = 0; j < old; ++j)
+    if (!taken[j])
+      (void)kv->release(r.rowSeq[j]);
+  r.rowSeq.swap(seq);
+  r.rowItem.swap(item);
+  r.rowHist.swap(hist);
+  return Status::ok();
+}
+
+void Engine::Impl::releaseRows(Req &r) {
+  for (BlockAllocator::SeqId &q : r.rowSeq)
+    if (q != 0) {
+      (void)kv->release(q);
+      q = 0;
+    }
+  r.copies.clear();
+}
+
+namespace {
+
+/// The rows' block tables, [rows, widest] (a shorter table padded with block
+/// 0, which no row reads past its own length).
+void tablesOf(const BlockAllocator &kv, const Req &r, std::vector<int64_t> &out,
+              int64_t &width) {
+  width = 1;
+  for (BlockAllocator::SeqId q : r.rowSeq)
+    width = std::max<int64_t>(width, static_cast<int64_t>(kv.table(q)->size()));
+  out.assign(r.rowSeq.size() * static_cast<size_t>(width), 0);
+  for (size_t i = 0; i < r.rowSeq.size(); ++i) {
+    const std::vector<uint32_t> &t = *kv.table(r.rowSeq[i]);
+    std::copy(t.begin(), t.end(), out.begin() + static_cast<int64_t>(i) * width);
+  }
+}
+
+} // namespace
+
+int Engine::Impl::reserveStep(Req &r) {
+  for (size_t i = 0; i < r.rowSeq.size(); ++i) {
+    const uint64_t have = kv->length(r.rowSeq[i]);
+    if (have == static_cast<uint64_t>(r.pos + r.steps))
+      continue; // reserved before a preemption made room
+    if (have != static_cast<uint64_t>(r.pos)) {
+      r.stepStatus = Status::internal("a step at position " + std::to_string(r.pos) +
+                                      " of a row that holds " + std::to_string(have));
+      return -1;
+    }
+    if (!kv->append(r.rowSeq[i], static_cast<uint64_t>(r.steps), r.copies).isOk())
+      return 0;
+  }
+  tablesOf(*kv, r, r.tables, r.tableWidth);
+  r.runPos = r.pos;
+  r.runSteps = r.steps;
+  for (int64_t i = 0; i < r.rows; ++i)
+    r.rowHist[i].insert(r.rowHist[i].end(), r.tokens.begin() + i * r.steps,
+                        r.tokens.begin() + (i + 1) * r.steps);
+  return 1;
+}
+
+void Engine::Impl::preempt(Req &r) {
+  releaseRows(r);
+  r.preempted = true;
+  ++counters.preemptions;
+}
+
+bool Engine::Impl::resume(Req &r) {
+  const int64_t n = r.pos + r.steps;
+  if (static_cast<int64_t>(kv->freeBlocks()) < r.rows * blocksFor(n))
+    return false;
+  std::vector<int64_t> tokens;
+  tokens.reserve(static_cast<size_t>(r.rows * n));
+  for (int64_t i = 0; i < r.rows; ++i) {
+    r.rowSeq[i] = kv->create();
+    (void)kv->append(r.rowSeq[i], static_cast<uint64_t>(n), r.copies); // fits: checked above
+    r.rowHist[i].insert(r.rowHist[i].end(), r.tokens.begin() + i * r.steps,
+                        r.tokens.begin() + (i + 1) * r.steps);
+    tokens.insert(tokens.end(), r.rowHist[i].begin(), r.rowHist[i].end());
+  }
+  // The rows' whole history from position 0: the KV the preemption dropped,
+  // and the posted step's tokens at its end.
+  r.tokens.swap(tokens);
+  tablesOf(*kv, r, r.tables, r.tableWidth);
+  r.runPos = 0;
+  r.runSteps = n;
+  r.preempted = false;
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// Session work (the engine thread, mu not held)
+//===----------------------------------------------------------------------===//
+
+Status Engine::Impl::startRequest(Req &r) {
+  const int64_t batch = r.plan.batch;
   const Function &fwd = m.forward();
   if (encIdx >= 0) {
     const Function &enc = m.functions[encIdx];
@@ -68,16 +196,15 @@ Status Engine::Impl::applyCopies(Req &r) {
   if (r.copies.empty())
     return Status::ok();
   Device &d = *s->dev;
-  for (const Req::Copy &c : r.copies)
+  for (const BlockCopy &c : r.copies)
     for (const StateCache &k : caches) {
       const uint64_t es = k.elemSize(*s, decIdx);
-      const uint64_t rowBytes = (uint64_t)s->stateLen * k.width * es;
+      const uint64_t bytes = (uint64_t)s->stateLen * k.width * es; // one block
       char *base = static_cast<char *>(s->state) + s->stateSlots.at(k.offset);
-      const uint64_t bytes = (uint64_t)c.positions * k.width * es;
       if (d.hostMemory())
-        std::memcpy(base + c.to * rowBytes, base + c.from * rowBytes, bytes);
+        std::memcpy(base + c.to * bytes, base + c.from * bytes, bytes);
       else
-        TFC_RETURN_IF_ERROR(d.copy(base + c.to * rowBytes, base + c.from * rowBytes, bytes));
+        TFC_RETURN_IF_ERROR(d.copy(base + c.to * bytes, base + c.from * bytes, bytes));
     }
   r.copies.clear();
   return d.hostMemory() ? Status::ok() : d.sync();
@@ -129,19 +256,24 @@ Status Engine::Impl::runRows(const std::vector<Req *> &group, int64_t steps, boo
   int64_t rows = 0;
   for (const Req *r : group)
     rows += r->rows;
-  std::vector<int64_t> tokens, pos, blocks;
+  int64_t width = 1;
+  for (const Req *r : group)
+    width = std::max(width, r->tableWidth);
+  std::vector<int64_t> tokens, pos, blocks(static_cast<size_t>(rows * width), 0);
   tokens.reserve(static_cast<size_t>(rows * steps));
+  int64_t row = 0;
   for (const Req *r : group) {
     tokens.insert(tokens.end(), r->tokens.begin(), r->tokens.end());
-    for (int64_t i = 0; i < r->rows; ++i) {
-      pos.push_back(r->pos);
-      blocks.push_back(r->rowSlot[i]);
+    for (int64_t i = 0; i < r->rows; ++i, ++row) {
+      pos.push_back(r->runPos);
+      std::copy(r->tables.begin() + i * r->tableWidth,
+                r->tables.begin() + (i + 1) * r->tableWidth, blocks.begin() + row * width);
     }
   }
   std::vector<BoundInput> ins(dec.inputs.size());
   ins[tokensIdx] = {tokens.data(), TFC_DTYPE_I64, {rows, steps}};
   ins[posIdx] = {pos.data(), TFC_DTYPE_I64, {rows}};
-  ins[blocksIdx] = {blocks.data(), TFC_DTYPE_I64, {rows, 1}};
+  ins[blocksIdx] = {blocks.data(), TFC_DTYPE_I64, {rows, width}};
   // The row inputs, padded along their first dim to the longest row's: ids
   // with the row's pad_id (a mask with 0), encoder memory with zeros, which
   // the cross-attention's key padding mask leaves out. One-token steps keep
@@ -168,7 +300,7 @@ Status Engine::Impl::runRows(const std::vector<Req *> &group, int64_t steps, boo
   const float *logits = s->hostOutput(decIdx, dec.outputs[0].value);
   if (!logits)
     return Status::internal("decode_step returned no logits");
-  int64_t row = 0;
+  row = 0;
   for (Req *r : group) {
     r->logits.assign(logits + row * vocab, logits + (row + r->rows) * vocab);
     row += r->rows;

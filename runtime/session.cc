@@ -127,7 +127,7 @@ Status Session::run() {
   return runFunction(*this, 0, ins);
 }
 
-Status Session::reserveState(int64_t rows, int64_t len) {
+Status Session::reserveState(int64_t rows, int64_t len, bool blocks) {
   size_t fn = 0;
   while (fn < m->functions.size() && m->functions[fn].name != "decode_step")
     ++fn;
@@ -141,7 +141,7 @@ Status Session::reserveState(int64_t rows, int64_t len) {
     const ValueDesc &v = f.values[i];
     if (v.storage != Storage::State)
       continue;
-    const int64_t maxRows = m->maxDim(v.dims[0]);
+    const int64_t maxRows = blocks ? INT32_MAX : m->maxDim(v.dims[0]);
     if (rows < 1 || rows > maxRows || len < 1 || len > v.dims[1])
       return Status::invalidArgument(
           "a KV cache of " + std::to_string(rows) + " rows x " + std::to_string(len) +

@@ -111,8 +111,10 @@ struct Session {
   void fillDefaults();
   /// KV caches for |rows| rows of |len| positions: the layout of every cache
   /// slot of decode_step, and memory for it (grown, zeroed, when it is larger
-  /// than what the session has). At most the declared maxima.
-  Status reserveState(int64_t rows, int64_t len);
+  /// than what the session has). At most the declared maxima; with |blocks|
+  /// the rows are an engine's KV blocks (read through step.blocks), which the
+  /// batch's maximum does not bound.
+  Status reserveState(int64_t rows, int64_t len, bool blocks = false);
   /// Runs the decoding loop (docs/generation.md) on the bound inputs;
   /// |onToken|, when set, streams the new tokens (SearchOptions::onToken).
   Status generate(const tfrun_generate_options_t &o,

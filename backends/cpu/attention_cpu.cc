@@ -220,7 +220,7 @@ void processBlock(const Problem &pr, Scratch &sc, int64_t b, int64_t h, int64_t 
       // Key k0 + j is masked for query rows r with q0 + r + q_pos_offset <
       // k0 + j: a row prefix.
       for (int64_t j = 0; j < nk; ++j) {
-        const int64_t n = std::min(k0 + j - q0 - p.q_pos_offset, lanes);
+        const int64_t n = std::min(k0 + j - q0 - pr.qOffset(b), lanes);
         if (n > 0)
           std::fill(st + j * kBlockQ, st + j * kBlockQ + n, mv);
       }
@@ -304,10 +304,11 @@ void runTask(const Problem &pr, Scratch &sc, int64_t b, int64_t h, int64_t qb) {
   // padding) are skipped: each of their scores is mask_value, so they add
   // exp(mask_value - m) per key, which vexp() makes exactly 0 (and the rescale
   // exactly 1) whenever mask_value - m < kExpCutoff.
-  const int64_t nkb = (p.kv_len + kBlockK - 1) / kBlockK;
+  const int64_t kvLen = pr.kvLen(b), kbl = pr.keyBlock();
+  const int64_t nkb = (kvLen + kbl - 1) / kbl;
   bool skipped = false;
   for (int64_t kb = 0; kb < nkb; ++kb) {
-    const int64_t k0 = kb * kBlockK, nk = std::min(kBlockK, p.kv_len - k0);
+    const int64_t k0 = kb * kbl, nk = std::min(kbl, kvLen - k0);
     if (blockAllMasked(pr, b, q0, nq, k0, nk)) {
       skipped = true;
       continue;
@@ -324,7 +325,7 @@ void runTask(const Problem &pr, Scratch &sc, int64_t b, int64_t h, int64_t qb) {
     for (int64_t r = 0; r < nq; ++r)
       needed |= !(p.mask_value - sc.m[r] < kExpCutoff);
     for (int64_t kb = 0; needed && kb < nkb; ++kb) {
-      const int64_t k0 = kb * kBlockK, nk = std::min(kBlockK, p.kv_len - k0);
+      const int64_t k0 = kb * kbl, nk = std::min(kbl, kvLen - k0);
       if (blockAllMasked(pr, b, q0, nq, k0, nk))
         processBlock(pr, sc, b, h, q0, nq, qv, k0, nk, /*forced=*/true);
     }
@@ -347,8 +348,14 @@ void runTask(const Problem &pr, Scratch &sc, int64_t b, int64_t h, int64_t qb) {
 
 } // namespace
 
+bool pagedBlockLenOk(int64_t len) {
+  return len > 0 && (len < kBlockK ? kBlockK % len == 0 && (len & (len - 1)) == 0
+                                   : len % kBlockK == 0);
+}
+
 void attention(const AttentionParams &params, const float *q, const float *k,
                const float *v, float *out) {
+  assert(!params.kv_lens || !params.rel_bias);
   const AttentionParams *pp = &params;
   AttentionParams biased;
   std::vector<float> distances;
@@ -379,7 +386,7 @@ void attention(const AttentionParams &params, const float *q, const float *k,
   if (p.batch <= 0 || p.q_len <= 0 || p.heads <= 0 || dv <= 0)
     return;
   const int64_t obs = p.out_batch_stride != 0 ? p.out_batch_stride : p.q_len * p.out_row_stride;
-  if (p.kv_len <= 0) {
+  if (!p.kv_lens && p.kv_len <= 0) {
     // Softmax over no keys, times an empty V: PyTorch's matmul gives zeros.
     for (int64_t b = 0; b < p.batch; ++b)
       for (int64_t r = 0; r < p.q_len; ++r) {
@@ -411,7 +418,10 @@ void attention(const AttentionParams &params, const float *q, const float *k,
   // that (a decoding step over a short cache) runs on the calling thread.
   // The threshold counts multiply-adds, as if every query row took the row
   // path.
-  const double macs = static_cast<double>(p.batch) * p.heads * p.q_len * p.kv_len * (dk + dv);
+  double keys = 0; // over the batch
+  for (int64_t b = 0; b < p.batch; ++b)
+    keys += static_cast<double>(pr.kvLen(b));
+  const double macs = keys * p.heads * p.q_len * (dk + dv);
   const bool parallel = tasks > 1 && (tiled || macs >= kParallelMinMacs);
 
 #pragma omp parallel if (parallel)
@@ -541,15 +551,14 @@ Status run(const CachedAttentionCall &c) {
   p.mask = TFC_MASK_CAUSAL;
   p.mask_value = -INFINITY;
   setRelativeBias(p, c.bias_table, c.attrs.bidirectional, c.attrs.max_distance);
-  // One call over the batch when every row is at the same position in its own
-  // cache row (a session's step), else one call per row.
+  // Every row at one position, in its own cache row: one call over the batch
+  // (a session's step).
   bool uniform = true;
   for (int64_t b = 1; uniform && perRowPos && b < B; ++b)
     uniform = posv[b] == posv[0];
   for (int64_t b = 0; uniform && table && b < B; ++b)
     uniform = table[b * nb] == b;
   if (uniform && (!table || posv[0] + T <= L)) {
-    // Every row at one position, in its own cache row: one call over the batch.
     p.batch = B;
     p.kv_len = posv[0] + T;
     p.k_batch_stride = L * dk;
@@ -558,8 +567,32 @@ Status run(const CachedAttentionCall &c) {
     attention(p, q.as<float>(), kcache, vcache, c.out->as<float>());
     return Status();
   }
-  // Rows at their own positions: one call per row, over its keys in place when
-  // they lie in one cache row, else gathered from its blocks.
+  // Rows at their own positions (the engine's rows): one call over the batch,
+  // each row reading its keys in place through the block table (or its own
+  // cache row), with its own key count. A relative position bias is expanded
+  // per call, so rows with it take one call each; so do blocks the kernel
+  // cannot page (pagedBlockLenOk), whose keys are gathered.
+  std::vector<int64_t> lens(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b)
+    lens[b] = posOf(b) + T;
+  std::vector<int64_t> rowOf;
+  if (!table) {
+    rowOf.resize(static_cast<size_t>(B));
+    for (int64_t b = 0; b < B; ++b)
+      rowOf[b] = b;
+  }
+  bool inPlace = true; // a block length the kernel pages, or rows within one block
+  for (int64_t b = 0; inPlace && b < B && !pagedBlockLenOk(L); ++b)
+    inPlace = lens[b] <= L;
+  if (inPlace && !p.rel_bias) {
+    p.batch = B;
+    p.kv_lens = lens.data();
+    p.kv_blocks = table ? table : rowOf.data();
+    p.kv_blocks_stride = table ? nb : 1;
+    p.kv_block_len = L;
+    attention(p, q.as<float>(), kcache, vcache, c.out->as<float>());
+    return Status();
+  }
   thread_local std::vector<float> kg, vg;
   p.batch = 1;
   for (int64_t b = 0; b < B; ++b) {

@@ -93,7 +93,26 @@ struct AttentionParams {
   const float *rel_bias = nullptr;
   int64_t rel_buckets = 0, rel_max_distance = 128;
   bool rel_bidirectional = false;
+  /// Per-batch key counts (a batch of sequences at their own positions, the
+  /// engine's decoding rows), null otherwise: batch b has kv_lens[b] keys and
+  /// its query row i sits at position i + kv_lens[b] - q_len (q_pos_offset and
+  /// kv_len are then unused). Not with rel_bias.
+  const int64_t *kv_lens = nullptr;
+  /// A paged K and V (a KV cache read through a block table), null
+  /// otherwise: key j of batch b is row
+  ///   kv_blocks[b * kv_blocks_stride + j / kv_block_len] * kv_block_len
+  ///     + j % kv_block_len
+  /// of k and v (at k_row_stride and v_row_stride; the batch strides are
+  /// unused). The kernel's key blocks must not cross a cache block:
+  /// kv_block_len passes pagedBlockLenOk() (a power of two up to 64, or a
+  /// multiple of 64), or no batch has more than kv_block_len keys.
+  const int64_t *kv_blocks = nullptr;
+  int64_t kv_blocks_stride = 0, kv_block_len = 0;
 };
+
+/// Whether attention() can read a cache paged in blocks of |len| positions
+/// in place (AttentionParams::kv_blocks).
+bool pagedBlockLenOk(int64_t len);
 
 /// Computes, for every batch b, head h and query row i,
 ///   out[b, i, h*dv:(h+1)*dv] = sum_j softmax_j(s_ij) v[b, j, h*dv:(h+1)*dv]

@@ -181,11 +181,30 @@ struct Problem {
   const float *qRow(int64_t b, int64_t i, int64_t h) const {
     return q + b * qbs + i * p.q_row_stride + h * dk;
   }
+  /// Key (value) row j of batch b: rows j .. the end of j's key block
+  /// follow at k_row_stride (v_row_stride), paged or not.
   const float *kRow(int64_t b, int64_t j, int64_t h) const {
-    return k + b * kbs + j * p.k_row_stride + h * dk;
+    return k + keyRow(b, j) * p.k_row_stride + (p.kv_blocks ? 0 : b * kbs) + h * dk;
   }
   const float *vRow(int64_t b, int64_t j, int64_t h) const {
-    return v + b * vbs + j * p.v_row_stride + h * dv;
+    return v + keyRow(b, j) * p.v_row_stride + (p.kv_blocks ? 0 : b * vbs) + h * dv;
+  }
+  /// The row of k (and v) that holds key j of batch b: j itself in batch b's
+  /// rows, or where the block table puts it.
+  int64_t keyRow(int64_t b, int64_t j) const {
+    if (!p.kv_blocks)
+      return j;
+    const int64_t L = p.kv_block_len;
+    return p.kv_blocks[b * p.kv_blocks_stride + j / L] * L + j % L;
+  }
+  /// Batch b's keys, and the position of its query row 0.
+  int64_t kvLen(int64_t b) const { return p.kv_lens ? p.kv_lens[b] : p.kv_len; }
+  int64_t qOffset(int64_t b) const {
+    return p.kv_lens ? p.kv_lens[b] - p.q_len : p.q_pos_offset;
+  }
+  /// Keys per key block: kBlockK, or a paged cache's shorter blocks.
+  int64_t keyBlock() const {
+    return p.kv_blocks && p.kv_block_len < kBlockK ? p.kv_block_len : kBlockK;
   }
   float *outRow(int64_t b, int64_t i, int64_t h) const {
     return out + b * obs + i * p.out_row_stride + h * dv;
@@ -198,7 +217,7 @@ struct Problem {
 /// [q0, q0 + nq): above the causal diagonal, or all padding.
 inline bool blockAllMasked(const Problem &pr, int64_t b, int64_t q0, int64_t nq, int64_t k0,
                     int64_t nk) {
-  if (pr.causal && k0 > q0 + nq - 1 + pr.p.q_pos_offset)
+  if (pr.causal && k0 > q0 + nq - 1 + pr.qOffset(b))
     return true;
   if (pr.keyPad) {
     const int64_t *tok = pr.tokens(b, k0);

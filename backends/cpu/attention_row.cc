@@ -192,7 +192,7 @@ void rowBlock(const Problem &pr, Scratch &sc, int64_t b, int64_t h, int64_t i, i
     }
     if (pr.causal) {
       // Keys k0 + j > i + q_pos_offset are masked: a suffix of the block.
-      const int64_t first = std::max<int64_t>(0, i + p.q_pos_offset + 1 - k0);
+      const int64_t first = std::max<int64_t>(0, i + pr.qOffset(b) + 1 - k0);
       if (first < nk)
         std::fill(s + first, s + nk, mv);
     }
@@ -240,10 +240,11 @@ void rowTask(const Problem &pr, Scratch &sc, int64_t b, int64_t h, int64_t i) {
   std::fill(sc.racc, sc.racc + pr.dv, 0.0f);
   float m = -kInf, l = 0.0f;
 
-  const int64_t nkb = (p.kv_len + kBlockK - 1) / kBlockK;
+  const int64_t kvLen = pr.kvLen(b), kbl = pr.keyBlock();
+  const int64_t nkb = (kvLen + kbl - 1) / kbl;
   bool skipped = false;
   for (int64_t kb = 0; kb < nkb; ++kb) {
-    const int64_t k0 = kb * kBlockK, nk = std::min(kBlockK, p.kv_len - k0);
+    const int64_t k0 = kb * kbl, nk = std::min(kbl, kvLen - k0);
     if (blockAllMasked(pr, b, i, 1, k0, nk)) {
       skipped = true;
       continue;
@@ -252,7 +253,7 @@ void rowTask(const Problem &pr, Scratch &sc, int64_t b, int64_t h, int64_t i) {
   }
   if (skipped && p.mask_value > -kInf && !(p.mask_value - m < kExpCutoff)) {
     for (int64_t kb = 0; kb < nkb; ++kb) {
-      const int64_t k0 = kb * kBlockK, nk = std::min(kBlockK, p.kv_len - k0);
+      const int64_t k0 = kb * kbl, nk = std::min(kbl, kvLen - k0);
       if (blockAllMasked(pr, b, i, 1, k0, nk))
         rowBlock(pr, sc, b, h, i, k0, nk, /*forced=*/true, m, l);
     }

@@ -27,13 +27,16 @@
 extern "C" {
 #endif
 
-#define TFRUN_API_VERSION 6 /* 3: tfrun_session_memory_info, tfrun_model_input_info;
+#define TFRUN_API_VERSION 7 /* 3: tfrun_session_memory_info, tfrun_model_input_info;
                               4: tfrun_session_generate_stream,
                                  tfrun_session_clear_inputs; generate options
                                  of 0 / NaN take the model's defaults;
                               5: TFRUN_NON_FINITE;
                               6: the engine (tfrun_engine_*), TFRUN_CANCELLED,
-                                 TFRUN_BUSY */
+                                 TFRUN_BUSY;
+                              7: the engine's paged KV cache: kv_block_size
+                                 in its options (which grew), requests_preempted
+                                 and kv_block_bytes in its stats */
 
 /* Status codes. Append-only. */
 typedef enum tfrun_code_t {
@@ -268,14 +271,17 @@ typedef struct tfrun_engine tfrun_engine_t;
 
 typedef struct tfrun_engine_options_t {
   tfrun_session_options_t session; /* the device, threads and compute dtype */
-  int32_t max_rows;         /* KV cache rows, and so rows per step: a request of batch B
-                               holds B (beam K: B x K); 0: the model's max_batch */
+  int32_t max_rows;         /* rows per step: a request of batch B holds B (beam K:
+                               B x K); 0: the model's max_batch */
   int32_t max_queue;        /* requests waiting for rows; a submit beyond it is
                                refused with TFRUN_BUSY; 0: 256 */
   int32_t max_batch_tokens; /* prompt tokens prefilled per step; 0: 2048 */
-  int64_t kv_cache_bytes;   /* > 0: at most this much KV cache: the rows are capped at
-                               what fits (each row holds max_len positions of every
-                               layer's K and V); an error when not even one fits */
+  int64_t kv_cache_bytes;   /* > 0: the KV pool's size: blocks of kv_block_size
+                               positions of every layer's K and V; an error when not
+                               even one fits. 0: every row at max_len */
+  int32_t kv_block_size;    /* positions per KV block; 0: 16 on the CPU. CUDA, and a
+                               model.bin compiled before paged caches, take max_len
+                               (one block per row); another value is TFRUN_UNSUPPORTED */
 } tfrun_engine_options_t;
 
 /* Fills |options| with the defaults: the session defaults, 0 for the rest. */
@@ -322,7 +328,7 @@ tfrun_status_t *tfrun_engine_get_generated(tfrun_engine_t *engine, uint64_t requ
                                            size_t *out_len, float *out_score);
 
 /* Cancels a queued or running request: it ends with TFRUN_CANCELLED at its next
- * step and its KV cache rows return to the pool. An ended request is left as
+ * step and its KV blocks return to the pool. An ended request is left as
  * it is. */
 tfrun_status_t *tfrun_engine_cancel(tfrun_engine_t *engine, uint64_t request_id);
 
@@ -331,11 +337,14 @@ tfrun_status_t *tfrun_engine_release(tfrun_engine_t *engine, uint64_t request_id
 
 typedef struct tfrun_engine_stats_t {
   int64_t requests_queued, requests_running;
-  int64_t kv_blocks_used, kv_blocks_free; /* KV cache rows */
-  int64_t kv_block_positions;             /* positions per row (the model's max_len) */
+  int64_t kv_blocks_used, kv_blocks_free; /* the KV pool's blocks */
+  int64_t kv_block_positions;             /* positions per block */
   uint64_t requests_finished, requests_cancelled, requests_failed;
   uint64_t tokens_generated, steps;
   double tokens_per_second; /* tokens generated per second of steps run */
+  uint64_t requests_preempted; /* preemptions: a request's blocks taken back for one
+                                  admitted before it, recomputed when it resumes */
+  int64_t kv_block_bytes;       /* bytes per block, to size kv_cache_bytes */
 } tfrun_engine_stats_t;
 
 tfrun_status_t *tfrun_engine_stats(const tfrun_engine_t *engine, tfrun_engine_stats_t *out);

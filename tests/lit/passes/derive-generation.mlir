@@ -10,25 +10,25 @@
 // A decoder-only model of two layers whose key and value widths all differ, so
 // that each cache's shape says which attention and which of K or V it is.
 // decode_step: step.tokens, step.pos (one position per row), step.blocks (each
-// row's cache row, a block table of one block), then cache.k.0, cache.v.0, cache.k.1,
-// cache.v.1 of [batch, 16 (len's maximum), width]; step (the new tokens per
-// row and call: one when decoding, the prompt when prefilling) gets the maximum
-// 16. The logits are of the step's last position only: the head's input is
+// row's block table, kv_blocks of at most 16), then cache.k.0, cache.v.0,
+// cache.k.1, cache.v.1 of [batch, 16 (len's maximum), width]; step (the new
+// tokens per row and call: one when decoding, the prompt when prefilling) gets
+// the maximum 16. The logits are of the step's last position only: the head's input is
 // sliced to it (start -1 counts from the end) before the head.
 
 // CHECK-LABEL: module @decoder_only attributes {tfc.generation = {max_len = 16 : i64, target = "tokens"}} {
 // CHECK: func.func @forward(
 // CHECK-NOT: func.func @encode
-// CHECK: func.func @decode_step(%arg0: tensor<?x?xi64> {tfc.dims = ["batch", "step"], tfc.name = "step.tokens"}, %arg1: tensor<?xi64> {tfc.dims = ["batch"], tfc.name = "step.pos"}, %arg2: tensor<?x1xi64> {tfc.dims = ["batch"], tfc.name = "step.blocks"}, %arg3: tensor<?x16x8xf32> {tfc.dims = ["batch"], tfc.name = "cache.k.0", tfc.state}, %arg4: tensor<?x16x4xf32> {tfc.dims = ["batch"], tfc.name = "cache.v.0", tfc.state}, %arg5: tensor<?x16x6xf32> {tfc.dims = ["batch"], tfc.name = "cache.k.1", tfc.state}, %arg6: tensor<?x16x2xf32> {tfc.dims = ["batch"], tfc.name = "cache.v.1", tfc.state}) -> (tensor<?x1x10xf32> {tfc.name = "logits"}) attributes {tfc.dim_max = {batch = 4 : i64, len = 16 : i64, step = 16 : i64}} {
+// CHECK: func.func @decode_step(%arg0: tensor<?x?xi64> {tfc.dims = ["batch", "step"], tfc.name = "step.tokens"}, %arg1: tensor<?xi64> {tfc.dims = ["batch"], tfc.name = "step.pos"}, %arg2: tensor<?x?xi64> {tfc.dims = ["batch", "kv_blocks"], tfc.name = "step.blocks"}, %arg3: tensor<?x16x8xf32> {tfc.dims = ["batch"], tfc.name = "cache.k.0", tfc.state}, %arg4: tensor<?x16x4xf32> {tfc.dims = ["batch"], tfc.name = "cache.v.0", tfc.state}, %arg5: tensor<?x16x6xf32> {tfc.dims = ["batch"], tfc.name = "cache.k.1", tfc.state}, %arg6: tensor<?x16x2xf32> {tfc.dims = ["batch"], tfc.name = "cache.v.1", tfc.state}) -> (tensor<?x1x10xf32> {tfc.name = "logits"}) attributes {tfc.dim_max = {batch = 4 : i64, kv_blocks = 16 : i64, len = 16 : i64, step = 16 : i64}} {
 // CHECK-NEXT: %[[WTE:.+]] = tfc.weight "wte"
 // CHECK-NEXT: %[[WPE:.+]] = tfc.weight "wpe"
 // CHECK-NEXT: %[[X:.+]] = tfc.token_embedding %arg0, %[[WTE]] positions(%[[WPE]]) offset(%arg1) : (tensor<?x?xi64>, tensor<10x8xf32>, tensor<16x8xf32>, tensor<?xi64>) -> tensor<?x?x8xf32>
 // CHECK-NOT: tfc.attention
-// CHECK: %[[A0:.+]] = tfc.cached_attention %{{.+}}, %{{.+}}, %{{.+}}, %arg3, %arg4, %arg1 blocks(%arg2) {num_heads = 2 : i64, scale = 5.000000e-01 : f64} : (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x4xf32>, tensor<?x16x8xf32>, tensor<?x16x4xf32>, tensor<?xi64>, tensor<?x1xi64>) -> tensor<?x?x4xf32>
+// CHECK: %[[A0:.+]] = tfc.cached_attention %{{.+}}, %{{.+}}, %{{.+}}, %arg3, %arg4, %arg1 blocks(%arg2) {num_heads = 2 : i64, scale = 5.000000e-01 : f64} : (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x4xf32>, tensor<?x16x8xf32>, tensor<?x16x4xf32>, tensor<?xi64>, tensor<?x?xi64>) -> tensor<?x?x4xf32>
 // CHECK-NOT: tfc.attention
 // CHECK: tfc.linear %[[A0]]
 // CHECK-NOT: tfc.attention
-// CHECK: %[[A1:.+]] = tfc.cached_attention %{{.+}}, %{{.+}}, %{{.+}}, %arg5, %arg6, %arg1 blocks(%arg2) {num_heads = 2 : i64, scale = 5.000000e-01 : f64} : (tensor<?x?x6xf32>, tensor<?x?x6xf32>, tensor<?x?x2xf32>, tensor<?x16x6xf32>, tensor<?x16x2xf32>, tensor<?xi64>, tensor<?x1xi64>) -> tensor<?x?x2xf32>
+// CHECK: %[[A1:.+]] = tfc.cached_attention %{{.+}}, %{{.+}}, %{{.+}}, %arg5, %arg6, %arg1 blocks(%arg2) {num_heads = 2 : i64, scale = 5.000000e-01 : f64} : (tensor<?x?x6xf32>, tensor<?x?x6xf32>, tensor<?x?x2xf32>, tensor<?x16x6xf32>, tensor<?x16x2xf32>, tensor<?xi64>, tensor<?x?xi64>) -> tensor<?x?x2xf32>
 // CHECK-NEXT: %[[WOUT:.+]] = tfc.weight "out"
 // CHECK-NEXT: %[[LAST:.+]] = tfc.slice %[[A1]] {axis = 1 : i64, size = 1 : i64, start = -1 : i64} : tensor<?x?x2xf32> -> tensor<?x1x2xf32>
 // CHECK-NEXT: %[[L:.+]] = tfc.linear %[[LAST]], %[[WOUT]] : (tensor<?x1x2xf32>, tensor<10x2xf32>) -> tensor<?x1x10xf32>
@@ -75,7 +75,7 @@ module @decoder_only {
 // CHECK-NEXT: %[[K:.+]] = tfc.slice %[[KV]] {axis = 2 : i64, size = 8 : i64, start = 0 : i64}
 // CHECK-NEXT: %[[V:.+]] = tfc.slice %[[KV]] {axis = 2 : i64, size = 4 : i64, start = 8 : i64}
 // CHECK-NEXT: return %[[K]], %[[V]] : tensor<?x?x8xf32>, tensor<?x?x4xf32>
-// CHECK: func.func @decode_step(%arg0: tensor<?x?xi64> {tfc.dims = ["batch", "step"], tfc.name = "step.tokens"}, %arg1: tensor<?xi64> {tfc.dims = ["batch"], tfc.name = "step.pos"}, %arg2: tensor<?x1xi64> {tfc.dims = ["batch"], tfc.name = "step.blocks"}, %arg3: tensor<?x?xi64> {tfc.dims = ["batch", "src_len"], tfc.name = "src"}, %arg4: tensor<?x?x8xf32> {tfc.dims = ["batch", "src_len"], tfc.name = "memory.0"}, %arg5: tensor<?x?x4xf32> {tfc.dims = ["batch", "src_len"], tfc.name = "memory.1"}, %arg6: tensor<?x20x8xf32> {tfc.dims = ["batch"], tfc.name = "cache.k.0", tfc.state}, %arg7: tensor<?x20x8xf32> {tfc.dims = ["batch"], tfc.name = "cache.v.0", tfc.state}) -> (tensor<?x1x10xf32> {tfc.name = "logits"}) attributes {tfc.dim_max = {batch = 2 : i64, src_len = 12 : i64, step = 20 : i64, tgt_len = 20 : i64}} {
+// CHECK: func.func @decode_step(%arg0: tensor<?x?xi64> {tfc.dims = ["batch", "step"], tfc.name = "step.tokens"}, %arg1: tensor<?xi64> {tfc.dims = ["batch"], tfc.name = "step.pos"}, %arg2: tensor<?x?xi64> {tfc.dims = ["batch", "kv_blocks"], tfc.name = "step.blocks"}, %arg3: tensor<?x?xi64> {tfc.dims = ["batch", "src_len"], tfc.name = "src"}, %arg4: tensor<?x?x8xf32> {tfc.dims = ["batch", "src_len"], tfc.name = "memory.0"}, %arg5: tensor<?x?x4xf32> {tfc.dims = ["batch", "src_len"], tfc.name = "memory.1"}, %arg6: tensor<?x20x8xf32> {tfc.dims = ["batch"], tfc.name = "cache.k.0", tfc.state}, %arg7: tensor<?x20x8xf32> {tfc.dims = ["batch"], tfc.name = "cache.v.0", tfc.state}) -> (tensor<?x1x10xf32> {tfc.name = "logits"}) attributes {tfc.dim_max = {batch = 2 : i64, kv_blocks = 20 : i64, src_len = 12 : i64, step = 20 : i64, tgt_len = 20 : i64}} {
 // CHECK: %[[XT:.+]] = tfc.token_embedding %arg0, %{{.+}} positions(%{{.+}}) offset(%arg1)
 // CHECK-NEXT: %[[SA:.+]] = tfc.cached_attention %[[XT]], %[[XT]], %[[XT]], %arg6, %arg7, %arg1 blocks(%arg2) {num_heads = 2 : i64, scale = 5.000000e-01 : f64}
 // CHECK-NEXT: %[[CA:.+]] = tfc.attention key_padding %[[SA]], %arg4, %arg5, %arg3 {num_heads = 2 : i64, scale = 5.000000e-01 : f64}

@@ -1148,15 +1148,31 @@ TEST_P(KernelTest, CachedAttentionPerRow) {
     int64_t L, N;                          ///< block (cache row) length, cache rows
     std::vector<int64_t> pos;              ///< per row
     std::vector<std::vector<int64_t>> table; ///< per row: its blocks
+    int64_t T = 2;                         ///< new tokens per row
+  };
+  // Rows longer than the kernel's key block (64) over blocks of 16 and 64
+  // positions (read in place), 6 (gathered), and a prefill of 20 tokens (the
+  // tiled path) beside them.
+  auto blocks = [](int64_t first, int64_t n) {
+    std::vector<int64_t> v;
+    for (int64_t i = 0; i < n; ++i)
+      v.push_back(first + 3 * (n - 1 - i)); // rows' blocks disjoint, in no order
+    return v;
   };
   const Case cases[] = {
       {"one block per row", 8, 4, {0, 5, 2}, {{2}, {0}, {3}}},
       {"one position for all, permuted rows", 8, 3, {3, 3, 3}, {{1}, {2}, {0}}},
       {"blocks of 4 positions", 4, 6, {5, 9}, {{4, 1, 0}, {3, 5, 2}}},
+      {"blocks of 16, long rows", 16, 40, {150, 3, 77}, {blocks(0, 10), blocks(1, 10),
+                                                          blocks(2, 10)}},
+      {"blocks of 64, long rows", 64, 40, {130, 64}, {blocks(5, 3), blocks(9, 3)}},
+      {"blocks of 6, gathered", 6, 40, {31, 12}, {blocks(3, 6), blocks(4, 6)}},
+      {"a prefill over blocks of 16", 16, 40, {70, 0}, {blocks(6, 6), blocks(8, 6)}, 20},
   };
-  const int64_t T = 2, H = 2, dk = 8, dv = 4, D = H * dk, Dv = H * dv;
+  const int64_t H = 2, dk = 8, dv = 4, D = H * dk, Dv = H * dv;
   for (const Case &c : cases) {
     SCOPED_TRACE(c.name);
+    const int64_t T = c.T;
     const int64_t B = static_cast<int64_t>(c.pos.size());
     const int64_t nb = static_cast<int64_t>(c.table[0].size());
     HostTensor q = random(dt(), {B, T, D}), k = random(dt(), {B, T, D});
@@ -1177,8 +1193,8 @@ TEST_P(KernelTest, CachedAttentionPerRow) {
                                 {&q, &k, &v, &kc, &vc, &pos, &table}, out, {H, 0, 0, 0, 1},
                                 {scale});
     if (nb > 1 && backend().name() == "cuda") {
-      EXPECT_EQ(got, "cached_attention: a block table of 3 blocks per row (the CUDA backend "
-                     "reads one cache row per row)");
+      EXPECT_EQ(got, "cached_attention: a block table of " + std::to_string(nb) +
+                         " blocks per row (the CUDA backend reads one cache row per row)");
       continue;
     }
     ASSERT_EQ(got, "");

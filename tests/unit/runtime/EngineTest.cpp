@@ -4,7 +4,8 @@
 // each request's tokens equal those of the same request on a session of its
 // own, whatever shares its batch (greedy, beam and sampling, decoder-only and
 // encoder-decoder); cancellation, a full queue and bad requests give one
-// clear status each; and every KV cache row is back in the pool at the end.
+// clear status each; a KV pool too small for every running row preempts and
+// recomputes; and every KV block is back in the pool at the end.
 // The stress test submits and cancels from several threads for a bounded time.
 //
 //===----------------------------------------------------------------------===//
@@ -53,9 +54,13 @@ int32_t testDevice() {
 
 struct EngineGuard {
   tfrun_engine_t *e = nullptr;
-  EngineGuard(const tfrun_model_t *m, int rows, int queue = 0) {
+  int64_t blocks = 0; ///< the KV pool's
+  EngineGuard(const tfrun_model_t *m, int rows, int queue = 0, int blockSize = 0,
+              int64_t kvBytes = 0) {
     tfrun_engine_options_t o;
     tfrun_engine_options_init(&o);
+    o.kv_block_size = blockSize;
+    o.kv_cache_bytes = kvBytes;
     // TFC_ENGINE_TEST_THREADS=1 under ThreadSanitizer (libgomp is not instrumented).
     const char *t = std::getenv("TFC_ENGINE_TEST_THREADS");
     o.session.num_threads = t && std::atoi(t) > 0 ? std::atoi(t) : 2;
@@ -64,6 +69,9 @@ struct EngineGuard {
     o.max_queue = queue;
     StatusGuard g{tfrun_engine_create(m, &o, &e)};
     EXPECT_EQ(g.s, nullptr) << g.text();
+    tfrun_engine_stats_t st;
+    if (e && !tfrun_engine_stats(e, &st))
+      blocks = st.kv_blocks_free;
   }
   ~EngineGuard() { tfrun_engine_destroy(e); }
 };
@@ -141,11 +149,12 @@ void expectSame(const Outcome &got, const Outcome &want, const std::string &what
   }
 }
 
-void expectPoolFull(tfrun_engine_t *e, int64_t rows) {
+/// Nothing runs or waits, and every KV block is back in the pool.
+void expectPoolFull(const EngineGuard &e) {
   tfrun_engine_stats_t st;
-  ASSERT_EQ(tfrun_engine_stats(e, &st), nullptr);
+  ASSERT_EQ(tfrun_engine_stats(e.e, &st), nullptr);
   EXPECT_EQ(st.kv_blocks_used, 0);
-  EXPECT_EQ(st.kv_blocks_free, rows);
+  EXPECT_EQ(st.kv_blocks_free, e.blocks);
   EXPECT_EQ(st.requests_running, 0);
   EXPECT_EQ(st.requests_queued, 0);
 }
@@ -200,7 +209,7 @@ TEST(Engine, DecoderOnlyEqualsAlone) {
   }
   for (size_t i = 0; i < rs.size(); ++i)
     expectSame(collect(e.e, ids[i]), want[i], "request " + std::to_string(i));
-  expectPoolFull(e.e, 10);
+  expectPoolFull(e);
   tfrun_engine_stats_t st;
   ASSERT_EQ(tfrun_engine_stats(e.e, &st), nullptr);
   EXPECT_EQ(st.requests_finished, rs.size());
@@ -237,7 +246,96 @@ TEST(Engine, EncoderDecoderEqualsAlone) {
   }
   for (size_t i = 0; i < rs.size(); ++i)
     expectSame(collect(e.e, ids[i]), want[i], "request " + std::to_string(i));
-  expectPoolFull(e.e, 8);
+  expectPoolFull(e);
+}
+
+/// The KV pool in blocks of 4 positions, too small for every running row's
+/// whole length: rows take blocks as they grow, the most recently admitted
+/// request is preempted when none is free, and recomputed later. Every
+/// request's tokens still equal those it gets alone.
+TEST(Engine, ASmallPoolPreemptsAndRecomputes) {
+  ModelGuard m(TFC_ENGINE_GPT2);
+  const std::vector<Request> rs = gpt2Requests(24, 17);
+  std::vector<Outcome> want;
+  for (const Request &r : rs)
+    want.push_back(alone(m.m, r));
+  int64_t blockBytes = 0;
+  {
+    EngineGuard probe(m.m, 10, 0, 4);
+    tfrun_engine_stats_t st;
+    ASSERT_EQ(tfrun_engine_stats(probe.e, &st), nullptr);
+    EXPECT_EQ(st.kv_block_positions, 4);
+    blockBytes = st.kv_block_bytes;
+  }
+  ASSERT_GT(blockBytes, 0);
+  // 30 blocks: a beam-3 request may take 27 (3 rows x 9 blocks of 4).
+  EngineGuard e(m.m, 10, 0, 4, 30 * blockBytes + blockBytes / 2);
+  ASSERT_EQ(e.blocks, 30);
+  std::vector<uint64_t> ids(rs.size());
+  for (size_t i = 0; i < rs.size(); ++i) {
+    StatusGuard g{submit(e.e, rs[i], &ids[i])};
+    ASSERT_EQ(g.s, nullptr) << g.text();
+  }
+  for (size_t i = 0; i < rs.size(); ++i)
+    expectSame(collect(e.e, ids[i]), want[i], "request " + std::to_string(i));
+  expectPoolFull(e);
+  tfrun_engine_stats_t st;
+  ASSERT_EQ(tfrun_engine_stats(e.e, &st), nullptr);
+  EXPECT_EQ(st.requests_finished, rs.size());
+  EXPECT_GT(st.requests_preempted, 0u);
+
+  // A request that alone could outgrow the pool is refused at submit.
+  Request big = rs[1]; // beam 3
+  big.ids.assign(20, 5);
+  big.opt.max_len = 25;
+  uint64_t id = 0;
+  StatusGuard g{submit(e.e, big, &id)};
+  ASSERT_NE(g.s, nullptr);
+  EXPECT_EQ(tfrun_status_code(g.s), TFRUN_INVALID_ARGUMENT);
+  EXPECT_EQ(g.text(), "the request may take 33 KV blocks (3 rows x 44 positions, 4 per block); "
+                      "the engine's KV cache holds 30 (raise kv_cache_bytes)");
+}
+
+/// The same with an encoder-decoder: a recompute prefills the decoder's
+/// tokens again beside the encoder memory the request keeps.
+TEST(Engine, ASmallPoolPreemptsEncoderDecoders) {
+  ModelGuard m(TFC_ENGINE_FLOYDHUB);
+  std::mt19937 rng(9);
+  std::vector<Request> rs;
+  for (int i = 0; i < 12; ++i) {
+    Request r;
+    r.input = "src";
+    const int len = 2 + static_cast<int>(rng() % 14);
+    for (int t = 0; t < len; ++t)
+      r.ids.push_back(3 + static_cast<int64_t>(rng() % 37));
+    tfrun_generate_options_init(&r.opt);
+    r.opt.max_len = 8 + static_cast<int32_t>(rng() % 8);
+    r.opt.beam_width = i % 2 ? 2 : 1;
+    rs.push_back(std::move(r));
+  }
+  std::vector<Outcome> want;
+  for (const Request &r : rs)
+    want.push_back(alone(m.m, r));
+  int64_t blockBytes = 0;
+  {
+    EngineGuard probe(m.m, 8, 0, 2);
+    tfrun_engine_stats_t st;
+    ASSERT_EQ(tfrun_engine_stats(probe.e, &st), nullptr);
+    blockBytes = st.kv_block_bytes;
+  }
+  EngineGuard e(m.m, 8, 0, 2, 16 * blockBytes);
+  ASSERT_EQ(e.blocks, 16);
+  std::vector<uint64_t> ids(rs.size());
+  for (size_t i = 0; i < rs.size(); ++i) {
+    StatusGuard g{submit(e.e, rs[i], &ids[i])};
+    ASSERT_EQ(g.s, nullptr) << g.text();
+  }
+  for (size_t i = 0; i < rs.size(); ++i)
+    expectSame(collect(e.e, ids[i]), want[i], "request " + std::to_string(i));
+  expectPoolFull(e);
+  tfrun_engine_stats_t st;
+  ASSERT_EQ(tfrun_engine_stats(e.e, &st), nullptr);
+  EXPECT_GT(st.requests_preempted, 0u);
 }
 
 struct Streamed {
@@ -290,7 +388,7 @@ TEST(Engine, CancelQueuedAndRunning) {
     }
     EXPECT_EQ(tfrun_engine_release(e.e, ids[i]), nullptr);
   }
-  expectPoolFull(e.e, 2);
+  expectPoolFull(e);
   int done = 0;
   StatusGuard g{tfrun_engine_wait(e.e, ids[0], 0, &done)};
   EXPECT_EQ(g.text(), "no request " + std::to_string(ids[0]) + " in this engine");
@@ -321,7 +419,7 @@ TEST(Engine, AFullQueueIsBusy) {
   EXPECT_GE(busy, 1);
   for (uint64_t id : ids)
     collect(e.e, id);
-  expectPoolFull(e.e, 1);
+  expectPoolFull(e);
 }
 
 TEST(Engine, BadRequestsAndModels) {
@@ -360,7 +458,7 @@ TEST(Engine, BadRequestsAndModels) {
     EXPECT_EQ(g.text(), "token id 50 at position 0 of batch item 0's prompt is outside the "
                         "vocabulary [0, 50)");
   }
-  expectPoolFull(e.e, 4);
+  expectPoolFull(e);
   // A model.bin compiled before the engine: one position for all rows.
   ModelGuard old(TFC_ENGINE_OLD_MODEL);
   tfrun_engine_options_t o;
@@ -375,12 +473,20 @@ TEST(Engine, BadRequestsAndModels) {
 }
 
 /// 8 threads submit, cancel and release random requests against one engine for a
-/// bounded time, with more requests than rows (the pool runs out and requests
-/// queue) and a small queue (some submits are busy). Every request ends
+/// bounded time, with more requests than rows (requests queue), a KV pool of
+/// 27 blocks of 4 positions (it runs out: requests are preempted and
+/// recomputed) and a small queue (some submits are busy). Every request ends
 /// finished or cancelled, and the pool is whole at the end.
 TEST(Engine, StressSubmitAndCancelFromThreads) {
   ModelGuard m(TFC_ENGINE_GPT2);
-  EngineGuard e(m.m, 6, 8);
+  int64_t blockBytes = 0;
+  {
+    EngineGuard probe(m.m, 10, 8, 4);
+    tfrun_engine_stats_t st;
+    ASSERT_EQ(tfrun_engine_stats(probe.e, &st), nullptr);
+    blockBytes = st.kv_block_bytes;
+  }
+  EngineGuard e(m.m, 10, 8, 4, 27 * blockBytes); // the largest request may take 27
   // 4 s in the suite; TFC_ENGINE_STRESS_SECONDS=60 for the long run.
   const char *env = std::getenv("TFC_ENGINE_STRESS_SECONDS");
   const int seconds = env && std::atoi(env) > 0 ? std::min(std::atoi(env), 600) : 4;
@@ -391,7 +497,7 @@ TEST(Engine, StressSubmitAndCancelFromThreads) {
     threads.emplace_back([&, t] {
       std::mt19937 rng(1000 + t);
       for (int iter = 0; iter < 100000 && std::chrono::steady_clock::now() < until; ++iter) {
-        // Up to 5 requests at once: 8 threads outrun 6 rows and a queue of 8.
+        // Up to 5 requests at once: 8 threads outrun 10 rows and a queue of 8.
         std::vector<uint64_t> ids;
         const int k = 1 + static_cast<int>(rng() % 5);
         for (int j = 0; j < k; ++j) {
@@ -425,11 +531,14 @@ TEST(Engine, StressSubmitAndCancelFromThreads) {
     });
   for (std::thread &t : threads)
     t.join();
-  std::printf("stress: %d finished, %d cancelled, %d busy\n", finished.load(), cancelled.load(),
-              busy.load());
+  tfrun_engine_stats_t st;
+  ASSERT_EQ(tfrun_engine_stats(e.e, &st), nullptr);
+  std::printf("stress: %d finished, %d cancelled, %d busy; %llu preemptions\n", finished.load(),
+              cancelled.load(), busy.load(), (unsigned long long)st.requests_preempted);
   EXPECT_EQ(other.load(), 0);
   EXPECT_GT(finished.load(), 0);
-  expectPoolFull(e.e, 6);
+  EXPECT_GT(st.requests_preempted, 0u); // the pool ran out
+  expectPoolFull(e);
 }
 
 } // namespace
