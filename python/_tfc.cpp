@@ -394,7 +394,8 @@ NB_MODULE(_tfc, mod) {
       .def(
           "__init__",
           [](Engine *self, std::shared_ptr<Model> model, int threads, int device, int deviceId,
-             int maxRows, int maxQueue, int maxBatchTokens, int64_t kvCacheBytes) {
+             int maxRows, int maxQueue, int maxBatchTokens, int64_t kvCacheBytes,
+             int kvBlockSize) {
             tfrun_engine_options_t o;
             tfrun_engine_options_init(&o);
             o.session.num_threads = threads;
@@ -404,6 +405,7 @@ NB_MODULE(_tfc, mod) {
             o.max_queue = maxQueue;
             o.max_batch_tokens = maxBatchTokens;
             o.kv_cache_bytes = kvCacheBytes;
+            o.kv_block_size = kvBlockSize;
             tfrun_engine_t *e = nullptr;
             Failure f;
             {
@@ -418,7 +420,7 @@ NB_MODULE(_tfc, mod) {
           },
           nb::arg("model"), nb::arg("threads"), nb::arg("device"), nb::arg("device_id"),
           nb::arg("max_rows"), nb::arg("max_queue"), nb::arg("max_batch_tokens"),
-          nb::arg("kv_cache_bytes"))
+          nb::arg("kv_cache_bytes"), nb::arg("kv_block_size"))
       .def("submit", &engineSubmit, nb::arg("inputs"), nb::arg("beam"), nb::arg("max_len"),
            nb::arg("length_penalty"), nb::arg("sample"), nb::arg("temperature"),
            nb::arg("top_k"), nb::arg("top_p"), nb::arg("seed"),
@@ -500,6 +502,8 @@ NB_MODULE(_tfc, mod) {
         d["kv_blocks_used"] = st.kv_blocks_used;
         d["kv_blocks_free"] = st.kv_blocks_free;
         d["kv_block_positions"] = st.kv_block_positions;
+        d["kv_block_bytes"] = st.kv_block_bytes;
+        d["requests_preempted"] = st.requests_preempted;
         d["requests_finished"] = st.requests_finished;
         d["requests_cancelled"] = st.requests_cancelled;
         d["requests_failed"] = st.requests_failed;

@@ -131,9 +131,11 @@ class Engine:
     """Generation for many requests at once on one model (continuous batching).
 
     ``threads``: CPU threads (None: the OpenMP default); ``device``: "cpu", "cuda" or
-    "cuda:N"; ``max_rows``: KV cache rows, and so rows per step (None: the model's
-    max_batch; a request of batch B takes B rows, with beam K B x K);
-    ``kv_cache_mb``: cap the KV cache at this many MiB (fewer rows);
+    "cuda:N"; ``max_rows``: rows per step (None: the model's max_batch; a request of
+    batch B takes B rows, with beam K B x K); ``kv_cache_mb``: the paged KV cache's
+    size in MiB (None: every row at max_len; a smaller pool preempts and recomputes
+    requests when it runs out); ``kv_block_size``: positions per KV block (None: 16
+    on the CPU, max_len on CUDA);
     ``max_batch_tokens``: prompt tokens prefilled per step (None: 2048);
     ``max_queue``: requests waiting for rows (None: 256) before ``submit`` raises
     ``tfc.Busy``. Thread-safe: submit and cancel from any thread."""
@@ -141,11 +143,12 @@ class Engine:
     def __init__(self, model: Model, threads: Optional[int] = None,
                  max_batch_tokens: Optional[int] = None, kv_cache_mb: Optional[float] = None,
                  max_queue: Optional[int] = None, max_rows: Optional[int] = None,
-                 device: str = "cpu") -> None:
+                 device: str = "cpu", kv_block_size: Optional[int] = None) -> None:
         if not isinstance(model, Model):
             raise InvalidArgument(f"model must be a tfc.Model, got {type(model).__name__}")
         for name, value in (("threads", threads), ("max_batch_tokens", max_batch_tokens),
-                            ("max_queue", max_queue), ("max_rows", max_rows)):
+                            ("max_queue", max_queue), ("max_rows", max_rows),
+                            ("kv_block_size", kv_block_size)):
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise InvalidArgument(f"{name} must be a positive int or None, got {value!r}")
         if kv_cache_mb is not None and not (isinstance(kv_cache_mb, (int, float))
@@ -156,7 +159,8 @@ class Engine:
         self.model = model
         self._native = _tfc.Engine(model._native, threads or 0, dev, dev_id, max_rows or 0,
                                    max_queue or 0, max_batch_tokens or 0,
-                                   int(kv_cache_mb * (1 << 20)) if kv_cache_mb else 0)
+                                   int(kv_cache_mb * (1 << 20)) if kv_cache_mb else 0,
+                                   kv_block_size or 0)
         self._live: "set[Request]" = set()  # requests not yet collected
         _ENGINES.add(self)
 
@@ -214,9 +218,10 @@ class Engine:
                 request.cancel()
 
     def stats(self) -> Dict[str, float]:
-        """Requests queued and running, KV cache rows used and free (kv_blocks_*, of
-        kv_block_positions positions each), requests finished / cancelled / failed,
-        tokens generated, steps, and tokens per second of steps run."""
+        """Requests queued and running, KV blocks used and free (kv_blocks_*, of
+        kv_block_positions positions and kv_block_bytes bytes each), requests
+        finished / cancelled / failed / preempted, tokens generated, steps, and tokens
+        per second of steps run."""
         return self._native.stats()
 
     def __repr__(self) -> str:

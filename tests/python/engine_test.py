@@ -3,8 +3,9 @@ tests/python/install.sh, run from outside the source tree.
 
 Every request's result equals Session.generate of the same inputs and options, for
 requests submitted together from several threads, awaited from asyncio and
-streamed; cancellation raises tfc.Cancelled, a full queue tfc.Busy, and the KV
-cache rows all return to the pool.
+streamed, and through a KV pool so small that requests are preempted and
+recomputed; cancellation raises tfc.Cancelled, a full queue tfc.Busy, and the KV
+blocks all return to the pool.
 Usage: python engine_test.py   (TFC_SOURCE_DIR names the source tree, for its models)
 """
 from __future__ import annotations
@@ -72,7 +73,8 @@ class EngineTest(unittest.TestCase):
             self.assertSameGenerations(got[i], want[i], f"request {i}")
         st = engine.stats()
         self.assertEqual(st["requests_finished"], len(ps))
-        self.assertEqual((st["kv_blocks_used"], st["kv_blocks_free"]), (0, 8))
+        # max_rows 8 (the default pool: every row at max_len 48, blocks of 16).
+        self.assertEqual((st["kv_blocks_used"], st["kv_blocks_free"]), (0, 8 * 3))
 
     def test_translation_requests_equal_a_session(self):
         session = self.floydhub.session(threads=1)
@@ -129,13 +131,34 @@ class EngineTest(unittest.TestCase):
         with self.assertRaises(tfc.InvalidArgument):
             tfc.Engine(self.gpt2, kv_cache_mb=0.001)
         st = engine.stats()
-        self.assertEqual((st["kv_blocks_used"], st["kv_blocks_free"]), (0, 1))
+        self.assertEqual((st["kv_blocks_used"], st["kv_blocks_free"]), (0, 3))
         self.assertEqual(st["requests_cancelled"], 2)
 
-    def test_kv_cache_mb_caps_the_rows(self):
-        # One row: 2 layers x (K + V) x 48 positions x 32 floats = 24 KiB.
-        engine = tfc.Engine(self.gpt2, kv_cache_mb=0.1)
-        self.assertEqual(engine.stats()["kv_blocks_free"], 4)
+    def test_kv_cache_mb_sizes_the_pool(self):
+        # One block: 2 layers x (K + V) x 16 positions x 32 floats = 8 KiB.
+        st = tfc.Engine(self.gpt2, kv_cache_mb=0.1).stats()
+        self.assertEqual((st["kv_block_positions"], st["kv_block_bytes"]), (16, 8192))
+        self.assertEqual(st["kv_blocks_free"], 12)
+        with self.assertRaises(tfc.InvalidArgument) as cm:
+            tfc.Engine(self.gpt2, kv_block_size=100)
+        self.assertEqual(str(cm.exception),
+                         "a KV block of 100 positions is outside 1 .. max_len 48")
+
+    def test_a_small_pool_preempts_and_recomputes(self):
+        # 24 blocks of 4 positions (2 KiB each) for 8 rows of up to 22 positions
+        # (6 blocks): the rows outgrow the pool, and the most recently admitted
+        # requests are preempted and recomputed. Results stay those of a session.
+        ps = prompts(16, 4, 50, 1, 10)
+        opts = [dict(max_len=12), dict(max_len=12, beam=2)]
+        want = [self.session.generate({"tokens": p}, **opts[i % 2]) for i, p in enumerate(ps)]
+        engine = tfc.Engine(self.gpt2, threads=2, max_rows=8, kv_block_size=4,
+                            kv_cache_mb=24 * 2048 / (1 << 20))
+        reqs = [engine.submit({"tokens": p}, **opts[i % 2]) for i, p in enumerate(ps)]
+        for i, r in enumerate(reqs):
+            self.assertSameGenerations(r.result(timeout=60), want[i], f"request {i}")
+        st = engine.stats()
+        self.assertGreater(st["requests_preempted"], 0)
+        self.assertEqual((st["kv_blocks_used"], st["kv_blocks_free"]), (0, 24))
 
 
 if __name__ == "__main__":
