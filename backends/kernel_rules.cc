@@ -98,11 +98,24 @@ public:
                                                           : " has no scales"));
   }
   /// q [B, Sq, H*Dk], k [B, Sk, H*Dk], v [B, Sk, H*Dv] -> out [B, Sq, H*Dv].
-  bool heads(const Tensor &q, const Tensor &k, const Tensor &v, int64_t h) {
-    return positive(h, "the head count") &&
-           ((q.shape[2] % h == 0 && v.shape[2] % h == 0 && k.shape[2] == q.shape[2]) ||
-            fail(std::to_string(h) + " heads do not divide q " + str(q.shape) + ", k " +
-                 str(k.shape) + " and v " + str(v.shape)));
+  /// h query heads over kv key/value heads (0: h) of the same width: q is h
+  /// heads, k and v kv heads each. The output's width goes to |outWidth|.
+  bool heads(const Tensor &q, const Tensor &k, const Tensor &v, int64_t h, int64_t kv,
+             int64_t &outWidth) {
+    if (!positive(h, "the head count"))
+      return false;
+    if (kv == 0)
+      kv = h;
+    if (kv < 0 || h % kv != 0)
+      return fail(std::to_string(kv) + " key/value heads do not divide " + std::to_string(h) +
+                  " heads");
+    outWidth = kv ? v.shape[2] / kv * h : 0;
+    return (q.shape[2] % h == 0 && v.shape[2] % kv == 0 && k.shape[2] % kv == 0 &&
+            k.shape[2] / kv == q.shape[2] / h) ||
+           fail(std::to_string(h) + " heads" +
+                (kv == h ? std::string() : " over " + std::to_string(kv) + " key/value heads") +
+                " do not divide q " + str(q.shape) + ", k " + str(k.shape) + " and v " +
+                str(v.shape));
   }
 
   const char *kernel;
@@ -367,10 +380,12 @@ std::string checkShapes(const AttentionCall &c) {
         r.rank(*c.out, "the output", 3)))
     return r.err;
   const int64_t b = q.shape[0], sq = q.shape[1], sk = k.shape[1];
+  int64_t width = 0;
   if (!(TFC_REQUIRE(k.shape[0] == b && v.shape[0] == b && v.shape[1] == sk,
                     "q " + str(q.shape) + ", k " + str(k.shape) + " and v " + str(v.shape) +
                         " disagree on the batch or the keys") &&
-        r.heads(q, k, v, a.num_heads) && r.same(*c.out, "the output", {b, sq, v.shape[2]})))
+        r.heads(q, k, v, a.num_heads, a.num_kv_heads, width) &&
+        r.same(*c.out, "the output", {b, sq, width})))
     return r.err;
   if (c.bias_table &&
       !(TFC_REQUIRE(a.mask_kind != TFC_MASK_ADDITIVE, "takes a position bias with an additive mask") &&
@@ -404,13 +419,14 @@ std::string checkShapes(const CachedAttentionCall &c) {
         r.rank(*c.out, "the output", 3)))
     return r.err;
   const int64_t heads = c.attrs.num_heads, b = q.shape[0], t = q.shape[1];
+  int64_t width = 0;
   if (c.bias_table &&
       !r.relativeBias(*c.bias_table, heads, c.attrs.bidirectional, c.attrs.max_distance))
     return r.err;
   (void)(TFC_REQUIRE(k.shape[0] == b && v.shape[0] == b && k.shape[1] == t && v.shape[1] == t,
                      "q " + str(q.shape) + ", k " + str(k.shape) + " and v " + str(v.shape) +
                          " disagree on the batch or the new positions") &&
-         r.heads(q, k, v, heads) &&
+         r.heads(q, k, v, heads, c.attrs.num_kv_heads, width) &&
          TFC_REQUIRE(kc.shape[2] == k.shape[2] && vc.shape[2] == v.shape[2] &&
                          kc.shape[1] == vc.shape[1] && kc.shape[0] == vc.shape[0],
                      "the caches " + str(kc.shape) + " and " + str(vc.shape) +
@@ -424,7 +440,29 @@ std::string checkShapes(const CachedAttentionCall &c) {
                           c.block_table->shape[1] >= 1,
                       "the block table " + str(c.block_table->shape) + " is not [" +
                           std::to_string(b) + ", blocks]")) &&
-         r.same(*c.out, "the output", {b, t, v.shape[2]}));
+         r.same(*c.out, "the output", {b, t, width}));
+  return r.err;
+}
+
+std::string checkShapes(const RotaryCall &c) {
+  // x [B, S, H * head_dim], inv_freq [R / 2] with R <= head_dim, offset.
+  Rules r(c.kName, *c.out);
+  const Tensor &x = *c.x, &f = *c.inv_freq;
+  const int64_t hd = c.attrs.head_dim;
+  (void)(r.rank(x, "the input", 3) && r.rank(f, "inv_freq", 1) &&
+         TFC_REQUIRE(hd > 0 && hd % 2 == 0 && x.shape[2] % hd == 0,
+                     "head_dim " + std::to_string(hd) + " does not split the input " +
+                         str(x.shape) + " into heads of even width") &&
+         TFC_REQUIRE(f.shape[0] >= 1 && 2 * f.shape[0] <= hd,
+                     "inv_freq " + str(f.shape) + " rotates more than head_dim " +
+                         std::to_string(hd)) &&
+         (!c.offset ||
+          TFC_REQUIRE(c.offset->numel() == 1 ||
+                          (c.offset->shape.size() == 1 && c.offset->shape[0] == x.shape[0]),
+                      "the offsets " + str(c.offset->shape) +
+                          " are neither one value nor one per row of the batch " +
+                          std::to_string(x.shape[0]))) &&
+         r.same(*c.out, "the output", x.shape));
   return r.err;
 }
 

@@ -17,6 +17,28 @@ using namespace mlir;
 using namespace mlir::tfc;
 using namespace mlir::tfc::opdetail;
 
+/// The key and value widths of a [grouped-query] attention: with kv of the
+/// heads heads (0: all of them; grouped-query attention when fewer), the key
+/// is kv / heads of the query's width, and the output heads / kv of the
+/// value's. |out| is the output's width.
+static LogicalResult groupedWidths(std::optional<Location> loc, int64_t heads, int64_t kv,
+                                   int64_t dq, int64_t dk, int64_t dv, int64_t &out) {
+  if (kv <= 0 || heads <= 0 || kv == heads) {
+    if (!dimsAgree(dq, dk))
+      return emitOptionalError(loc, "attention query and key widths differ");
+    out = dv;
+    return success();
+  }
+  if (heads % kv != 0)
+    return emitOptionalError(loc, "num_heads ", heads, " is not a multiple of num_kv_heads ",
+                             kv);
+  if (dq != kDyn && dk != kDyn && dq * kv != dk * heads)
+    return emitOptionalError(loc, "a key of ", kv, " heads must be ", kv, "/", heads,
+                             " of the query's width ", dq, ", got ", dk);
+  out = dv == kDyn ? kDyn : dv / kv * heads;
+  return success();
+}
+
 TFC_INFER(AttentionOp) {
   if (failed(checkRanked(loc, operands)))
     return failure();
@@ -28,10 +50,10 @@ TFC_INFER(AttentionOp) {
     return emitOptionalError(loc, "attention expects [batch, seq, dim] operands");
   if (!dimsAgree(k.getDimSize(1), v.getDimSize(1)))
     return emitOptionalError(loc, "attention key and value lengths differ");
-  if (!dimsAgree(q.getDimSize(2), k.getDimSize(2)))
-    return emitOptionalError(loc, "attention query and key widths differ");
   SmallVector<int64_t> out(q.getShape());
-  out[2] = v.getDimSize(2);
+  if (failed(groupedWidths(loc, attrs ? a.getNumHeads() : 0, attrs ? a.getNumKvHeads() : 0,
+                           q.getDimSize(2), k.getDimSize(2), v.getDimSize(2), out[2])))
+    return failure();
   return pushTensor(types, out, q.getElementType());
 }
 
@@ -70,8 +92,16 @@ static LogicalResult verifyPositionBias(Operation *op, Value table, int64_t head
   return success();
 }
 
+/// num_kv_heads: 0 (every head), or a divisor of num_heads.
+static LogicalResult verifyKvHeads(Operation *op, int64_t heads, int64_t kv) {
+  if (kv < 0 || (kv > 0 && heads > 0 && heads % kv != 0))
+    return op->emitOpError("num_kv_heads ") << kv << " must divide num_heads " << heads;
+  return success();
+}
+
 LogicalResult AttentionOp::verify() {
-  if (failed(verifyHeads(*this, getQuery(), (int64_t)getNumHeads())))
+  if (failed(verifyHeads(*this, getQuery(), (int64_t)getNumHeads())) ||
+      failed(verifyKvHeads(*this, (int64_t)getNumHeads(), (int64_t)getNumKvHeads())))
     return failure();
   MaskKind kind = getMaskKind();
   bool needsOperand = kind == MaskKind::key_padding ||
@@ -112,19 +142,21 @@ TFC_INFER(CachedAttentionOp) {
                                   "per row ([batch])");
   if (a.getBlockTable() && rankedOf(a.getBlockTable()).getRank() != 2)
     return emitOptionalError(loc, "cached_attention block_table must be [batch, blocks]");
-  if (!dimsAgree(q.getDimSize(2), k.getDimSize(2)) ||
-      !dimsAgree(k.getDimSize(2), kc.getDimSize(2)) ||
+  if (!dimsAgree(k.getDimSize(2), kc.getDimSize(2)) ||
       !dimsAgree(v.getDimSize(2), vc.getDimSize(2)))
     return emitOptionalError(loc, "cached_attention widths differ");
   if (!dimsAgree(kc.getDimSize(1), vc.getDimSize(1)))
     return emitOptionalError(loc, "cached_attention cache lengths differ");
   SmallVector<int64_t> out(q.getShape());
-  out[2] = v.getDimSize(2);
+  if (failed(groupedWidths(loc, attrs ? a.getNumHeads() : 0, attrs ? a.getNumKvHeads() : 0,
+                           q.getDimSize(2), k.getDimSize(2), v.getDimSize(2), out[2])))
+    return failure();
   return pushTensor(types, out, q.getElementType());
 }
 
 LogicalResult CachedAttentionOp::verify() {
-  if (failed(verifyHeads(*this, getQuery(), (int64_t)getNumHeads())))
+  if (failed(verifyHeads(*this, getQuery(), (int64_t)getNumHeads())) ||
+      failed(verifyKvHeads(*this, (int64_t)getNumHeads(), (int64_t)getNumKvHeads())))
     return failure();
   if (getKCache().getType().cast<RankedTensorType>().getDimSize(1) == kDyn)
     return emitOpError("the cache length must be static");
@@ -150,4 +182,35 @@ TFC_INFER(RelativePositionBiasOp) {
 LogicalResult RelativePositionBiasOp::verify() {
   return verifyPositionBias(*this, getTable(), -1, (int64_t)getMaxDistance(),
                             getBidirectional());
+}
+
+TFC_INFER(RotaryOp) {
+  if (failed(checkRanked(loc, operands)))
+    return failure();
+  Adaptor a(operands, attrs, regions);
+  auto x = rankedOf(a.getInput());
+  if (x.getRank() != 3)
+    return emitOptionalError(loc, "rotary expects a [batch, seq, heads * head_dim] input");
+  if (rankedOf(a.getInvFreq()).getRank() != 1)
+    return emitOptionalError(loc, "rotary inv_freq must be [rotary_dim / 2]");
+  if (a.getOffset() && rankedOf(a.getOffset()).getRank() > 1)
+    return emitOptionalError(loc, "rotary offset must be one offset (rank 0) or one per row "
+                                  "([batch])");
+  return pushTensor(types, x.getShape(), x.getElementType());
+}
+
+LogicalResult RotaryOp::verify() {
+  const int64_t hd = (int64_t)getHeadDim();
+  if (hd <= 0 || hd % 2 != 0)
+    return emitOpError("head_dim must be positive and even, got ") << hd;
+  const int64_t d = getInput().getType().cast<RankedTensorType>().getDimSize(2);
+  if (d != kDyn && d % hd != 0)
+    return emitOpError("width ") << d << " is not a multiple of head_dim " << hd;
+  auto f = getInvFreq().getType().cast<RankedTensorType>();
+  if (!f.getElementType().isF32())
+    return emitOpError("inv_freq must be f32");
+  if (f.getDimSize(0) != kDyn && (f.getDimSize(0) < 1 || 2 * f.getDimSize(0) > hd))
+    return emitOpError("inv_freq of ") << f.getDimSize(0) << " frequencies rotates more than "
+                                       << "head_dim " << hd;
+  return success();
 }

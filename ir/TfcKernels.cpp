@@ -142,6 +142,7 @@ void AttentionOp::appendKernelAttributes(std::vector<int64_t> &ints,
     a.bidirectional = getBiasBidirectional();
     a.max_distance = (int64_t)getBiasMaxDistance();
   }
+  a.num_kv_heads = (int64_t)getNumKvHeads();
   a.scale = getScale().convertToDouble();
   a.mask_value = getMaskValue().convertToDouble();
   a.encode(ints, floats);
@@ -157,7 +158,16 @@ void CachedAttentionOp::appendKernelAttributes(std::vector<int64_t> &ints,
     a.max_distance = (int64_t)getBiasMaxDistance();
   }
   a.has_block_table = (bool)getBlockTable();
+  a.num_kv_heads = (int64_t)getNumKvHeads();
   a.scale = getScale().convertToDouble();
+  a.encode(ints, floats);
+}
+
+void RotaryOp::appendKernelAttributes(std::vector<int64_t> &ints, std::vector<double> &floats) {
+  sc::RotaryAttrs a;
+  a.head_dim = (int64_t)getHeadDim();
+  a.interleaved = getInterleaved();
+  a.has_offset = (bool)getOffset();
   a.encode(ints, floats);
 }
 

@@ -553,6 +553,9 @@ def Tfc_AttentionOp : Tfc_KernelAttrOp<"attention", "ATTENTION", [AttrSizedOpera
     `query` is [B, Sq, D], `key` and `value` are [B, Sk, D]; D splits into
     `num_heads` heads. Computes, per head,
     softmax(scale * Q K^T, masked) V and merges the heads back to [B, Sq, D].
+    With `num_kv_heads` (grouped-query attention; 0 means num_heads), key and
+    value hold that many heads of the same head width, and query head h reads
+    key/value head h / (num_heads / num_kv_heads).
 
     The mask is typed, so a backend never needs a materialized [B, Sq, Sk] mask:
     - `none`: no operand;
@@ -583,10 +586,39 @@ def Tfc_AttentionOp : Tfc_KernelAttrOp<"attention", "ATTENTION", [AttrSizedOpera
                        DefaultValuedAttr<F64Attr, "-1.0e9">:$mask_value,
                        DefaultValuedAttr<I64Attr, "0">:$pad_id,
                        DefaultValuedAttr<BoolAttr, "false">:$bias_bidirectional,
-                       DefaultValuedAttr<I64Attr, "128">:$bias_max_distance);
+                       DefaultValuedAttr<I64Attr, "128">:$bias_max_distance,
+                       DefaultValuedAttr<I64Attr, "0">:$num_kv_heads);
   let results = (outs Tfc_FloatTensor:$result);
   let assemblyFormat = [{
     $mask_kind $query `,` $key `,` $value (`,` $mask^)? (`bias` `(` $position_bias^ `)`)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tfc_RotaryOp : Tfc_KernelAttrOp<"rotary", "ROTARY"> {
+  let summary = "rotary position embedding (RoPE) of each head of [B, S, H * head_dim]";
+  let description = [{
+    Rotates each head of `input` ([B, S, H * head_dim]) by its position:
+    the token at sequence index s of row b is at position s, plus `offset`
+    (i64: rank 0 for all rows, or [B]; decode_step's step.pos) when given.
+    `inv_freq` ([R / 2] f32, R <= head_dim even) holds the rotation's inverse
+    frequencies, so rope scaling (linear, llama3) is folded in when it is made;
+    for pair i the angle is position * inv_freq[i]. The first R features of a
+    head rotate, the rest pass through. Pairs are (i, i + R/2) (transformers'
+    rotate_half, Llama's layout), or (2i, 2i + 1) with `interleaved` (GPT-J):
+      y_a = x_a cos - x_b sin,   y_b = x_b cos + x_a sin.
+
+    ```mlir
+    %y = tfc.rotary %q, %inv_freq {head_dim = 64 : i64} : (tensor<?x?x512xf32>, tensor<32xf32>) -> tensor<?x?x512xf32>
+    ```
+  }];
+  let arguments = (ins Tfc_FloatTensor:$input, Tfc_FloatTensor:$inv_freq,
+                       Optional<Tfc_IdTensor>:$offset,
+                       I64Attr:$head_dim,
+                       DefaultValuedAttr<BoolAttr, "false">:$interleaved);
+  let results = (outs Tfc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $inv_freq (`offset` `(` $offset^ `)`)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }
@@ -610,7 +642,9 @@ def Tfc_CachedAttentionOp : Op<Tfc_Dialect, "cached_attention",
     the new positions *in place* (hence its memory effects), then attends from
     each new query i over positions `0 .. pos[b]+i` (the causal rule). It never
     masks padding: a generated prefix has none. An optional `position_bias`
-    table is applied as in `tfc.attention`, with query i at position pos + i.
+    table is applied as in `tfc.attention`, with query i at position pos + i;
+    `num_kv_heads` is grouped-query attention as there (the caches hold the
+    key/value heads only).
 
     ```mlir
     %o = tfc.cached_attention %q, %k, %v, %kc, %vc, %pos {num_heads = 8 : i64, scale = 0.125 : f64} : (tensor<?x?x512xf32>, tensor<?x?x512xf32>, tensor<?x?x512xf32>, tensor<?x64x512xf32>, tensor<?x64x512xf32>, tensor<i64>) -> tensor<?x?x512xf32>
@@ -622,7 +656,8 @@ def Tfc_CachedAttentionOp : Op<Tfc_Dialect, "cached_attention",
                        Optional<Tfc_IdTensor>:$block_table,
                        I64Attr:$num_heads, F64Attr:$scale,
                        DefaultValuedAttr<BoolAttr, "false">:$bias_bidirectional,
-                       DefaultValuedAttr<I64Attr, "128">:$bias_max_distance);
+                       DefaultValuedAttr<I64Attr, "128">:$bias_max_distance,
+                       DefaultValuedAttr<I64Attr, "0">:$num_kv_heads);
   let results = (outs Tfc_FloatTensor:$result);
   let assemblyFormat = [{
     $query `,` $key `,` $value `,` $k_cache `,` $v_cache `,` $pos (`bias` `(` $position_bias^ `)`)? (`blocks` `(` $block_table^ `)`)? attr-dict `:` functional-type(operands, results)

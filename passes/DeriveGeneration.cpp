@@ -13,7 +13,7 @@
 // form encode. In decode_step a causal tfc.attention becomes
 // tfc.cached_attention over a [batch, max_len, D] K and V cache (function
 // arguments marked `tfc.state`, which the runtime keeps across calls), and
-// tfc.token_embedding reads its positions from step.pos on. Every other
+// tfc.token_embedding and tfc.rotary read their positions from step.pos on. Every other
 // decoder-side op must act position by position. Where it does not, the model
 // keeps only @forward and the pass warns at the op's location: generation is a
 // derived capability, not a reason to reject a model that compiles.
@@ -172,6 +172,8 @@ std::string Deriver::positionWiseProblem(Operation *op) const {
       return "an attention over target positions has no causal mask";
     return "";
   }
+  if (auto r = dyn_cast<RotaryOp>(op))
+    return r.getOffset() ? "its rotary embedding already has a position offset" : "";
   if (auto t = dyn_cast<TokenEmbeddingOp>(op)) {
     if (t.getPositions() && t.getPositionAxis() != 1)
       return "its positional table is indexed by the batch axis, not by position";
@@ -496,8 +498,16 @@ void Deriver::cloneDecoder(func::FuncOp dec, ArrayRef<unsigned> srcArgPos,
           map.lookup(a.getValue()), kc, vc, pos,
           a.getPositionBias() ? map.lookup(a.getPositionBias()) : Value(), blocks,
           a.getNumHeadsAttr(), a.getScaleAttr(), a.getBiasBidirectionalAttr(),
-          a.getBiasMaxDistanceAttr());
+          a.getBiasMaxDistanceAttr(), a.getNumKvHeadsAttr());
       map.map(a.getResult(), c.getResult());
+      continue;
+    }
+    if (auto r = dyn_cast<RotaryOp>(op)) {
+      // The new tokens' positions start at each row's step.pos.
+      auto rc = ob.create<RotaryOp>(r.getLoc(), r.getType(), map.lookup(r.getInput()),
+                                    map.lookup(r.getInvFreq()), pos, r.getHeadDimAttr(),
+                                    r.getInterleavedAttr());
+      map.map(r.getResult(), rc.getResult());
       continue;
     }
     if (auto t = dyn_cast<TokenEmbeddingOp>(op); t && t.getPositions()) {

@@ -363,7 +363,8 @@ struct FuseAttentionPattern : public OpRewritePattern<SoftmaxOp> {
         rewriter.getI64IntegerAttr(m->heads), rewriter.getF64FloatAttr(m->scale),
         rewriter.getF64FloatAttr(m->maskValue), rewriter.getI64IntegerAttr(m->padId),
         rewriter.getBoolAttr(m->bias ? m->bias.getBidirectional() : false),
-        rewriter.getI64IntegerAttr(m->bias ? (int64_t)m->bias.getMaxDistance() : 128));
+        rewriter.getI64IntegerAttr(m->bias ? (int64_t)m->bias.getMaxDistance() : 128),
+        rewriter.getI64IntegerAttr(0));
     return success();
   }
 };

@@ -408,7 +408,9 @@ void attention(const AttentionParams &params, const float *q, const float *k,
   const int64_t kbs = p.k_batch_stride != 0 ? p.k_batch_stride : p.kv_len * p.k_row_stride;
   const int64_t vbs = p.v_batch_stride != 0 ? p.v_batch_stride : p.kv_len * p.v_row_stride;
   const int64_t tbs = p.key_tokens_batch_stride != 0 ? p.key_tokens_batch_stride : p.kv_len;
-  const Problem pr{p, q, k, v, out, dk, dv, dvp, qbs, kbs, vbs, obs, tbs, keyPad, causal, additive};
+  const int64_t group = p.kv_heads > 0 ? p.heads / p.kv_heads : 1;
+  const Problem pr{p,   q,   k,   v,   out,    dk,     dv,       dvp,  qbs,
+                   kbs, vbs, obs, tbs, keyPad, causal, additive, group};
   const int64_t nqb = (p.q_len + kBlockQ - 1) / kBlockQ;
   const int64_t tasks = p.batch * p.heads * nqb;
   // Which paths the blocks take: all but the last block have kBlockQ rows.
@@ -466,8 +468,9 @@ Status run(const AttentionCall &c) {
   p.q_len = q.shape[1];
   p.kv_len = k.shape[1];
   p.heads = a.num_heads;
+  p.kv_heads = a.num_kv_heads > 0 ? a.num_kv_heads : a.num_heads;
   p.head_dim = q.shape[2] / p.heads;
-  p.v_head_dim = v.shape[2] / p.heads;
+  p.v_head_dim = v.shape[2] / p.kv_heads;
   p.q_row_stride = q.shape[2];
   p.k_row_stride = k.shape[2];
   p.v_row_stride = v.shape[2];
@@ -541,8 +544,9 @@ Status run(const CachedAttentionCall &c) {
   AttentionParams p{};
   p.q_len = T;
   p.heads = c.attrs.num_heads;
+  p.kv_heads = c.attrs.num_kv_heads > 0 ? c.attrs.num_kv_heads : c.attrs.num_heads;
   p.head_dim = q.shape[2] / p.heads;
-  p.v_head_dim = dv / p.heads;
+  p.v_head_dim = dv / p.kv_heads;
   p.q_row_stride = q.shape[2];
   p.k_row_stride = dk;
   p.v_row_stride = dv;

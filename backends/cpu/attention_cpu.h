@@ -48,6 +48,9 @@ using MaskKind = tfc_mask_t;
 /// read.
 struct AttentionParams {
   int64_t batch = 0, q_len = 0, kv_len = 0, heads = 0, head_dim = 0;
+  /// Key/value heads (grouped-query attention): query head h reads key and
+  /// value head h / (heads / kv_heads). 0 means heads.
+  int64_t kv_heads = 0;
   int64_t q_row_stride = 0, k_row_stride = 0, v_row_stride = 0, out_row_stride = 0;
   /// Where batch b starts, in floats: batch b of X starts at
   /// X + b * x_batch_stride. 0 means the default, len * x_row_stride.

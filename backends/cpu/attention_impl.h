@@ -176,6 +176,7 @@ struct Problem {
   // The batch strides of q, k, v, out and key_tokens, defaults resolved.
   int64_t qbs, kbs, vbs, obs, tbs;
   bool keyPad, causal, additive;
+  int64_t group; ///< query heads per key/value head
 
   /// Head h of query row i (key row j, output row i) of batch b.
   const float *qRow(int64_t b, int64_t i, int64_t h) const {
@@ -183,11 +184,12 @@ struct Problem {
   }
   /// Key (value) row j of batch b: rows j .. the end of j's key block
   /// follow at k_row_stride (v_row_stride), paged or not.
+  /// Query head h reads key/value head h / group (grouped-query attention).
   const float *kRow(int64_t b, int64_t j, int64_t h) const {
-    return k + keyRow(b, j) * p.k_row_stride + (p.kv_blocks ? 0 : b * kbs) + h * dk;
+    return k + keyRow(b, j) * p.k_row_stride + (p.kv_blocks ? 0 : b * kbs) + h / group * dk;
   }
   const float *vRow(int64_t b, int64_t j, int64_t h) const {
-    return v + keyRow(b, j) * p.v_row_stride + (p.kv_blocks ? 0 : b * vbs) + h * dv;
+    return v + keyRow(b, j) * p.v_row_stride + (p.kv_blocks ? 0 : b * vbs) + h / group * dv;
   }
   /// The row of k (and v) that holds key j of batch b: j itself in batch b's
   /// rows, or where the block table puts it.

@@ -1,13 +1,16 @@
 //===- embedding_cpu.cc - lookups and position kernels on the CPU ---------===//
 //
 // token_embedding (table[ids] * scale + type and positional rows), embedding,
-// positions, nopeak_mask and T5's relative_position_bias.
+// positions, nopeak_mask, T5's relative_position_bias and rotary (RoPE).
 //
 //===----------------------------------------------------------------------===//
 #include "backends/cpu/broadcast_cpu.h"
 #include "backends/cpu/kernels_cpu.h"
 #include "tfc/bf16.h"
 #include "tfc/relative_bucket.h"
+
+#include <cmath>
+#include <vector>
 
 namespace tfc::cpu {
 namespace {
@@ -77,6 +80,55 @@ Status run(const TokenEmbeddingCall &c) {
       float *dst = o + (i * s + j) * d;
       for (int64_t k = 0; k < d; ++k)
         dst[k] += row[k];
+    }
+  }
+  return Status();
+}
+
+Status run(const RotaryCall &c) {
+  // Each head's first R features rotate in pairs by position * inv_freq[i]
+  // (tfc.rotary); cos and sin are computed once per token, in double and
+  // rounded to f32 (transformers computes them in f32: within an ulp).
+  const Tensor &x = *c.x;
+  const int64_t b = x.shape[0], s = x.shape[1], d = x.shape[2];
+  const int64_t hd = c.attrs.head_dim, heads = d / hd, half = c.inv_freq->shape[0];
+  const float *freq = c.inv_freq->as<float>();
+  const bool perRow = c.offset && c.offset->numel() > 1;
+  for (int64_t i = 0; i < b; ++i) {
+    const int64_t offset = c.offset ? c.offset->as<int64_t>()[perRow ? i : 0] : 0;
+    if (offset < 0)
+      return Status::invalidArgument("negative position offset " + std::to_string(offset));
+  }
+  const bool inter = c.attrs.interleaved;
+  const float *in = x.as<float>();
+  float *out = c.out->as<float>();
+#pragma omp parallel if (b * s * d >= 65536)
+  {
+    std::vector<float> cs(static_cast<size_t>(2 * half));
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < b * s; ++t) {
+      const int64_t row = t / s;
+      const int64_t pos =
+          t % s + (c.offset ? c.offset->as<int64_t>()[perRow ? row : 0] : 0);
+      for (int64_t k = 0; k < half; ++k) {
+        const float angle = static_cast<float>(pos) * freq[k];
+        cs[k] = static_cast<float>(std::cos(static_cast<double>(angle)));
+        cs[half + k] = static_cast<float>(std::sin(static_cast<double>(angle)));
+      }
+      const float *xr = in + t * d;
+      float *yr = out + t * d;
+      for (int64_t h = 0; h < heads; ++h) {
+        const float *xh = xr + h * hd;
+        float *yh = yr + h * hd;
+        for (int64_t k = 0; k < half; ++k) {
+          const int64_t ia = inter ? 2 * k : k, ib = inter ? 2 * k + 1 : k + half;
+          const float xa = xh[ia], xb = xh[ib], co = cs[k], si = cs[half + k];
+          yh[ia] = xa * co - xb * si;
+          yh[ib] = xb * co + xa * si;
+        }
+        for (int64_t k = 2 * half; k < hd; ++k) // the features that do not rotate
+          yh[k] = xh[k];
+      }
     }
   }
   return Status();

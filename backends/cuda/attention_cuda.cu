@@ -122,8 +122,8 @@ __device__ __forceinline__ bool initBlock(const AttnArgs &a, BlockCtx &c) {
   c.nChunks = static_cast<int>((a.dk + kChunkD - 1) / kChunkD);
 
   c.qBase = c.b * a.qBatch + c.h * a.dk;
-  c.kBase = c.kSlot * a.kBatch + c.h * a.dk;
-  c.vBase = c.kSlot * a.vBatch + c.h * a.dv + c.d0v;
+  c.kBase = c.kSlot * a.kBatch + c.h / a.group * a.dk;
+  c.vBase = c.kSlot * a.vBatch + c.h / a.group * a.dv + c.d0v;
   c.tokBase = c.b * a.tokensBatch;
   return true;
 }

@@ -235,6 +235,9 @@ struct AttnArgs {
   void *out = nullptr;
   uint32_t qType = 0, kType = 0, vType = 0, outType = 0;
   int64_t batch = 0, heads = 0, qLen = 0, kvLen = 0, dk = 0, dv = 0;
+  /// Query heads per key/value head (grouped-query attention): query head h
+  /// reads key/value head h / group.
+  int64_t group = 1;
   int64_t qRow = 0, kRow = 0, vRow = 0, oRow = 0;
   int64_t qBatch = 0, kBatch = 0, vBatch = 0, oBatch = 0;
   int64_t qPosOffset = 0;
@@ -262,6 +265,21 @@ struct AttnArgs {
   int32_t relBidirectional = 0;
 };
 Status launchAttention(const AttnArgs &a, cudaStream_t s);
+
+/// ROTARY: each head of x [rows = B * S, heads * headDim] rotated by its
+/// token's position (s + offset[b or 0], offset may be null), pairs (i, i +
+/// half) or (2i, 2i + 1) with interleaved; features past 2 * half pass through.
+struct RotaryArgs {
+  const void *x = nullptr;
+  void *out = nullptr;
+  uint32_t xType = 0, outType = 0;
+  const float *invFreq = nullptr;
+  const int64_t *offset = nullptr; ///< device; null: 0
+  bool offsetPerRow = false;
+  int64_t batch = 0, seq = 0, heads = 0, headDim = 0, half = 0;
+  bool interleaved = false;
+};
+Status launchRotary(const RotaryArgs &a, DeviceError *err, cudaStream_t s);
 
 // --- GEMMs on cuBLASLt (linear_cuda.cc) -------------------------------------
 

@@ -165,8 +165,9 @@ Status run(Context &ctx, const AttentionCall &c) {
   a.qLen = q.shape[1];
   a.kvLen = k.shape[1];
   a.heads = at.num_heads;
+  a.group = at.num_kv_heads > 0 ? at.num_heads / at.num_kv_heads : 1;
   a.dk = q.shape[2] / a.heads;
-  a.dv = v.shape[2] / a.heads;
+  a.dv = v.shape[2] * a.group / a.heads;
   a.qRow = q.shape[2];
   a.kRow = k.shape[2];
   a.vRow = v.shape[2];
@@ -247,8 +248,9 @@ Status run(Context &ctx, const CachedAttentionCall &c) {
   a.batch = B;
   a.qLen = T;
   a.heads = c.attrs.num_heads;
+  a.group = c.attrs.num_kv_heads > 0 ? c.attrs.num_heads / c.attrs.num_kv_heads : 1;
   a.dk = q.shape[2] / a.heads;
-  a.dv = v.shape[2] / a.heads;
+  a.dv = v.shape[2] * a.group / a.heads;
   a.qRow = q.shape[2];
   a.kRow = kc.shape[2];
   a.vRow = vc.shape[2];
@@ -268,6 +270,27 @@ Status run(Context &ctx, const CachedAttentionCall &c) {
   a.cacheLen = L;
   setRelativeBias(a, c.bias_table, c.attrs.bidirectional, c.attrs.max_distance);
   return launchAttention(a, ctx.stream);
+}
+
+Status run(Context &ctx, const RotaryCall &c) {
+  const Tensor &x = *c.x;
+  RotaryArgs a;
+  a.x = x.data;
+  a.out = c.out->data;
+  a.xType = x.dtype;
+  a.outType = c.out->dtype;
+  a.invFreq = static_cast<const float *>(c.inv_freq->data);
+  a.batch = x.shape[0];
+  a.seq = x.shape[1];
+  a.headDim = c.attrs.head_dim;
+  a.heads = x.shape[2] / a.headDim;
+  a.half = c.inv_freq->shape[0];
+  a.interleaved = c.attrs.interleaved;
+  if (c.offset) { // i64 on the device; a negative one is recorded as a data error
+    a.offset = static_cast<const int64_t *>(c.offset->data);
+    a.offsetPerRow = c.offset->numel() > 1;
+  }
+  return launchRotary(a, ctx.error, ctx.stream);
 }
 
 Status run(Context &ctx, const TokenEmbeddingCall &c) {

@@ -346,6 +346,38 @@ __global__ void embeddingKernel(EmbedArgs a, DeviceError *err) {
   }
 }
 
+/// One block per token row r = b * seq + s: every head's rotated pairs, then
+/// the features that do not rotate. cos and sin in double, rounded to f32 (as
+/// the CPU does). Each thread reads what it writes, so out may alias x.
+__global__ void rotaryKernel(RotaryArgs a, DeviceError *err) {
+  const int64_t r = blockIdx.x, b = r / a.seq;
+  const long long offset = a.offset ? a.offset[a.offsetPerRow ? b : 0] : 0;
+  if (offset < 0) {
+    if (threadIdx.x == 0)
+      recordError(err, kErrNegativeOffset, offset, 0);
+    return;
+  }
+  const float pos = static_cast<float>(r % a.seq + offset);
+  const int64_t width = a.heads * a.headDim, pairs = a.heads * a.half;
+  const int64_t base = r * width;
+  for (int64_t e = threadIdx.x; e < pairs; e += blockDim.x) {
+    const int64_t h = e / a.half, k = e % a.half;
+    const float angle = pos * a.invFreq[k];
+    const float co = static_cast<float>(cos(static_cast<double>(angle)));
+    const float si = static_cast<float>(sin(static_cast<double>(angle)));
+    const int64_t ia = base + h * a.headDim + (a.interleaved ? 2 * k : k);
+    const int64_t ib = base + h * a.headDim + (a.interleaved ? 2 * k + 1 : k + a.half);
+    const float xa = loadF(a.x, a.xType, ia), xb = loadF(a.x, a.xType, ib);
+    storeF(a.out, a.outType, ia, xa * co - xb * si);
+    storeF(a.out, a.outType, ib, xb * co + xa * si);
+  }
+  const int64_t rest = a.headDim - 2 * a.half;
+  for (int64_t e = threadIdx.x; e < a.heads * rest; e += blockDim.x) {
+    const int64_t i = base + (e / rest) * a.headDim + 2 * a.half + e % rest;
+    storeF(a.out, a.outType, i, loadF(a.x, a.xType, i));
+  }
+}
+
 /// One block per new row (b, t): k and v into the caches at row pos + t.
 __global__ void cacheWriteKernel(CacheWriteArgs a, DeviceError *err) {
   const int64_t b = blockIdx.x / a.steps, t = blockIdx.x % a.steps;
@@ -476,6 +508,16 @@ Status launchEmbedding(const EmbedArgs &a, DeviceError *err, cudaStream_t s) {
   const int threads = a.dim >= 512 ? 256 : 128;
   embeddingKernel<<<static_cast<unsigned>(a.tokens), threads, 0, s>>>(a, err);
   return launched("embedding kernel");
+}
+
+Status launchRotary(const RotaryArgs &a, DeviceError *err, cudaStream_t s) {
+  const int64_t rows = a.batch * a.seq;
+  if (rows <= 0 || a.heads <= 0)
+    return Status::ok();
+  if (rows > 0x7fffffff)
+    return Status::unsupported("rotary of too many tokens for one CUDA grid");
+  rotaryKernel<<<static_cast<unsigned>(rows), 128, 0, s>>>(a, err);
+  return launched("rotary kernel");
 }
 
 Status launchCacheWrite(const CacheWriteArgs &a, DeviceError *err, cudaStream_t s) {

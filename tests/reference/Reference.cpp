@@ -162,9 +162,10 @@ void layerNorm(NormVariant variant, int64_t rows, int64_t dim, const double *x, 
 std::vector<double> attention(const Attention &a) {
   const int64_t dv = a.vHeadDim ? a.vHeadDim : a.headDim;
   const int64_t D = a.heads * a.headDim, Dv = a.heads * dv;
+  const int64_t kvHeads = a.kvHeads ? a.kvHeads : a.heads, group = a.heads / kvHeads;
   const int64_t qs = a.qRowStride ? a.qRowStride : D;
-  const int64_t ks = a.kRowStride ? a.kRowStride : D;
-  const int64_t vs = a.vRowStride ? a.vRowStride : Dv;
+  const int64_t ks = a.kRowStride ? a.kRowStride : kvHeads * a.headDim;
+  const int64_t vs = a.vRowStride ? a.vRowStride : kvHeads * dv;
   const int64_t qbs = a.qBatchStride ? a.qBatchStride : a.qLen * qs;
   const int64_t kbs = a.kBatchStride ? a.kBatchStride : a.kvLen * ks;
   const int64_t vbs = a.vBatchStride ? a.vBatchStride : a.kvLen * vs;
@@ -178,7 +179,7 @@ std::vector<double> attention(const Attention &a) {
         const double *qi = a.q + b * qbs + i * qs + h * a.headDim;
         double mx = -kInf;
         for (int64_t j = 0; j < a.kvLen; ++j) {
-          const double *kj = a.k + b * kbs + j * ks + h * a.headDim;
+          const double *kj = a.k + b * kbs + j * ks + h / group * a.headDim;
           double dot = 0;
           for (int64_t d = 0; d < a.headDim; ++d)
             dot += qi[d] * kj[d];
@@ -211,7 +212,7 @@ std::vector<double> attention(const Attention &a) {
         for (int64_t d = 0; d < dv; ++d) {
           double acc = 0;
           for (int64_t j = 0; j < a.kvLen; ++j)
-            acc += w[j] * a.v[b * vbs + j * vs + h * dv + d];
+            acc += w[j] * a.v[b * vbs + j * vs + h / group * dv + d];
           o[d] = acc / sum;
         }
       }

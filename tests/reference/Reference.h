@@ -103,6 +103,9 @@ void layerNorm(NormVariant variant, int64_t rows, int64_t dim, const double *x, 
 struct Attention {
   int64_t batch = 1, qLen = 1, kvLen = 1, heads = 1, headDim = 1;
   int64_t vHeadDim = 0; ///< 0: headDim
+  /// Key/value heads (grouped-query attention): query head h reads key/value
+  /// head h / (heads / kvHeads). 0: heads.
+  int64_t kvHeads = 0;
   const double *q = nullptr, *k = nullptr, *v = nullptr;
   int64_t qRowStride = 0, kRowStride = 0, vRowStride = 0;
   int64_t qBatchStride = 0, kBatchStride = 0, vBatchStride = 0;

@@ -1242,6 +1242,176 @@ TEST_P(KernelTest, CachedAttentionPerRow) {
   }
 }
 
+/// Grouped-query attention: H query heads over Hkv key/value heads; query
+/// head h reads key/value head h / (H / Hkv). Against the reference.
+TEST_P(KernelTest, GroupedQueryAttention) {
+  struct Case {
+    const char *name;
+    int64_t B, Sq, Sk, H, Hkv, dk;
+    int mask; ///< tfc_mask_t: none or causal
+  };
+  const Case cases[] = {
+      {"4 heads over 2, no mask", 2, 5, 7, 4, 2, 8, TFC_MASK_NONE},
+      {"8 heads over 1 (multi-query), causal", 1, 9, 9, 8, 1, 16, TFC_MASK_CAUSAL},
+      {"6 heads over 3, one query", 3, 1, 70, 6, 3, 16, TFC_MASK_NONE},
+      {"a prefill of 40, 4 over 2, causal", 1, 40, 40, 4, 2, 32, TFC_MASK_CAUSAL},
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.name);
+    HostTensor q = random(dt(), {c.B, c.Sq, c.H * c.dk});
+    HostTensor k = random(dt(), {c.B, c.Sk, c.Hkv * c.dk});
+    HostTensor v = random(dt(), {c.B, c.Sk, c.Hkv * c.dk});
+    HostTensor out(dt(), {c.B, c.Sq, c.H * c.dk});
+    const double scale = 1.0 / std::sqrt(static_cast<double>(c.dk));
+    ASSERT_EQ(run(TFC_KERNEL_ATTENTION, {&q, &k, &v}, out, {c.mask, c.H, 0, 0, 0, 0, c.Hkv},
+                  {scale, -kInf}),
+              "");
+    const std::vector<double> qv = q.values(), kv = k.values(), vv = v.values();
+    ref::Attention a;
+    a.batch = c.B;
+    a.qLen = c.Sq;
+    a.kvLen = c.Sk;
+    a.heads = c.H;
+    a.kvHeads = c.Hkv;
+    a.headDim = c.dk;
+    a.q = qv.data();
+    a.k = kv.data();
+    a.v = vv.data();
+    a.scale = static_cast<float>(scale);
+    a.mask = c.mask == TFC_MASK_CAUSAL ? ref::Mask::Causal : ref::Mask::None;
+    a.maskValue = -kInf;
+    expectNear(out, ref::attention(a), "grouped-query attention");
+  }
+  // A key/value head count that does not divide the heads.
+  HostTensor q = random(dt(), {1, 2, 24}), k = random(dt(), {1, 2, 16}), v = k;
+  HostTensor out(dt(), {1, 2, 24});
+  EXPECT_EQ(run(TFC_KERNEL_ATTENTION, {&q, &k, &v}, out, {TFC_MASK_NONE, 3, 0, 0, 0, 0, 2},
+                {0.5, -1e9}),
+            "attention: 2 key/value heads do not divide 3 heads");
+}
+
+/// Cached grouped-query attention over per-row positions and blocks of 16:
+/// the caches hold the key/value heads only.
+TEST_P(KernelTest, CachedGroupedQueryAttention) {
+  const int64_t B = 2, T = 3, H = 4, Hkv = 2, dk = 8, L = 16, N = 12;
+  const std::vector<int64_t> posv = {20, 5};
+  const std::vector<std::vector<int64_t>> blocks = {{7, 2, 9}, {4, 0, 11}};
+  HostTensor q = random(dt(), {B, T, H * dk}), k = random(dt(), {B, T, Hkv * dk});
+  HostTensor v = random(dt(), {B, T, Hkv * dk});
+  HostTensor kc = random(dt(), {N, L, Hkv * dk}), vc = random(dt(), {N, L, Hkv * dk});
+  std::vector<double> tv;
+  for (const auto &r : blocks)
+    tv.insert(tv.end(), r.begin(), r.end());
+  HostTensor pos = tensor(TFC_DTYPE_I64, {B}, {20, 5});
+  HostTensor table = tensor(TFC_DTYPE_I64, {B, 3}, tv);
+  const HostTensor kc0 = kc, vc0 = vc;
+  HostTensor out(dt(), {B, T, H * dk});
+  const double scale = 1.0 / std::sqrt(static_cast<double>(dk));
+  const std::string got = run(TFC_KERNEL_CACHED_ATTENTION, {&q, &k, &v, &kc, &vc, &pos, &table},
+                              out, {H, 0, 0, 0, 1, Hkv}, {scale});
+  if (backend().name() == "cuda") {
+    EXPECT_EQ(got, "cached_attention: a block table of 3 blocks per row (the CUDA backend "
+                   "reads one cache row per row)");
+    return;
+  }
+  ASSERT_EQ(got, "");
+  const int64_t D = Hkv * dk;
+  std::vector<double> kref = kc0.values(), vref = vc0.values();
+  auto slot = [&](int64_t b, int64_t p) { return blocks[b][p / L] * L + p % L; };
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t d = 0; d < D; ++d) {
+        kref[slot(b, posv[b] + t) * D + d] = k.get((b * T + t) * D + d);
+        vref[slot(b, posv[b] + t) * D + d] = v.get((b * T + t) * D + d);
+      }
+  expectEqual(kc, kref, "key cache");
+  const std::vector<double> qv = q.values();
+  std::vector<double> want;
+  for (int64_t b = 0; b < B; ++b) {
+    std::vector<double> kr, vr;
+    for (int64_t p = 0; p < posv[b] + T; ++p) {
+      kr.insert(kr.end(), kref.begin() + slot(b, p) * D, kref.begin() + (slot(b, p) + 1) * D);
+      vr.insert(vr.end(), vref.begin() + slot(b, p) * D, vref.begin() + (slot(b, p) + 1) * D);
+    }
+    ref::Attention a;
+    a.qLen = T;
+    a.kvLen = posv[b] + T;
+    a.heads = H;
+    a.kvHeads = Hkv;
+    a.headDim = dk;
+    a.q = qv.data() + b * T * H * dk;
+    a.k = kr.data();
+    a.v = vr.data();
+    a.scale = static_cast<float>(scale);
+    a.mask = ref::Mask::Causal;
+    a.maskValue = -kInf;
+    a.qPosOffset = posv[b];
+    const std::vector<double> o = ref::attention(a);
+    want.insert(want.end(), o.begin(), o.end());
+  }
+  expectNear(out, want, "cached grouped-query attention");
+}
+
+/// Rotary embeddings against a double reference (the angle a product in f32,
+/// as transformers forms it): rotate_half and interleaved pairs, a partial
+/// rotary dim, no offset, one offset and one per row.
+TEST_P(KernelTest, Rotary) {
+  struct Case {
+    const char *name;
+    int64_t B, S, H, hd, half;
+    bool interleaved;
+    std::vector<double> offset; ///< empty: none
+  };
+  const Case cases[] = {
+      {"rotate_half, positions 0..S-1", 2, 5, 3, 8, 4, false, {}},
+      {"interleaved, partial rotary dim", 1, 4, 2, 16, 4, true, {}},
+      {"one offset (a decode step)", 3, 1, 4, 32, 16, false, {4000}},
+      {"an offset per row", 2, 3, 2, 8, 4, false, {7, 130}},
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.name);
+    HostTensor x = random(dt(), {c.B, c.S, c.H * c.hd});
+    std::vector<double> fv;
+    for (int64_t i = 0; i < c.half; ++i)
+      fv.push_back(static_cast<float>(std::pow(10000.0, -2.0 * i / (2.0 * c.half))));
+    HostTensor freq = tensor(TFC_DTYPE_F32, {c.half}, fv);
+    HostTensor offset = tensor(TFC_DTYPE_I64, {static_cast<int64_t>(c.offset.size())},
+                               c.offset.empty() ? std::vector<double>{0} : c.offset);
+    if (c.offset.size() == 1)
+      offset = tensor(TFC_DTYPE_I64, {}, c.offset);
+    HostTensor out(dt(), {c.B, c.S, c.H * c.hd});
+    std::vector<HostTensor *> in = {&x, &freq};
+    if (!c.offset.empty())
+      in.push_back(&offset);
+    ASSERT_EQ(run(TFC_KERNEL_ROTARY, in, out, {c.hd, c.interleaved, !c.offset.empty()}, {}), "");
+    const std::vector<double> xv = x.values();
+    std::vector<double> want(xv);
+    for (int64_t b = 0; b < c.B; ++b)
+      for (int64_t s = 0; s < c.S; ++s) {
+        const double off = c.offset.empty() ? 0 : c.offset[c.offset.size() > 1 ? b : 0];
+        const float p = static_cast<float>(s + off);
+        for (int64_t h = 0; h < c.H; ++h)
+          for (int64_t i = 0; i < c.half; ++i) {
+            const double angle = static_cast<float>(p * static_cast<float>(fv[i]));
+            const int64_t base = (b * c.S + s) * c.H * c.hd + h * c.hd;
+            const int64_t ia = base + (c.interleaved ? 2 * i : i);
+            const int64_t ib = base + (c.interleaved ? 2 * i + 1 : i + c.half);
+            want[ia] = xv[ia] * std::cos(angle) - xv[ib] * std::sin(angle);
+            want[ib] = xv[ib] * std::cos(angle) + xv[ia] * std::sin(angle);
+          }
+      }
+    expectNear(out, want, "rotary");
+  }
+  HostTensor x = random(dt(), {1, 2, 8}), out(dt(), {1, 2, 8});
+  HostTensor freq = tensor(TFC_DTYPE_F32, {2}, {1, 0.1});
+  HostTensor neg = tensor(TFC_DTYPE_I64, {}, {-3});
+  EXPECT_EQ(run(TFC_KERNEL_ROTARY, {&x, &freq, &neg}, out, {4, 0, 1}, {}),
+            "negative position offset -3");
+  HostTensor wide = tensor(TFC_DTYPE_F32, {3}, {1, 0.5, 0.1});
+  EXPECT_EQ(run(TFC_KERNEL_ROTARY, {&x, &wide}, out, {4, 0, 0}, {}),
+            "rotary: inv_freq [3] rotates more than head_dim 4");
+}
+
 TEST_P(KernelTest, CachedAttentionPerRowErrors) {
   HostTensor q = random(dt(), {2, 1, 8}), k = random(dt(), {2, 1, 8}), v = random(dt(), {2, 1, 8});
   HostTensor kc = random(dt(), {3, 8, 8}), vc = random(dt(), {3, 8, 8});
