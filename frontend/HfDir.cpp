@@ -99,6 +99,13 @@ const std::vector<Family> &families() {
        "shared.weight",
        {},
        {{"is_decoder", {"false"}}, {"is_encoder_decoder", {"true"}}}},
+      // Mistral is Llama with a sliding window on every layer; without one
+      // (Mistral 7B v0.2 and later) it is Llama.
+      {"llama",
+       {"llama", "mistral"},
+       "model.embed_tokens.weight",
+       {},
+       {{"mlp_bias", {"false"}}}},
   };
   return f;
 }
@@ -277,6 +284,81 @@ bool fillFromConfig(std::string &text, const json &cfg, const std::string &cfgTe
     out += line + "\n";
   }
   text = out;
+  return true;
+}
+
+/// What LlamaConfig derives, into |cfg|: head_dim, num_key_value_heads,
+/// rope_type (default, linear, llama3), rope_theta, rope_dim (head_dim times
+/// partial_rotary_factor) and the scaling's parameters as rope_factor,
+/// rope_low_freq_factor, rope_high_freq_factor, rope_original_max_len. A rope
+/// type tfc does not implement is an error that names it.
+bool llamaRope(json &cfg, const std::string &cfgText, const std::string &cfgPath,
+               DirError &err) {
+  auto fail = [&](const char *field, const std::string &msg) {
+    auto [l, c] = keyPos(cfgText, field);
+    err = {cfgPath, l, c, std::string(field) + ": " + msg};
+    return false;
+  };
+  auto number = [](const json &j, const char *k, double dflt) {
+    auto it = j.find(k);
+    return it != j.end() && it->is_number() ? it->get<double>() : dflt;
+  };
+  if (auto it = cfg.find("sliding_window"); it != cfg.end() && !it->is_null() &&
+                                             cfg.value("use_sliding_window", true))
+    return fail("sliding_window", it->dump() + " is not supported yet (tfc's attention has no "
+                                               "sliding-window mask; it changes the outputs "
+                                               "past that many tokens, so it is not ignored)");
+  const double hidden = number(cfg, "hidden_size", 2048),
+               heads = number(cfg, "num_attention_heads", 32);
+  if (!cfg.contains("head_dim") || cfg["head_dim"].is_null())
+    cfg["head_dim"] = static_cast<int64_t>(hidden / heads);
+  if (!cfg.contains("num_key_value_heads") || cfg["num_key_value_heads"].is_null())
+    cfg["num_key_value_heads"] = static_cast<int64_t>(heads);
+  // transformers 5 keeps everything in rope_parameters; older configs have
+  // rope_theta beside a rope_scaling dict (or null).
+  json rope = json::object();
+  const char *where = "rope_scaling";
+  if (auto it = cfg.find("rope_parameters"); it != cfg.end() && it->is_object()) {
+    rope = *it;
+    where = "rope_parameters";
+  } else if (auto it = cfg.find("rope_scaling"); it != cfg.end() && !it->is_null()) {
+    if (!it->is_object())
+      return fail("rope_scaling", it->dump() + " is not an object");
+    rope = *it;
+  }
+  std::string type = "default";
+  for (const char *k : {"rope_type", "type"})
+    if (auto it = rope.find(k); it != rope.end() && it->is_string()) {
+      type = it->get<std::string>();
+      break;
+    }
+  if (type != "default" && type != "linear" && type != "llama3")
+    return fail(where, "rope type \"" + type + "\" is not supported (tfc implements "
+                       "default, linear and llama3; it changes the outputs, so it is not "
+                       "ignored)");
+  if (auto it = rope.find("attention_factor"); it != rope.end() && it->is_number() &&
+                                                 it->get<double>() != 1.0)
+    return fail(where, "attention_factor " + it->dump() + " is not supported");
+  cfg["rope_type"] = type;
+  cfg["rope_theta"] = number(rope, "rope_theta", number(cfg, "rope_theta", 10000.0));
+  const double headDim = cfg["head_dim"].get<double>();
+  const double partial =
+      number(rope, "partial_rotary_factor", number(cfg, "partial_rotary_factor", 1.0));
+  cfg["rope_dim"] = static_cast<int64_t>(headDim * partial);
+  if (type != "default") {
+    if (!rope.contains("factor") || !rope["factor"].is_number())
+      return fail(where, "rope type \"" + type + "\" needs a numeric factor");
+    cfg["rope_factor"] = rope["factor"];
+  }
+  if (type == "llama3") {
+    for (const char *k : {"low_freq_factor", "high_freq_factor",
+                          "original_max_position_embeddings"})
+      if (!rope.contains(k) || !rope[k].is_number())
+        return fail(where, std::string("llama3 rope scaling needs a numeric ") + k);
+    cfg["rope_low_freq_factor"] = rope["low_freq_factor"];
+    cfg["rope_high_freq_factor"] = rope["high_freq_factor"];
+    cfg["rope_original_max_len"] = rope["original_max_position_embeddings"];
+  }
   return true;
 }
 
@@ -574,6 +656,13 @@ bool describeDirectory(const std::string &dirIn, DirModel &out, DirError &err,
       scaled = it->get<bool>();
     cfg["out_scale"] = scaled ? 1.0 / std::sqrt(cfg.value("d_model", 512.0)) : 1.0;
   }
+
+  // Llama: head_dim and the key/value heads when config.json leaves them out,
+  // and the rotary embedding from rope_parameters (transformers 5) or
+  // rope_theta and rope_scaling (older configs; `type` an alias of `rope_type`).
+  if (std::string(fam->name) == "llama" &&
+      !llamaRope(cfg, cfgText, cfgPath, err))
+    return false;
 
   std::string text = bundledFamilyText(fam->name);
   if (!fillFromConfig(text, cfg, cfgText, cfgPath, err))

@@ -234,7 +234,7 @@ FailureOr<Value> Importer::emitAttention(const Node &n, Value x,
       failed(checkKeys(n, "attention",
                        {"type", "mask", "q", "k", "v", "qkv", "out", "heads",
                         "head_dim", "scale", "divide_by", "mask_value", "mask_mode",
-                        "position_bias", "name"})))
+                        "position_bias", "name", "kv_heads", "rotary"})))
     return failure();
   Location l = loc(n);
   if (const Node *nm = n.get("name")) {
@@ -288,6 +288,33 @@ FailureOr<Value> Importer::emitAttention(const Node &n, Value x,
   const int64_t inner = heads * dk;
   if (n.get("qkv") && inner != dModel)
     return error(*n.keyNode("head_dim"), "a packed 'qkv' needs heads * head_dim == d_model");
+  // Grouped-query attention: K and V of kv_heads heads, each shared by
+  // heads / kv_heads query heads (Llama 2 70B, Llama 3, Mistral, Qwen).
+  int64_t kvHeads = heads;
+  if (const Node *kh = n.get("kv_heads")) {
+    auto v = evalInt(*kh, "kv_heads");
+    if (failed(v))
+      return failure();
+    if (*v <= 0 || heads % *v != 0)
+      return error(*kh, "kv_heads must divide heads " + Twine(heads) + ", got " + Twine(*v));
+    kvHeads = *v;
+  }
+  const int64_t kvInner = kvHeads * dk;
+  bool rotary = false;
+  if (const Node *rn = n.get("rotary")) {
+    auto v = getBool(*rn, "rotary");
+    if (failed(v))
+      return failure();
+    rotary = *v;
+    if (rotary && !env.rotaryFreq)
+      return error(*rn, "rotary needs the stack's 'rotary' frequencies");
+    if (rotary && cross)
+      return error(*rn, "rotary embeddings are for self-attention");
+    if (rotary && env.rotaryFreq.getType().cast<RankedTensorType>().getDimSize(0) * 2 > dk)
+      return error(*rn, "the stack's rotary dim exceeds head_dim " + Twine(dk));
+  }
+  if (kvHeads != heads && n.get("qkv"))
+    return error(*n.keyNode("kv_heads"), "kv_heads needs separate q, k and v projections");
   bool posBias = false;
   if (const Node *pb = n.get("position_bias")) {
     auto v = getBool(*pb, "position_bias");
@@ -360,13 +387,17 @@ FailureOr<Value> Importer::emitAttention(const Node &n, Value x,
         auto spec = parseLinear(*pn, key);
         if (failed(spec))
           return failure();
-        auto r = applyLinear(*spec, in, dModel, inner);
+        auto r = applyLinear(*spec, in, dModel, val == &q ? inner : kvInner);
         if (failed(r))
           return failure();
         *val = *r;
       }
     }
   }
+
+  if (rotary || kvHeads != heads)
+    return emitFusedAttention(n, l, q, k, v, heads, kvHeads, dk, rotary, maskKind, maskValue,
+                              posBias, env);
 
   // Split heads: [B, S, D] -> [B, S, H, dk] -> [B, H, S, dk].
   auto split = [&](Value t) -> FailureOr<Value> {
@@ -489,6 +520,69 @@ FailureOr<Value> Importer::emitAttention(const Node &n, Value x,
     return error(n, "heads * head_dim (" + Twine(inner) + ") differs from d_model (" +
                          Twine(dModel) + "): the attention needs an 'out' projection");
   return *merged;
+}
+
+/// The attentions of the LLaMA family (rotary embeddings, grouped-query
+/// heads), emitted as the fused tfc.attention the matmul chain above fuses
+/// into: rotary on the projected queries and keys, then the attention over
+/// kv_heads key/value heads, then the output projection.
+FailureOr<Value> Importer::emitFusedAttention(const Node &n, Location l, Value q, Value k,
+                                              Value v, int64_t heads, int64_t kvHeads,
+                                              int64_t dk, bool rotary,
+                                              const std::string &maskKind, double maskValue,
+                                              bool posBias, const StackEnv &env) {
+  if (posBias)
+    return error(n, "a relative position bias does not combine with rotary or kv_heads");
+  if (maskKind != "none" && maskKind != "causal")
+    return error(*n.keyNode("mask"), "an attention with rotary or kv_heads takes the masks "
+                                     "'none' and 'causal', not '" + maskKind + "'");
+  if (n.get("mask_mode"))
+    return error(*n.keyNode("mask_mode"), "mask_mode does not apply with rotary or kv_heads");
+  if (rotary) {
+    for (Value *t : {&q, &k}) {
+      auto r = make<td::RotaryOp>(l, {*t, env.rotaryFreq},
+                                  {i64("head_dim", dk),
+                                   attr("interleaved", b.getBoolAttr(env.rotaryInterleaved))});
+      if (failed(r))
+        return failure();
+      *t = *r;
+    }
+  }
+  double scale = 1.0 / std::sqrt((double)dk);
+  if (n.get("scale") && n.get("divide_by"))
+    return error(*n.keyNode("divide_by"), "give either 'scale' or 'divide_by'");
+  if (const Node *sc = n.get("scale")) {
+    auto f = evalNum(*sc, "scale");
+    if (failed(f))
+      return failure();
+    scale = f->value;
+  } else if (const Node *dv = n.get("divide_by")) {
+    auto f = evalNum(*dv, "divide_by");
+    if (failed(f))
+      return failure();
+    if (f->value == 0)
+      return error(*dv, "'divide_by' must not be zero");
+    scale = 1.0 / f->value;
+  }
+  const td::MaskKind kind = maskKind == "causal" ? td::MaskKind::causal : td::MaskKind::none;
+  auto o = make<td::AttentionOp>(
+      l, {q, k, v},
+      {attr("mask_kind", td::MaskKindAttr::get(&ctx, kind)), i64("num_heads", heads),
+       f64("scale", scale), f64("mask_value", maskValue), i64("num_kv_heads", kvHeads),
+       attr("operand_segment_sizes", b.getDenseI32ArrayAttr({1, 1, 1, 0, 0}))});
+  if (failed(o))
+    return failure();
+  const int64_t inner = heads * dk;
+  if (const Node *on = n.get("out")) {
+    auto spec = parseLinear(*on, "out");
+    if (failed(spec))
+      return failure();
+    return applyLinear(*spec, *o, inner, dModel);
+  }
+  if (inner != dModel)
+    return error(n, "heads * head_dim (" + Twine(inner) + ") differs from d_model (" +
+                         Twine(dModel) + "): the attention needs an 'out' projection");
+  return *o;
 }
 
 //===----------------------------------------------------------------------===//

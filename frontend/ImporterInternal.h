@@ -67,6 +67,8 @@ struct StackEnv {
   Value mask;          // the stack's attention_mask input [B, S] (0 = padding), if any
   Value memoryMask;    // the encoder's attention_mask, for cross-attention, if any
   Value posBias;       // the stack's relative position bias [1, H, S, S] (T5), if any
+  Value rotaryFreq;    // the stack's rotary inverse frequencies [R / 2] f32 (RoPE), if any
+  bool rotaryInterleaved = false;
 };
 
 class Importer {
@@ -209,6 +211,11 @@ public:
   //===--------------------------------------------------------------------===//
 
   FailureOr<Value> emitBlock(const Node &n, Value x, const StackEnv &env);
+  LogicalResult emitRotaryFrequencies(const Node &n, StackEnv &env);
+  FailureOr<Value> emitFusedAttention(const Node &n, Location l, Value q, Value k, Value v,
+                                      int64_t heads, int64_t kvHeads, int64_t dk, bool rotary,
+                                      const std::string &maskKind, double maskValue,
+                                      bool posBias, const StackEnv &env);
   FailureOr<Value> emitStack(const Node &n, StringRef which, StackEnv &env);
   FailureOr<Value> emitEmbedding(const Node &stack, Value tokens);
   FailureOr<Value> emitOutput(const Node &n, Value x, int64_t vocabHint,

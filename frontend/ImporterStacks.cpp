@@ -9,6 +9,8 @@
 //===----------------------------------------------------------------------------===//
 #include "frontend/ImporterInternal.h"
 
+#include <cmath>
+
 using namespace mlir;
 namespace td = ::mlir::tfc;
 
@@ -255,17 +257,116 @@ FailureOr<Value> Importer::emitEmbedding(const Node &stack, Value tokens) {
   return h;
 }
 
+/// A stack's rotary position embedding (RoPE, applied by the attentions that
+/// say `rotary: true`): its inverse frequencies, as transformers'
+/// modeling_rope_utils computes them, with the rope scaling folded in.
+///   rotary: {dim: D, theta: T, interleaved: false,
+///            scaling: {type: linear | llama3, factor: F, low_freq_factor: L,
+///                      high_freq_factor: H, original_max_len: N}}
+LogicalResult Importer::emitRotaryFrequencies(const Node &n, StackEnv &env) {
+  if (failed(expectMap(n, "rotary")) ||
+      failed(checkKeys(n, "rotary", {"dim", "theta", "interleaved", "scaling"})))
+    return failure();
+  auto dn = require(n, "dim", "rotary");
+  auto tn = require(n, "theta", "rotary");
+  if (failed(dn) || failed(tn))
+    return failure();
+  auto dim = evalInt(**dn, "dim");
+  auto theta = evalNum(**tn, "theta");
+  if (failed(dim) || failed(theta))
+    return failure();
+  if (*dim <= 0 || *dim % 2 != 0)
+    return error(**dn, "the rotary dim must be positive and even, got " + Twine(*dim));
+  if (!(theta->value > 0))
+    return error(**tn, "the rotary theta must be positive");
+  if (const Node *in = n.get("interleaved")) {
+    auto v = getBool(*in, "interleaved");
+    if (failed(v))
+      return failure();
+    env.rotaryInterleaved = *v;
+  }
+  // Default RoPE, as transformers computes it in f32:
+  // 1 / theta ^ (arange(0, dim, 2) / dim).
+  const int64_t half = *dim / 2;
+  std::vector<double> inv(half);
+  for (int64_t i = 0; i < half; ++i) {
+    const float e = static_cast<float>(2 * i) / static_cast<float>(*dim);
+    inv[i] = 1.0f / static_cast<float>(std::pow(static_cast<double>(theta->value), (double)e));
+  }
+  if (const Node *sn = n.get("scaling")) {
+    if (failed(expectMap(*sn, "scaling")) ||
+        failed(checkKeys(*sn, "scaling",
+                         {"type", "factor", "low_freq_factor", "high_freq_factor",
+                          "original_max_len"})))
+      return failure();
+    auto ty = require(*sn, "type", "scaling");
+    if (failed(ty))
+      return failure();
+    auto type = getChoice(**ty, "rope scaling type", {"default", "linear", "llama3"});
+    if (failed(type))
+      return failure();
+    auto num = [&](const char *key) -> FailureOr<double> {
+      auto k = require(*sn, key, ("rope scaling '" + *type + "'").c_str());
+      if (failed(k))
+        return failure();
+      auto v = evalNum(**k, key);
+      if (failed(v))
+        return failure();
+      return v->value;
+    };
+    if (*type != "default") {
+      auto factor = num("factor");
+      if (failed(factor))
+        return failure();
+      if (!(*factor > 0))
+        return error(*sn, "the rope scaling factor must be positive");
+      if (*type == "linear") {
+        // Positions divided by the factor: the frequencies are.
+        for (double &f : inv)
+          f = static_cast<float>(f / *factor);
+      } else {
+        // Llama 3.1: low frequencies divided by the factor, high ones kept,
+        // a smooth blend between (modeling_rope_utils' _compute_llama3_parameters).
+        auto lo = num("low_freq_factor"), hi = num("high_freq_factor"),
+             old = num("original_max_len");
+        if (failed(lo) || failed(hi) || failed(old))
+          return failure();
+        if (!(*hi > *lo))
+          return error(*sn, "llama3 rope scaling needs high_freq_factor > low_freq_factor");
+        const double loWave = *old / *lo, hiWave = *old / *hi;
+        for (double &f : inv) {
+          const double wave = 2 * M_PI / f;
+          double g = wave > loWave ? f / *factor : f;
+          if (!(wave < hiWave) && !(wave > loWave)) {
+            const double smooth = (*old / wave - *lo) / (*hi - *lo);
+            g = (1 - smooth) * g / *factor + smooth * g;
+          }
+          f = static_cast<float>(g);
+        }
+      }
+    }
+  }
+  auto t = RankedTensorType::get({half}, b.getF32Type());
+  std::vector<float> vals(inv.begin(), inv.end());
+  env.rotaryFreq = *make<td::ConstantOp>(
+      loc(n), {}, {attr("value", DenseElementsAttr::get(t, llvm::ArrayRef<float>(vals)))});
+  return success();
+}
+
 FailureOr<Value> Importer::emitStack(const Node &n, StringRef which, StackEnv &env) {
   if (failed(expectMap(n, which)) ||
       failed(checkKeys(n, which,
                        {"input", "attention_mask", "embedding", "positional",
                         "token_types", "embedding_norm", "relative_attention_bias",
-                        "layers", "final_norm"})))
+                        "rotary", "layers", "final_norm"})))
     return failure();
   auto x = emitEmbedding(n, env.tokens);
   if (failed(x))
     return failure();
   Value h = *x;
+  if (const Node *rn = n.get("rotary"))
+    if (failed(emitRotaryFrequencies(*rn, env)))
+      return failure();
   if (const Node *rb = n.get("relative_attention_bias")) {
     // T5: one bucketed relative position bias per stack, [1, H, S, S], which
     // the self-attentions that say `position_bias: true` add to their scores.
