@@ -1,0 +1,198 @@
+"""tfc compile DIR on Hugging Face LLaMA-family checkpoints, against transformers.
+
+Builds small random-weight decoder-only models with save_pretrained:
+  - llama-gqa: a LlamaForCausalLM with grouped-query attention (4 heads over 2),
+    default RoPE, an untied lm_head;
+  - llama-mqa: multi-query attention (4 heads over 1), an explicit head_dim that
+    is not hidden_size / heads, q/k/v/o biases (attention_bias), a tied lm_head
+    and Llama 3.1's llama3 rope scaling;
+  - llama-linear: linear rope scaling, its config.json rewritten in the older
+    layout (rope_theta beside rope_scaling {"type": "linear"}) that
+    transformers 4 checkpoints have;
+  - mistral: a MistralForCausalLM without a sliding window;
+with non-trivial norms and biases, compiles each directory with tfc and checks:
+  - the logits of a right-padded batch of prompts (the real positions; causal
+    attention never reads the padding after them) against the model's logits
+    computed in float64, within 5e-5 of the largest logit;
+  - greedy generation (tfrun --generate, the batch at once) against generate()
+    of each prompt alone, token for token, and each sequence's score against
+    transformers' transition scores (it depends on every logit of every step:
+    the KV cache, the rotary positions of the decode steps);
+  - beam search with 4 beams against generate(num_beams=4): tokens and
+    length-normalized scores;
+and that config values tfc does not implement are errors that name them: a
+yarn rope scaling and Mistral's sliding window.
+Usage: llama_test.py TFC TFRUN WORKDIR   (run by ctest through tests/hf/run.sh)
+"""
+import copy
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import torch
+from hfcommon import check_cpu_cap, run
+from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM
+
+TOL_REL = 5e-5
+tfc, tfrun, work = sys.argv[1:4]
+os.makedirs(work, exist_ok=True)
+failures = []
+PAD, BOS, EOS, V = 0, 1, 2, 97
+
+
+def perturb(m):
+    """Non-trivial norms and biases (random init leaves 1s and 0s)."""
+    with torch.no_grad():
+        for _, p in m.named_parameters():
+            if p.dim() == 1:
+                p.add_(torch.randn_like(p) * 0.1)
+    return m
+
+
+def family(tag, m, rewrite=None):
+    d = os.path.join(work, tag)
+    m.save_pretrained(d)
+    if rewrite:
+        path = os.path.join(d, "config.json")
+        cfg = json.load(open(path))
+        rewrite(cfg)
+        json.dump(cfg, open(path, "w"), indent=2)
+    m64 = copy.deepcopy(m).double()
+    binp = os.path.join(work, tag + ".bin")
+    run(tfc, "compile", d, "-o", binp)
+    check_cpu_cap(tfrun, binp)
+
+    g = np.random.default_rng(2)
+    lengths = (9, 4, 6)
+    S = max(lengths)
+    ids = np.full((len(lengths), S), PAD, dtype=np.int64)
+    for b, n in enumerate(lengths):
+        ids[b, 0] = BOS
+        ids[b, 1:n] = g.integers(3, V, size=n - 1)
+    idsf = os.path.join(work, tag + "-ids.npy")
+    np.save(idsf, ids)
+
+    # Logits of the real positions.
+    out = os.path.join(work, tag + "-out")
+    os.makedirs(out, exist_ok=True)
+    run(tfrun, binp, "--threads", "1", "--output-dir", out, "--input", "input_ids=" + idsf)
+    got = np.load(os.path.join(out, "logits.npy"))
+    err, top = 0.0, 0.0
+    for b, n in enumerate(lengths):
+        with torch.no_grad():
+            want = m64(torch.from_numpy(ids[b:b + 1, :n])).logits.numpy()[0]
+        err = max(err, float(np.abs(got[b, :n] - want).max()))
+        top = max(top, float(np.abs(want).max()))
+    tol = TOL_REL * top
+    ok = got.shape == (len(lengths), S, V) and err <= tol
+    print(f"{tag}-logits: max |tfc - transformers f64| = {err:.3g} "
+          f"({'ok' if ok else 'FAIL'}, tolerance {tol:.2g})")
+    if not ok:
+        failures.append(f"{tag}-logits")
+
+    N = 10
+
+    def generated(*flags):
+        o = os.path.join(work, f"{tag}-gen{'-'.join(flags)}")
+        os.makedirs(o, exist_ok=True)
+        run(tfrun, binp, "--threads", "1", "--generate", "--max-len", str(N), *flags,
+            "--output-dir", o, "--input", "input_ids=" + idsf)
+        toks, lens = np.load(os.path.join(o, "ids.npy")), np.load(os.path.join(o, "lengths.npy"))
+        return ([[int(t) for t in toks[b, :lens[b]]] for b in range(len(lengths))],
+                np.load(os.path.join(o, "scores.npy")))
+
+    def reference(beams):
+        rows, scores = [], []
+        for b, n in enumerate(lengths):
+            prompt = torch.from_numpy(ids[b:b + 1, :n])
+            with torch.no_grad():
+                res = m.generate(prompt, num_beams=beams, do_sample=False, max_new_tokens=N,
+                                 output_scores=True, return_dict_in_generate=True,
+                                 pad_token_id=PAD, eos_token_id=EOS)
+            toks = [int(t) for t in res.sequences[0, n:]]
+            toks = toks[:toks.index(EOS) + 1] if EOS in toks else toks
+            if beams == 1:
+                steps = m.compute_transition_scores(res.sequences, res.scores,
+                                                    normalize_logits=True).numpy()
+                scores.append(float(steps[0, :len(toks)].sum()))
+            else:
+                scores.append(float(res.sequences_scores[0]))
+            rows.append(toks[:-1] if toks and toks[-1] == EOS else toks)
+        return rows, np.array(scores)
+
+    for beams in (1, 4):
+        got, gs = generated("--beam", str(beams))
+        want, ws = reference(beams)
+        serr = float(np.abs(gs - ws).max())
+        ok = got == want and serr <= 1e-3
+        print(f"{tag}-beam{beams}: tfc {got}\n    transformers {want}, score difference "
+              f"{serr:.2g} ({'ok' if ok else 'FAIL'})")
+        if not ok:
+            failures.append(f"{tag}-beam{beams}")
+
+
+def expect_error(tag, m, rewrite, want):
+    d = os.path.join(work, tag)
+    m.save_pretrained(d)
+    path = os.path.join(d, "config.json")
+    cfg = json.load(open(path))
+    rewrite(cfg)
+    json.dump(cfg, open(path, "w"), indent=2)
+    r = subprocess.run([tfc, "compile", d, "-o", os.path.join(work, tag + ".bin")],
+                       capture_output=True, text=True)
+    ok = r.returncode == 1 and want in r.stderr and not os.path.exists(
+        os.path.join(work, tag + ".bin"))
+    print(f"{tag}: exit {r.returncode}, {r.stderr.strip()!r} ({'ok' if ok else 'FAIL'})")
+    if not ok:
+        failures.append(tag)
+
+
+def llama(**kw):
+    base = dict(vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                rms_norm_eps=1e-5, bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD,
+                tie_word_embeddings=False)
+    base.update(kw)
+    torch.manual_seed(len(kw))
+    return perturb(LlamaForCausalLM(LlamaConfig(**base)).eval())
+
+
+family("llama-gqa", llama())
+# initializer_range 0.2: with the default 0.02 a tied head over 97 tokens is
+# nearly flat (log-probabilities within 0.3 of each other), and beam search
+# then hinges on near-ties between many hypotheses.
+family("llama-mqa", llama(num_key_value_heads=1, head_dim=24, attention_bias=True,
+                          tie_word_embeddings=True, initializer_range=0.2,
+                          rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0,
+                                           "factor": 8.0, "low_freq_factor": 1.0,
+                                           "high_freq_factor": 4.0,
+                                           "original_max_position_embeddings": 16}))
+
+
+def old_layout(cfg):
+    rp = cfg.pop("rope_parameters")
+    cfg["rope_theta"] = rp["rope_theta"]
+    cfg["rope_scaling"] = {"type": rp["rope_type"], "factor": rp["factor"]}
+
+
+family("llama-linear", llama(rope_parameters={"rope_type": "linear", "rope_theta": 10000.0,
+                                              "factor": 4.0}), rewrite=old_layout)
+torch.manual_seed(5)
+family("mistral", perturb(MistralForCausalLM(MistralConfig(
+    vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+    sliding_window=None, bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD)).eval()))
+
+expect_error("llama-yarn", llama(), lambda c: c.update(
+    rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 2.0}),
+    'rope_parameters: rope type "yarn" is not supported (tfc implements default, linear and '
+    'llama3; it changes the outputs, so it is not ignored)')
+expect_error("mistral-window", llama(), lambda c: c.update(model_type="mistral",
+                                                           sliding_window=32),
+             "sliding_window: 32 is not supported yet")
+
+if failures:
+    sys.exit("FAILED: " + ", ".join(failures))
+print("all LLaMA-family checks passed")
