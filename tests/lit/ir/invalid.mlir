@@ -392,3 +392,51 @@ func.func @weight_integer() {
   %0 = tfc.weight "ids" : tensor<4xi64>
   return
 }
+
+// -----
+
+func.func @gqa_kv_heads_divide(%q: tensor<?x?x24xf32>, %k: tensor<?x?x16xf32>) {
+  // expected-error @+1 {{'tfc.attention' op num_kv_heads 2 must divide num_heads 3}}
+  %0 = tfc.attention #tfc<mask causal> %q, %k, %k {num_heads = 3, num_kv_heads = 2, scale = 0.5} : (tensor<?x?x24xf32>, tensor<?x?x16xf32>, tensor<?x?x16xf32>) -> tensor<?x?x24xf32>
+  return
+}
+
+// -----
+
+func.func @gqa_key_width(%q: tensor<?x?x32xf32>, %k: tensor<?x?x12xf32>) {
+  // expected-error @+1 {{a key of 2 heads must be 2/4 of the query's width 32, got 12}}
+  %0 = tfc.attention #tfc<mask causal> %q, %k, %k {num_heads = 4, num_kv_heads = 2, scale = 0.5} : (tensor<?x?x32xf32>, tensor<?x?x12xf32>, tensor<?x?x12xf32>) -> tensor<?x?x32xf32>
+  return
+}
+
+// -----
+
+func.func @rotary_head_dim(%x: tensor<?x?x12xf32>, %f: tensor<2xf32>) {
+  // expected-error @+1 {{'tfc.rotary' op width 12 is not a multiple of head_dim 8}}
+  %0 = tfc.rotary %x, %f {head_dim = 8} : (tensor<?x?x12xf32>, tensor<2xf32>) -> tensor<?x?x12xf32>
+  return
+}
+
+// -----
+
+func.func @rotary_odd_head_dim(%x: tensor<?x?x12xf32>, %f: tensor<1xf32>) {
+  // expected-error @+1 {{'tfc.rotary' op head_dim must be positive and even, got 3}}
+  %0 = tfc.rotary %x, %f {head_dim = 3} : (tensor<?x?x12xf32>, tensor<1xf32>) -> tensor<?x?x12xf32>
+  return
+}
+
+// -----
+
+func.func @rotary_too_many_frequencies(%x: tensor<?x?x16xf32>, %f: tensor<5xf32>) {
+  // expected-error @+1 {{'tfc.rotary' op inv_freq of 5 frequencies rotates more than head_dim 8}}
+  %0 = tfc.rotary %x, %f {head_dim = 8} : (tensor<?x?x16xf32>, tensor<5xf32>) -> tensor<?x?x16xf32>
+  return
+}
+
+// -----
+
+func.func @rotary_rank(%x: tensor<?x16xf32>, %f: tensor<4xf32>) {
+  // expected-error @+1 {{rotary expects a [batch, seq, heads * head_dim] input}}
+  %0 = tfc.rotary %x, %f {head_dim = 8} : (tensor<?x16xf32>, tensor<4xf32>) -> tensor<?x16xf32>
+  return
+}

@@ -139,3 +139,16 @@ func.func @fused(%ids: tensor<?x?xi64>, %x: tensor<?x?x8xf32>, %g: tensor<8xf32>
   %at4 = tfc.attention #tfc<mask additive> %x, %x, %x, %add {num_heads = 2, scale = 0.5, mask_value = -1.0e4 : f64} : (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x1x1x?xf32>) -> tensor<?x?x8xf32>
   return
 }
+
+// Grouped-query attention: 4 query heads of 2 over 2 key/value heads (K, V of
+// width 4); rotary embeddings, with and without a per-row position offset.
+// CHECK-LABEL: func.func @llama_ops
+func.func @llama_ops(%q: tensor<?x?x8xf32>, %k: tensor<?x?x4xf32>, %f: tensor<1xf32>, %pos: tensor<?xi64>) -> (tensor<?x?x8xf32>, tensor<?x?x4xf32>) {
+  // CHECK: tfc.rotary %{{.*}}, %{{.*}} {head_dim = 2 : i64} : (tensor<?x?x8xf32>, tensor<1xf32>) -> tensor<?x?x8xf32>
+  %rq = tfc.rotary %q, %f {head_dim = 2} : (tensor<?x?x8xf32>, tensor<1xf32>) -> tensor<?x?x8xf32>
+  // CHECK: tfc.rotary %{{.*}}, %{{.*}} offset(%{{.*}}) {head_dim = 2 : i64, interleaved = true} : (tensor<?x?x4xf32>, tensor<1xf32>, tensor<?xi64>) -> tensor<?x?x4xf32>
+  %rk = tfc.rotary %k, %f offset(%pos) {head_dim = 2, interleaved = true} : (tensor<?x?x4xf32>, tensor<1xf32>, tensor<?xi64>) -> tensor<?x?x4xf32>
+  // CHECK: tfc.attention causal %{{.*}}, %{{.*}}, %{{.*}} {num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 5.000000e-01 : f64} : (tensor<?x?x8xf32>, tensor<?x?x4xf32>, tensor<?x?x4xf32>) -> tensor<?x?x8xf32>
+  %o = tfc.attention #tfc<mask causal> %rq, %rk, %rk {num_heads = 4, num_kv_heads = 2, scale = 0.5} : (tensor<?x?x8xf32>, tensor<?x?x4xf32>, tensor<?x?x4xf32>) -> tensor<?x?x8xf32>
+  return %o, %rk : tensor<?x?x8xf32>, tensor<?x?x4xf32>
+}
