@@ -20,6 +20,8 @@ with non-trivial norms and biases, compiles each directory with tfc and checks:
     the KV cache, the rotary positions of the decode steps);
   - beam search with 4 beams against generate(num_beams=4): tokens and
     length-normalized scores;
+  - for llama-gqa, the logits of `--precision bf16` and `int8` within relative L2
+    0.01 and 0.03 of the float64 model's;
 and that config values tfc does not implement are errors that name them: a
 yarn rope scaling and Mistral's sliding window.
 Usage: llama_test.py TFC TFRUN WORKDIR   (run by ctest through tests/hf/run.sh)
@@ -51,7 +53,7 @@ def perturb(m):
     return m
 
 
-def family(tag, m, rewrite=None):
+def family(tag, m, rewrite=None, precisions=False):
     d = os.path.join(work, tag)
     m.save_pretrained(d)
     if rewrite:
@@ -91,6 +93,28 @@ def family(tag, m, rewrite=None):
           f"({'ok' if ok else 'FAIL'}, tolerance {tol:.2g})")
     if not ok:
         failures.append(f"{tag}-logits")
+
+    # bf16 and int8 (per-row weight scales): relative L2 of the real positions'
+    # logits within docs/precision.md's bounds.
+    if precisions:
+        for prec, bound in (("bf16", 0.01), ("int8", 0.03)):
+            pb = os.path.join(work, f"{tag}-{prec}.bin")
+            run(tfc, "compile", d, "-o", pb, "--precision", prec)
+            po = os.path.join(work, f"{tag}-{prec}-out")
+            os.makedirs(po, exist_ok=True)
+            run(tfrun, pb, "--threads", "1", "--output-dir", po, "--input", "input_ids=" + idsf)
+            lp = np.load(os.path.join(po, "logits.npy"))
+            num = den = 0.0
+            for b, n in enumerate(lengths):
+                with torch.no_grad():
+                    want = m64(torch.from_numpy(ids[b:b + 1, :n])).logits.numpy()[0]
+                num += float(((lp[b, :n] - want) ** 2).sum())
+                den += float((want ** 2).sum())
+            rel = (num / den) ** 0.5
+            ok = rel <= bound
+            print(f"{tag}-{prec}: relative L2 {rel:.3g} ({'ok' if ok else 'FAIL'}, bound {bound})")
+            if not ok:
+                failures.append(f"{tag}-{prec}")
 
     N = 10
 
@@ -159,7 +183,7 @@ def llama(**kw):
     return perturb(LlamaForCausalLM(LlamaConfig(**base)).eval())
 
 
-family("llama-gqa", llama())
+family("llama-gqa", llama(), precisions=True)
 # initializer_range 0.2: with the default 0.02 a tied head over 97 tokens is
 # nearly flat (log-probabilities within 0.3 of each other), and beam search
 # then hinges on near-ties between many hypotheses.
