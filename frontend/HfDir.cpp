@@ -100,9 +100,10 @@ const std::vector<Family> &families() {
        {},
        {{"is_decoder", {"false"}}, {"is_encoder_decoder", {"true"}}}},
       // Mistral is Llama with a sliding window on every layer; without one
-      // (Mistral 7B v0.2 and later) it is Llama.
+      // (Mistral 7B v0.2 and later) it is Llama. Qwen2 adds q/k/v biases,
+      // Qwen3 per-head q/k norms (llamaRope sets qkv_bias, o_bias, qk_norm).
       {"llama",
-       {"llama", "mistral"},
+       {"llama", "mistral", "qwen2", "qwen3"},
        "model.embed_tokens.weight",
        {},
        {{"mlp_bias", {"false"}}}},
@@ -308,6 +309,14 @@ bool llamaRope(json &cfg, const std::string &cfgText, const std::string &cfgPath
     return fail("sliding_window", it->dump() + " is not supported yet (tfc's attention has no "
                                                "sliding-window mask; it changes the outputs "
                                                "past that many tokens, so it is not ignored)");
+  const std::string type0 = cfg.value("model_type", std::string("llama"));
+  // Qwen2's q/k/v projections always have biases, its o_proj never (whatever
+  // attention_bias says); Llama's follow attention_bias; Qwen3 norms each head
+  // of the queries and keys.
+  const bool bias = cfg.value("attention_bias", false);
+  cfg["qkv_bias"] = type0 == "qwen2" ? true : bias;
+  cfg["o_bias"] = type0 == "qwen2" ? false : bias;
+  cfg["qk_norm"] = type0 == "qwen3";
   const double hidden = number(cfg, "hidden_size", 2048),
                heads = number(cfg, "num_attention_heads", 32);
   if (!cfg.contains("head_dim") || cfg["head_dim"].is_null())

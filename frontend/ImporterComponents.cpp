@@ -130,7 +130,8 @@ FailureOr<Value> Importer::applyLinear(const LinearSpec &s, Value x, int64_t in,
 // Norms
 //===----------------------------------------------------------------------===//
 
-FailureOr<Value> Importer::emitNorm(const Node &n, Value x, StringRef what) {
+FailureOr<Value> Importer::emitNorm(const Node &n, Value x, StringRef what, int64_t width) {
+  const int64_t dModel = width > 0 ? width : this->dModel; // the features normalized
   if (failed(expectMap(n, what)) ||
       failed(checkKeys(n, what, {"kind", "name", "eps", "gain", "shift"})))
     return failure();
@@ -173,8 +174,8 @@ FailureOr<Value> Importer::emitNorm(const Node &n, Value x, StringRef what) {
   auto xt = x.getType().cast<RankedTensorType>();
   if (!xt.getElementType().isa<FloatType>() || xt.getRank() < 1 ||
       (xt.getShape().back() != kDyn && xt.getShape().back() != dModel))
-    return error(n, what + " normalizes over d_model (" + Twine(dModel) +
-                        ") features, but its input is " + typeStr(xt));
+    return error(n, what + " normalizes over " + (width > 0 ? "head_dim" : "d_model") +
+                        " (" + Twine(dModel) + ") features, but its input is " + typeStr(xt));
   std::string prefix = qualify(*name) + ".";
   auto g = weight(n, prefix + gain, {dModel}, WeightRole::Gain);
   if (failed(g))
@@ -234,7 +235,8 @@ FailureOr<Value> Importer::emitAttention(const Node &n, Value x,
       failed(checkKeys(n, "attention",
                        {"type", "mask", "q", "k", "v", "qkv", "out", "heads",
                         "head_dim", "scale", "divide_by", "mask_value", "mask_mode",
-                        "position_bias", "name", "kv_heads", "rotary"})))
+                        "position_bias", "name", "kv_heads", "rotary", "q_norm",
+                        "k_norm"})))
     return failure();
   Location l = loc(n);
   if (const Node *nm = n.get("name")) {
@@ -395,7 +397,7 @@ FailureOr<Value> Importer::emitAttention(const Node &n, Value x,
     }
   }
 
-  if (rotary || kvHeads != heads)
+  if (rotary || kvHeads != heads || n.get("q_norm") || n.get("k_norm"))
     return emitFusedAttention(n, l, q, k, v, heads, kvHeads, dk, rotary, maskKind, maskValue,
                               posBias, env);
 
@@ -538,6 +540,23 @@ FailureOr<Value> Importer::emitFusedAttention(const Node &n, Location l, Value q
                                      "'none' and 'causal', not '" + maskKind + "'");
   if (n.get("mask_mode"))
     return error(*n.keyNode("mask_mode"), "mask_mode does not apply with rotary or kv_heads");
+  // Qwen3: an RMSNorm over each head of the queries and the keys, before RoPE.
+  for (auto [key, t, h] : {std::tuple<const char *, Value *, int64_t>{"q_norm", &q, heads},
+                           {"k_norm", &k, kvHeads}}) {
+    const Node *nn = n.get(key);
+    if (!nn)
+      continue;
+    auto split = make<td::ReshapeOp>(l, {*t}, {arr("shape", {0, 0, h, dk})});
+    if (failed(split))
+      return failure();
+    auto normed = emitNorm(*nn, *split, key, dk);
+    if (failed(normed))
+      return failure();
+    auto merged = make<td::ReshapeOp>(l, {*normed}, {arr("shape", {0, 0, h * dk})});
+    if (failed(merged))
+      return failure();
+    *t = *merged;
+  }
   if (rotary) {
     for (Value *t : {&q, &k}) {
       auto r = make<td::RotaryOp>(l, {*t, env.rotaryFreq},

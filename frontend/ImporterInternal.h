@@ -198,7 +198,8 @@ public:
   FailureOr<Value> applyLinear(const LinearSpec &s, Value x, int64_t in,
                                int64_t out, int64_t rowOffset = 0,
                                int64_t rowsTotal = -1);
-  FailureOr<Value> emitNorm(const Node &n, Value x, StringRef what);
+  /// A norm over the last |width| features (0: d_model).
+  FailureOr<Value> emitNorm(const Node &n, Value x, StringRef what, int64_t width = 0);
   FailureOr<Value> emitAttention(const Node &n, Value x, const StackEnv &env);
   FailureOr<Value> emitFeedForward(const Node &n, Value x);
   /// feed_forward's activations (ImporterOps.cpp, beside the ops: table), the

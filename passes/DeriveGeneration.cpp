@@ -174,6 +174,14 @@ std::string Deriver::positionWiseProblem(Operation *op) const {
   }
   if (auto r = dyn_cast<RotaryOp>(op))
     return r.getOffset() ? "its rotary embedding already has a position offset" : "";
+  if (auto r = dyn_cast<ReshapeOp>(op)) {
+    // A reshape that keeps the batch and position dims (0 copies a dim) and
+    // splits or merges the features (Qwen3's per-head norms) is position-wise.
+    auto shape = r.getShape();
+    return shape.size() >= 2 && shape[0] == 0 && shape[1] == 0 && rankOf(op->getOperand(0)) >= 2
+               ? ""
+               : "a reshape moves the positions";
+  }
   if (auto t = dyn_cast<TokenEmbeddingOp>(op)) {
     if (t.getPositions() && t.getPositionAxis() != 1)
       return "its positional table is indexed by the batch axis, not by position";

@@ -10,6 +10,10 @@ Builds small random-weight decoder-only models with save_pretrained:
     layout (rope_theta beside rope_scaling {"type": "linear"}) that
     transformers 4 checkpoints have;
   - mistral: a MistralForCausalLM without a sliding window;
+  - qwen2: a Qwen2ForCausalLM (q/k/v biases, no o_proj bias, a tied head, a
+    sliding_window that use_sliding_window turns off);
+  - qwen3: a Qwen3ForCausalLM (per-head q/k RMSNorm before RoPE, head_dim 32
+    with hidden_size 64 and 4 heads);
 with non-trivial norms and biases, compiles each directory with tfc and checks:
   - the logits of a right-padded batch of prompts (the real positions; causal
     attention never reads the padding after them) against the model's logits
@@ -35,7 +39,8 @@ import sys
 import numpy as np
 import torch
 from hfcommon import check_cpu_cap, run
-from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM
+from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
+                          Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
 
 TOL_REL = 5e-5
 tfc, tfrun, work = sys.argv[1:4]
@@ -208,6 +213,19 @@ family("mistral", perturb(MistralForCausalLM(MistralConfig(
     vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
     sliding_window=None, bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD)).eval()))
+
+torch.manual_seed(6)
+family("qwen2", perturb(Qwen2ForCausalLM(Qwen2Config(
+    vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+    rope_theta=1000000.0, tie_word_embeddings=True, use_sliding_window=False,
+    sliding_window=64, bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD)).eval()))
+torch.manual_seed(7)
+family("qwen3", perturb(Qwen3ForCausalLM(Qwen3Config(
+    vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+    num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=128,
+    tie_word_embeddings=False, use_sliding_window=False, bos_token_id=BOS, eos_token_id=EOS,
+    pad_token_id=PAD)).eval()))
 
 expect_error("llama-yarn", llama(), lambda c: c.update(
     rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 2.0}),
