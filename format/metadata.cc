@@ -146,6 +146,8 @@ template <typename IO> void describe(IO &io, Metadata &m) {
       io.i64("suppress", g.suppress);
       io.f64("length_penalty", g.lengthPenalty);
     }
+    if (io.version() >= 7)
+      io.list("more_eos", g.moreEos, 8, [&](int64_t &e) { io.i64("eos", e); });
   }
   if (io.version() >= 4)
     io.list("input_defaults", m.inputDefaults, 20, [&](InputDefaultRecord &d) {

@@ -74,6 +74,9 @@ struct GenerationRecord {
   int64_t numBeams = 1, maxLength = 0, minLength = 0, noRepeatNgram = 0, earlyStopping = 1,
           suppress = -1;
   double lengthPenalty = 1.0;
+  /// More end-of-sequence ids besides eos (version 7): generation_config.json's
+  /// eos_token_id list (Llama 3's); any of them ends a sequence.
+  std::vector<int64_t> moreEos;
 };
 
 /// An optional @forward input and how it is made when left out (version 4).

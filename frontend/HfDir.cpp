@@ -559,6 +559,10 @@ bool describeDirectory(const std::string &dirIn, DirModel &out, DirError &err,
       json v = *it;
       if (v.is_array() && v.size() == 1)
         v = v[0]; // [2]: one id
+      if (std::string(f) == "eos_token_id" && v.is_array() && !v.empty()) {
+        cfg[f] = v; // several end-of-sequence ids: below
+        continue;
+      }
       if (!v.is_number_integer()) {
         auto [l, c] = keyPos(genText, f);
         return fail(genPath, std::string(f) + ": " + it->dump() +
@@ -622,6 +626,29 @@ bool describeDirectory(const std::string &dirIn, DirModel &out, DirError &err,
                                  "tokens, so it is not ignored; docs/generation.md lists what "
                                  "tfc implements)");
     }
+  }
+
+  // Several end-of-sequence ids (Llama 3's [128001, 128008, 128009]): the
+  // first is eos_token_id, the others eos_token_id_2 .. eos_token_id_8, which
+  // the decoder-only descriptions read (eos_id_2 ...); any of them ends a
+  // sequence.
+  if (auto it = cfg.find("eos_token_id"); it != cfg.end() && it->is_array()) {
+    json ids = *it;
+    const std::string &srcText = genText.empty() ? cfgText : genText;
+    auto [l, c] = keyPos(srcText, "eos_token_id");
+    const std::string &where = genText.empty() ? cfgPath : genPath;
+    if (ids.empty() || ids.size() > 8)
+      return fail(where, "eos_token_id: " + ids.dump() + " is not one to eight token ids", l, c);
+    for (const json &e : ids)
+      if (!e.is_number_integer() || e.get<int64_t>() < 0)
+        return fail(where, "eos_token_id: " + ids.dump() + " holds " + e.dump() +
+                               ", not a token id", l, c);
+    if (ids.size() > 1 && std::string(fam->name) != "llama")
+      return fail(where, "eos_token_id: " + ids.dump() + " is not supported by tfc's " +
+                             fam->name + " description (it takes one token id)", l, c);
+    cfg["eos_token_id"] = ids[0];
+    for (size_t i = 1; i < ids.size(); ++i)
+      cfg["eos_token_id_" + std::to_string(i + 1)] = ids[i];
   }
 
   // transformers starts decoding from bos_token_id when there is no

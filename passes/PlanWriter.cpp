@@ -463,6 +463,11 @@ LogicalResult Writer::writeGeneration(func::FuncOp fwd) {
     // hypotheses (docs/generation.md); the Hugging Face families say 0.
     g.earlyStopping = param("early_stopping", 1);
     g.suppress = param("suppress_id", -1);
+    // eos_id_2 .. eos_id_8: more end-of-sequence ids (a list in
+    // generation_config.json; -1: none).
+    for (int i = 2; i <= 8; ++i)
+      if (int64_t e = param(("eos_id_" + std::to_string(i)).c_str(), -1); e >= 0)
+        g.moreEos.push_back(e);
     double lp = 1.0;
     if (params)
       if (auto a = params.get("length_penalty")) {

@@ -66,8 +66,13 @@ void bannedIds(const SearchOptions &opt, const std::vector<int64_t> &seq, int64_
   if (opt.suppress >= 0 && opt.suppress < vocab)
     out.push_back(opt.suppress);
   const int64_t L = static_cast<int64_t>(seq.size());
-  if (L < opt.min_length && opt.eos >= 0 && opt.eos < vocab)
-    out.push_back(opt.eos);
+  if (L < opt.min_length) {
+    if (opt.eos >= 0 && opt.eos < vocab)
+      out.push_back(opt.eos);
+    for (int64_t e : opt.more_eos)
+      if (e >= 0 && e < vocab)
+        out.push_back(e);
+  }
   const int64_t n = opt.no_repeat_ngram;
   if (n > 0 && L + 1 >= n)
     for (int64_t i = 0; i + n <= L; ++i) {
@@ -324,7 +329,7 @@ Status singleRowSearch(StepModel &model, const std::vector<std::vector<int64_t>>
                                        : argmax(l, vocab);
       const float logp = forced < 0 ? l[tok] - logSumExp(l, vocab) : 0.0f;
       out.scores[b] += logp;
-      bool done = tok == opt.eos;
+      bool done = opt.isEos(tok);
       if (!done) {
         out.ids[b].push_back(tok);
         done = static_cast<int64_t>(out.ids[b].size()) == opt.max_len;
@@ -412,6 +417,10 @@ Status validateSearch(const StepModel &model, const std::vector<std::vector<int6
   if (opt.eos < 0 || opt.eos >= vocab)
     return invalidArg(
         format("eos id %" PRId64 " is outside the vocabulary [0, %" PRId64 ")", opt.eos, vocab));
+  for (int64_t e : opt.more_eos)
+    if (e < 0 || e >= vocab)
+      return invalidArg(
+          format("eos id %" PRId64 " is outside the vocabulary [0, %" PRId64 ")", e, vocab));
   if (opt.forced_bos >= vocab || opt.forced_bos < -1)
     return invalidArg(format("forced bos id %" PRId64 " is outside the vocabulary [0, %" PRId64
                              ")", opt.forced_bos, vocab));

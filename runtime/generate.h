@@ -14,6 +14,7 @@
 
 #include "runtime/model.h" // tfrun::rt::Status
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -60,6 +61,12 @@ struct SearchOptions {
   float top_p = 1.0f;          ///< in (0, 1]; 1 = off
   uint64_t seed = 0;
   int64_t bos = 1, eos = 2, pad = 0;
+  /// More ids that end a sequence as eos does (Llama 3's eos_token_id list);
+  /// a finished sequence's length counts the one that ended it, as eos.
+  std::vector<int64_t> more_eos;
+  bool isEos(int64_t tok) const {
+    return tok == eos || std::find(more_eos.begin(), more_eos.end(), tok) != more_eos.end();
+  }
   /// transformers' forced_bos_token_id / forced_eos_token_id (-1: none): the
   /// first new token is forced_bos, and the max_len-th is eos when forced_eos
   /// is set (it must equal eos). A forced token's log-probability counts as 0,

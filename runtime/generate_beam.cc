@@ -288,12 +288,13 @@ void Search::rankCandidates(Item &it, int64_t t, int64_t row0, bool last) {
     const int64_t h = cands[i].flat / vocab, v = cands[i].flat % vocab;
     const float score = cands[i].score;
     const int32_t parent = it.live[h].node;
-    const bool ends = v == opt.eos || last;
+    const bool isEos = opt.isEos(v);
+    const bool ends = isEos || last;
     if (ends) {
       // Only the first K ranks may finish (transformers' top_num_beam_mask).
       if (i < K && score > -std::numeric_limits<float>::infinity()) {
         int32_t node = parent;
-        if (v != opt.eos) {
+        if (!isEos) {
           it.nodes.push_back({parent, v});
           node = static_cast<int32_t>(it.nodes.size() - 1);
         }

@@ -320,6 +320,8 @@ Status planGeneration(const Model &m, const std::vector<Session::Input> &inputs,
   SearchOptions &opt = plan.opt;
   opt.bos = o.bos_id >= 0 ? o.bos_id : m.gen.bos;
   opt.eos = o.eos_id >= 0 ? o.eos_id : m.gen.eos;
+  if (o.eos_id < 0) // the caller's eos id replaces the model's set
+    opt.more_eos = m.gen.moreEos;
   opt.pad = o.pad_id >= 0 ? o.pad_id : m.gen.pad;
   opt.forced_bos = m.gen.forcedBos;
   opt.forced_eos = m.gen.forcedEos >= 0 ? opt.eos : -1; // the eos in use (--eos-id too)

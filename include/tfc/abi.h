@@ -28,7 +28,7 @@
  * it; the loader moves a version 3-5 file's trailing scales into the
  * descriptor. Other versions are rejected. The metadata's records are
  * described once, in format/metadata.cc. */
-#define TFC_FORMAT_VERSION 6u
+#define TFC_FORMAT_VERSION 7u
 #define TFC_FORMAT_MIN_VERSION 2u
 /* How an optional @forward input is made when the caller leaves it out
  * (format version 4; docs/model-bin.md): zeros shaped like its source input

@@ -9,7 +9,8 @@ Builds small random-weight decoder-only models with save_pretrained:
   - llama-linear: linear rope scaling, its config.json rewritten in the older
     layout (rope_theta beside rope_scaling {"type": "linear"}) that
     transformers 4 checkpoints have;
-  - mistral: a MistralForCausalLM without a sliding window;
+  - mistral: a MistralForCausalLM without a sliding window, whose
+    generation_config.json lists three eos ids (as Llama 3's does);
   - qwen2: a Qwen2ForCausalLM (q/k/v biases, no o_proj bias, a tied head, a
     sliding_window that use_sliding_window turns off);
   - qwen3: a Qwen3ForCausalLM (per-head q/k RMSNorm before RoPE, head_dim 32
@@ -58,8 +59,9 @@ def perturb(m):
     return m
 
 
-def family(tag, m, rewrite=None, precisions=False):
+def family(tag, m, rewrite=None, precisions=False, eos=(EOS,)):
     d = os.path.join(work, tag)
+    m.generation_config.eos_token_id = list(eos) if len(eos) > 1 else eos[0]
     m.save_pretrained(d)
     if rewrite:
         path = os.path.join(d, "config.json")
@@ -139,16 +141,17 @@ def family(tag, m, rewrite=None, precisions=False):
             with torch.no_grad():
                 res = m.generate(prompt, num_beams=beams, do_sample=False, max_new_tokens=N,
                                  output_scores=True, return_dict_in_generate=True,
-                                 pad_token_id=PAD, eos_token_id=EOS)
+                                 pad_token_id=PAD, eos_token_id=list(eos))
             toks = [int(t) for t in res.sequences[0, n:]]
-            toks = toks[:toks.index(EOS) + 1] if EOS in toks else toks
+            ends = [i for i, t in enumerate(toks) if t in eos]
+            toks = toks[:ends[0] + 1] if ends else toks
             if beams == 1:
                 steps = m.compute_transition_scores(res.sequences, res.scores,
                                                     normalize_logits=True).numpy()
                 scores.append(float(steps[0, :len(toks)].sum()))
             else:
                 scores.append(float(res.sequences_scores[0]))
-            rows.append(toks[:-1] if toks and toks[-1] == EOS else toks)
+            rows.append(toks[:-1] if toks and toks[-1] in eos else toks)
         return rows, np.array(scores)
 
     for beams in (1, 4):
@@ -212,7 +215,8 @@ torch.manual_seed(5)
 family("mistral", perturb(MistralForCausalLM(MistralConfig(
     vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
-    sliding_window=None, bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD)).eval()))
+    sliding_window=None, bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD)).eval()),
+    eos=(EOS, 60, 13))
 
 torch.manual_seed(6)
 family("qwen2", perturb(Qwen2ForCausalLM(Qwen2Config(
