@@ -20,7 +20,10 @@ fi
 CONV="$VENV/llama.cpp-convert"
 if [ ! -f "$CONV/convert_hf_to_gguf.py" ]; then
     tmp=$(mktemp -d)
-    "${pip[@]}" download -q --no-deps --no-binary :all: "llama-cpp-python==$VERSION" -d "$tmp"
+    # The sdist itself (only it forced from source: its build dependencies come as
+    # wheels, and reading its metadata compiles nothing).
+    "${pip[@]}" download -q --no-deps --no-binary llama-cpp-python \
+        "llama-cpp-python==$VERSION" -d "$tmp"
     tar -xzf "$tmp"/llama_cpp_python-*.tar.gz -C "$tmp"
     src=$(echo "$tmp"/llama_cpp_python-*/vendor/llama.cpp)
     mkdir -p "$CONV"
