@@ -99,6 +99,13 @@ const std::vector<Family> &families() {
        "shared.weight",
        {},
        {{"is_decoder", {"false"}}, {"is_encoder_decoder", {"true"}}}},
+      {"gpt2",
+       {"gpt2"},
+       "wte.weight",
+       {"transformer."},
+       {{"add_cross_attention", {"false"}},
+        {"scale_attn_by_inverse_layer_idx", {"false"}},
+        {"scale_attn_weights", {"true"}}}},
       // Mistral is Llama with a sliding window on every layer; without one
       // (Mistral 7B v0.2 and later) it is Llama. Qwen2 adds q/k/v biases,
       // Qwen3 per-head q/k norms (llamaRope sets qkv_bias, o_bias, qk_norm).
@@ -692,6 +699,11 @@ bool describeDirectory(const std::string &dirIn, DirModel &out, DirError &err,
       scaled = it->get<bool>();
     cfg["out_scale"] = scaled ? 1.0 / std::sqrt(cfg.value("d_model", 512.0)) : 1.0;
   }
+
+  // GPT-2: the feed-forward's width, 4 x n_embd unless n_inner says.
+  if (std::string(fam->name) == "gpt2" &&
+      (!cfg.contains("n_inner") || cfg["n_inner"].is_null()))
+    cfg["n_inner"] = 4 * cfg.value("n_embd", 768);
 
   // Llama: head_dim and the key/value heads when config.json leaves them out,
   // and the rotary embedding from rope_parameters (transformers 5) or

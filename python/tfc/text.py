@@ -493,24 +493,16 @@ class Encoder:
 
 # --- Generator -------------------------------------------------------------------------
 
-def _gpt2_set(config: dict) -> dict:
-    """models/gpt2.yaml's parameters from a GPT-2 config.json."""
-    n_embd = config.get("n_embd", 768)
-    eos = config.get("eos_token_id", 50256)
-    return {"d_model": n_embd, "heads": config.get("n_head", 12),
-            "d_ff": config.get("n_inner") or 4 * n_embd, "layers": config.get("n_layer", 12),
-            "vocab": config.get("vocab_size", 50257), "max_len": config.get("n_positions", 1024),
-            "bos_id": config.get("bos_token_id", eos), "eos_id": eos,
-            # GPT-2 has no pad token; prompts are padded with eos, as transformers does.
-            "pad_id": eos}
+#: The decoder-only families `tfc compile DIR` describes (docs/hf.md).
+_DECODER_TYPES = {"gpt2", "llama", "mistral", "qwen2", "qwen3"}
 
 
 class Generator:
-    """Text generation with a decoder-only model, e.g. GPT-2.
+    """Text generation with a decoder-only model: GPT-2, Llama, Mistral, Qwen2, Qwen3.
 
-    ``dir_or_bin``: a Hugging Face GPT-2 directory (compiled with the package's
-    models/gpt2.yaml and the directory's model.safetensors) or a model.bin with
-    ``tokenizer`` the directory that has tokenizer.json.
+    ``dir_or_bin``: a Hugging Face directory (compiled as ``tfc compile DIR`` does:
+    docs/hf.md) or a model.bin with ``tokenizer`` the directory that has
+    tokenizer.json.
     """
 
     def __init__(self, dir_or_bin: PathLike, *, tokenizer: Optional[PathLike] = None,
@@ -519,18 +511,14 @@ class Generator:
         path = Path(os.fspath(dir_or_bin))
         if path.is_dir():
             config = _read_json(path / "config.json")
-            if config.get("model_type") != "gpt2":
-                raise InvalidArgument(f"Generator compiles GPT-2 directories; "
+            if config.get("model_type") not in _DECODER_TYPES:
+                raise InvalidArgument(f"Generator compiles decoder-only directories "
+                                      f"({', '.join(sorted(_DECODER_TYPES))}); "
                                       f"'{path / 'config.json'}' has model_type "
                                       f"{config.get('model_type')!r}")
-            weights = path / "model.safetensors"
-            self.model = compile(Path(__file__).parent / "models" / "gpt2.yaml",
-                                 weights=weights, set=_gpt2_set(config), precision=precision)
-            tok_dir = Path(os.fspath(tokenizer)) if tokenizer is not None else path
-            self.session = self.model.session(threads=threads, device=device)
-        else:
-            self.model, self.session, tok_dir, config = _open(dir_or_bin, tokenizer, threads,
-                                                              device, {})
+        self.model, self.session, tok_dir, config = _open(
+            dir_or_bin, tokenizer, threads, device,
+            {"precision": precision} if path.is_dir() else {})
         self.config = config
         self.tokenizer = _tokenizer(tok_dir)
         self.pad_id = self.model.generation_info["pad_id"]

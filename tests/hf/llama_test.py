@@ -1,4 +1,5 @@
-"""tfc compile DIR on Hugging Face LLaMA-family checkpoints, against transformers.
+"""tfc compile DIR on Hugging Face decoder-only checkpoints (the LLaMA family and
+GPT-2), against transformers.
 
 Builds small random-weight decoder-only models with save_pretrained:
   - llama-gqa: a LlamaForCausalLM with grouped-query attention (4 heads over 2),
@@ -15,6 +16,8 @@ Builds small random-weight decoder-only models with save_pretrained:
     sliding_window that use_sliding_window turns off);
   - qwen3: a Qwen3ForCausalLM (per-head q/k RMSNorm before RoPE, head_dim 32
     with hidden_size 64 and 4 heads);
+  - gpt2: a GPT2LMHeadModel (learned positions, packed Conv1D c_attn, GELU-tanh,
+    a tied head; padded with eos);
 with non-trivial norms and biases, compiles each directory with tfc and checks:
   - the logits of a right-padded batch of prompts (the real positions; causal
     attention never reads the padding after them) against the model's logits
@@ -40,7 +43,8 @@ import sys
 import numpy as np
 import torch
 from hfcommon import check_cpu_cap, run
-from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
+from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
+                          MistralConfig, MistralForCausalLM,
                           Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
 
 TOL_REL = 5e-5
@@ -59,7 +63,7 @@ def perturb(m):
     return m
 
 
-def family(tag, m, rewrite=None, precisions=False, eos=(EOS,)):
+def family(tag, m, rewrite=None, precisions=False, eos=(EOS,), pad=PAD):
     d = os.path.join(work, tag)
     m.generation_config.eos_token_id = list(eos) if len(eos) > 1 else eos[0]
     m.save_pretrained(d)
@@ -76,7 +80,7 @@ def family(tag, m, rewrite=None, precisions=False, eos=(EOS,)):
     g = np.random.default_rng(2)
     lengths = (9, 4, 6)
     S = max(lengths)
-    ids = np.full((len(lengths), S), PAD, dtype=np.int64)
+    ids = np.full((len(lengths), S), pad, dtype=np.int64)
     for b, n in enumerate(lengths):
         ids[b, 0] = BOS
         ids[b, 1:n] = g.integers(3, V, size=n - 1)
@@ -230,6 +234,12 @@ family("qwen3", perturb(Qwen3ForCausalLM(Qwen3Config(
     num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=128,
     tie_word_embeddings=False, use_sliding_window=False, bos_token_id=BOS, eos_token_id=EOS,
     pad_token_id=PAD)).eval()))
+
+torch.manual_seed(8)
+# GPT-2 has no pad token: tfc pads with eos, as transformers does.
+family("gpt2", perturb(GPT2LMHeadModel(GPT2Config(
+    vocab_size=V, n_embd=64, n_head=4, n_layer=2, n_positions=128, bos_token_id=BOS,
+    eos_token_id=EOS)).eval()), pad=EOS)
 
 expect_error("llama-yarn", llama(), lambda c: c.update(
     rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 2.0}),
