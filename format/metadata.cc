@@ -146,8 +146,13 @@ template <typename IO> void describe(IO &io, Metadata &m) {
       io.i64("suppress", g.suppress);
       io.f64("length_penalty", g.lengthPenalty);
     }
-    if (io.version() >= 7)
+    if (io.version() >= 7) {
       io.list("more_eos", g.moreEos, 8, [&](int64_t &e) { io.i64("eos", e); });
+      io.i64("sample", g.sample);
+      io.i64("top_k", g.topK);
+      io.f64("temperature", g.temperature);
+      io.f64("top_p", g.topP);
+    }
   }
   if (io.version() >= 4)
     io.list("input_defaults", m.inputDefaults, 20, [&](InputDefaultRecord &d) {

@@ -77,6 +77,11 @@ struct GenerationRecord {
   /// More end-of-sequence ids besides eos (version 7): generation_config.json's
   /// eos_token_id list (Llama 3's); any of them ends a sequence.
   std::vector<int64_t> moreEos;
+  /// Sampling defaults (version 7): generation_config.json's do_sample,
+  /// temperature, top_k and top_p (off, 1, 0 and 1 unless the description says;
+  /// the Hugging Face descriptions default top_k to transformers' 50).
+  int64_t sample = 0, topK = 0;
+  double temperature = 1.0, topP = 1.0;
 };
 
 /// An optional @forward input and how it is made when left out (version 4).

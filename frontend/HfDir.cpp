@@ -134,7 +134,8 @@ const char *const kGenerationFields[] = {
     "num_beams", "max_length", "min_length", "no_repeat_ngram_size", "early_stopping",
     "length_penalty", "bad_words_ids", "repetition_penalty", "encoder_repetition_penalty",
     "encoder_no_repeat_ngram_size", "num_beam_groups", "diversity_penalty", "do_sample",
-    "suppress_tokens", "begin_suppress_tokens", "forced_decoder_ids",
+    "suppress_tokens", "begin_suppress_tokens", "forced_decoder_ids", "temperature", "top_k",
+    "top_p",
     "exponential_decay_length_penalty", "sequence_bias", "min_new_tokens", "max_new_tokens",
     "constraints", "force_words_ids", "typical_p", "epsilon_cutoff", "eta_cutoff",
     "renormalize_logits", "remove_invalid_values"};
@@ -611,12 +612,32 @@ bool describeDirectory(const std::string &dirIn, DirModel &out, DirError &err,
                                                 "bad word, such as Marian's [[pad_token_id]])");
       cfg["suppress_id"] = (*it)[0][0];
     }
+    // Sampling defaults: the decoder-only descriptions read do_sample (0 or 1),
+    // temperature, top_k and top_p (docs/generation.md); the others cannot sample.
+    const bool decoderOnly = std::string(fam->name) == "llama" || std::string(fam->name) == "gpt2";
+    if (decoderOnly) {
+      if (auto it = cfg.find("do_sample"); it != cfg.end() && !it->is_null()) {
+        if (!it->is_boolean())
+          return bad("do_sample", it->dump() + " is not true or false");
+        cfg["do_sample"] = it->get<bool>() ? 1 : 0;
+      }
+      auto num = [&](const char *f) { return cfg.contains(f) && cfg[f].is_number(); };
+      if (cfg.contains("temperature") && !cfg["temperature"].is_null() &&
+          !(num("temperature") && cfg["temperature"].get<double>() > 0))
+        return bad("temperature", cfg["temperature"].dump() + " is not a positive number");
+      if (cfg.contains("top_k") && !cfg["top_k"].is_null() &&
+          !(cfg["top_k"].is_number_integer() && cfg["top_k"].get<int64_t>() >= 0))
+        return bad("top_k", cfg["top_k"].dump() + " is not a non-negative integer");
+      if (cfg.contains("top_p") && !cfg["top_p"].is_null() &&
+          !(num("top_p") && cfg["top_p"].get<double>() > 0 && cfg["top_p"].get<double>() <= 1))
+        return bad("top_p", cfg["top_p"].dump() + " is not in (0, 1]");
+    }
     // Settings that change the tokens and that tfc does not implement, at any
     // value but their default: an error, never a silent difference.
     const std::vector<std::pair<const char *, json>> unsupported = {
         {"repetition_penalty", 1.0},        {"encoder_repetition_penalty", 1.0},
         {"encoder_no_repeat_ngram_size", 0}, {"num_beam_groups", 1},
-        {"diversity_penalty", 0.0},          {"do_sample", false},
+        {"diversity_penalty", 0.0},
         {"suppress_tokens", nullptr},        {"begin_suppress_tokens", nullptr},
         {"forced_decoder_ids", nullptr},     {"exponential_decay_length_penalty", nullptr},
         {"sequence_bias", nullptr},          {"min_new_tokens", nullptr},
@@ -624,6 +645,11 @@ bool describeDirectory(const std::string &dirIn, DirModel &out, DirError &err,
         {"force_words_ids", nullptr},        {"typical_p", 1.0},
         {"epsilon_cutoff", 0.0},             {"eta_cutoff", 0.0},
         {"renormalize_logits", false},       {"remove_invalid_values", false}};
+    if (!decoderOnly)
+      if (auto it = cfg.find("do_sample"); it != cfg.end() && !it->is_null() && *it != false &&
+                                          *it != 0)
+        return bad("do_sample", it->dump() + " is not supported by tfc's " + fam->name +
+                                    " description (tfc samples decoder-only models)");
     for (const auto &[f, dflt] : unsupported) {
       auto it = cfg.find(f);
       if (it == cfg.end() || it->is_null() || *it == dflt ||

@@ -468,15 +468,23 @@ LogicalResult Writer::writeGeneration(func::FuncOp fwd) {
     for (int i = 2; i <= 8; ++i)
       if (int64_t e = param(("eos_id_" + std::to_string(i)).c_str(), -1); e >= 0)
         g.moreEos.push_back(e);
-    double lp = 1.0;
-    if (params)
-      if (auto a = params.get("length_penalty")) {
-        if (auto f = a.dyn_cast<FloatAttr>())
-          lp = f.getValueAsDouble();
-        else if (auto i = a.dyn_cast<IntegerAttr>())
-          lp = (double)i.getInt();
-      }
-    g.lengthPenalty = lp;
+    auto fparam = [&](StringRef n, double dflt) {
+      if (params)
+        if (auto a = params.get(n)) {
+          if (auto f = a.dyn_cast<FloatAttr>())
+            return f.getValueAsDouble();
+          if (auto i = a.dyn_cast<IntegerAttr>())
+            return (double)i.getInt();
+        }
+      return dflt;
+    };
+    g.lengthPenalty = fparam("length_penalty", 1.0);
+    // Sampling defaults (generation_config.json's do_sample, temperature, top_k,
+    // top_p; transformers' defaults otherwise).
+    g.sample = param("do_sample", 0) != 0;
+    g.topK = param("top_k", 0);
+    g.temperature = fparam("temperature", 1.0);
+    g.topP = fparam("top_p", 1.0);
   }
   // Version 4: the optional inputs of @forward and how each is made when the
   // caller leaves it out (tfc/abi.h, TFC_INPUT_DEFAULT_*).

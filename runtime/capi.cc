@@ -345,10 +345,10 @@ void tfrun_generate_options_init(tfrun_generate_options_t *o) {
   o->beam_width = 0;                  // the model's num_beams (1 unless its config says)
   o->max_len = 0;
   o->length_penalty = std::nanf("");  // the model's length_penalty (1 unless its config says)
-  o->sample = 0;
-  o->temperature = 1.0f;
-  o->top_k = 0;
-  o->top_p = 1.0f;
+  o->sample = -1;                 // the model's do_sample (off unless its config says)
+  o->temperature = std::nanf(""); // the model's (1 unless its config says)
+  o->top_k = -1;                  // the model's (0; a Hugging Face directory's 50)
+  o->top_p = std::nanf("");       // the model's (1 unless its config says)
   o->seed = 0;
   o->bos_id = o->eos_id = o->pad_id = -1;
 }

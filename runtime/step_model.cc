@@ -333,15 +333,19 @@ Status planGeneration(const Model &m, const std::vector<Session::Input> &inputs,
   opt.min_length = m.gen.minLength;
   opt.no_repeat_ngram = m.gen.noRepeatNgram;
   opt.early_stopping = (int)m.gen.earlyStopping;
-  opt.sample = o.sample != 0;
-  opt.temperature = o.temperature;
-  opt.top_k = o.top_k;
-  opt.top_p = o.top_p;
+  // Sampling: -1 / NaN take the model's defaults (generation_config.json's
+  // do_sample, temperature, top_k, top_p; format 7).
+  opt.sample = o.sample < 0 ? m.gen.sample != 0 : o.sample != 0;
+  opt.temperature = std::isnan(o.temperature) ? (float)m.gen.temperature : o.temperature;
+  opt.top_k = o.top_k < 0 ? (int)m.gen.topK : o.top_k;
+  opt.top_p = std::isnan(o.top_p) ? (float)m.gen.topP : o.top_p;
   opt.seed = o.seed;
   opt.onToken = std::move(onToken);
   if (opt.sample && encDec)
     return Status::invalidArgument(
         "sampling is for decoder-only models; use greedy or beam search");
+  if (opt.sample && o.sample < 0 && opt.beam > 1)
+    opt.sample = false; // the model's beam search wins over its do_sample
   // The batch and the prompts.
   std::vector<std::vector<int64_t>> &prompts = plan.prompts;
   prompts.clear();

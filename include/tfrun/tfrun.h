@@ -36,7 +36,9 @@ extern "C" {
                                  TFRUN_BUSY;
                               7: the engine's paged KV cache: kv_block_size
                                  in its options (which grew), requests_preempted
-                                 and kv_block_bytes in its stats */
+                                 and kv_block_bytes in its stats; generate options
+                                 of sample -1, top_k -1, temperature and top_p
+                                 NaN take the model's sampling defaults */
 
 /* Status codes. Append-only. */
 typedef enum tfrun_code_t {
@@ -209,18 +211,22 @@ typedef struct tfrun_generate_options_t {
   int32_t max_len;        /* new tokens, eos included; 0 = the model's max_length (from
                              generation_config.json), else as many as the cache allows */
   float length_penalty;   /* beam search: score / length^length_penalty; NaN = the model's */
-  int32_t sample;         /* nonzero: sample (decoder-only models, beam_width 1) */
-  float temperature;      /* > 0 */
-  int32_t top_k;          /* 0 = off */
-  float top_p;            /* (0, 1]; 1 = off */
+  int32_t sample;         /* 1: sample (decoder-only models, beam_width 1); 0: greedy
+                             or beam search; -1: the model's do_sample (version 7) */
+  float temperature;      /* > 0; NaN = the model's (1 unless its config says) */
+  int32_t top_k;          /* 0 = off; -1 = the model's (off unless its description says;
+                             a Hugging Face directory's: transformers' default 50) */
+  float top_p;            /* (0, 1]; 1 = off; NaN = the model's */
   uint64_t seed;
   int64_t bos_id, eos_id, pad_id; /* -1 = the model's */
 } tfrun_generate_options_t;
 
-/* Fills |options| with the defaults: the model's beam width, max_len and
- * length penalty (beam_width 0, max_len 0, length_penalty NaN: greedy, the
- * cache's length and 1 unless the model's generation_config.json said
- * otherwise), temperature 1, top_k 0, top_p 1, seed 0, the model's ids. */
+/* Fills |options| with the defaults: the model's beam width, max_len, length
+ * penalty and sampling (beam_width 0, max_len 0, length_penalty NaN, sample -1,
+ * temperature NaN, top_k -1, top_p NaN: greedy, the cache's length, 1, and no
+ * sampling unless the model's generation_config.json said otherwise, with
+ * temperature 1, top_p 1 and top_k off, or transformers' 50 for a Hugging Face
+ * directory), seed 0, the model's ids. */
 void tfrun_generate_options_init(tfrun_generate_options_t *options);
 
 /* Runs the whole decoding loop over the bound inputs. The results stay in the

@@ -30,6 +30,8 @@ with non-trivial norms and biases, compiles each directory with tfc and checks:
     length-normalized scores;
   - for llama-gqa, the logits of `--precision bf16` and `int8` within relative L2
     0.01 and 0.03 of the float64 model's;
+that generation_config.json's do_sample, temperature, top_k and top_p are the
+model's sampling defaults (tfrun --generate samples with them; --greedy does not);
 and that config values tfc does not implement are errors that name them: a
 yarn rope scaling and Mistral's sliding window.
 Usage: llama_test.py TFC TFRUN WORKDIR   (run by ctest through tests/hf/run.sh)
@@ -240,6 +242,44 @@ torch.manual_seed(8)
 family("gpt2", perturb(GPT2LMHeadModel(GPT2Config(
     vocab_size=V, n_embd=64, n_head=4, n_layer=2, n_positions=128, bos_token_id=BOS,
     eos_token_id=EOS)).eval()), pad=EOS)
+
+def sampling_defaults(tag, m):
+    """generation_config.json's do_sample, temperature, top_k and top_p are the model's
+    defaults: tfrun --generate samples with them unless told --greedy."""
+    d = os.path.join(work, tag)
+    m.generation_config.do_sample = True
+    m.generation_config.temperature = 0.7
+    m.generation_config.top_k = 5
+    m.generation_config.top_p = 0.9
+    m.save_pretrained(d)
+    binp = os.path.join(work, tag + ".bin")
+    run(tfc, "compile", d, "-o", binp)
+    ids = np.array([[BOS, 5, 9, 23, 44]], dtype=np.int64)
+    idsf = os.path.join(work, tag + "-ids.npy")
+    np.save(idsf, ids)
+
+    def gen(*flags):
+        o = os.path.join(work, f"{tag}-{'-'.join(f.strip('-') for f in flags)}")
+        os.makedirs(o, exist_ok=True)
+        run(tfrun, binp, "--threads", "1", "--generate", "--max-len", "12", "--seed", "3",
+            *flags, "--output-dir", o, "--input", "input_ids=" + idsf)
+        return np.load(os.path.join(o, "ids.npy"))[0, :int(np.load(os.path.join(o, "lengths.npy"))[0])].tolist()
+
+    default = gen()
+    explicit = gen("--sample", "--temperature", "0.7", "--top-k", "5", "--top-p", "0.9")
+    greedy = gen("--greedy")
+    with torch.no_grad():
+        want = m.generate(torch.from_numpy(ids), do_sample=False, max_new_tokens=12,
+                          pad_token_id=PAD)[0, ids.shape[1]:].tolist()
+    want = want[:want.index(EOS)] if EOS in want else want
+    ok = default == explicit and greedy == want and default != greedy
+    print(f"{tag}: default {default}, --sample with the config's values {explicit}, "
+          f"--greedy {greedy}, transformers greedy {want} ({'ok' if ok else 'FAIL'})")
+    if not ok:
+        failures.append(tag)
+
+
+sampling_defaults("llama-sampling", llama(initializer_range=0.2))
 
 expect_error("llama-yarn", llama(), lambda c: c.update(
     rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 2.0}),

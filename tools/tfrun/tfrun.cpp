@@ -84,7 +84,9 @@ const char *kUsage =
     "  --max-len N            at most N new tokens, eos included (default: the cache)\n"
     "  --length-penalty A     beam score / length^A (default 1)\n"
     "  --sample               sample instead (decoder-only): --temperature T, --top-k K,\n"
-    "                         --top-p P, --seed S\n"
+    "                         --top-p P, --seed S (default: the model's generation\n"
+    "                         config: do_sample, temperature, top_k, top_p)\n"
+    "  --greedy               do not sample, whatever the model's config says\n"
     "  --bos-id, --eos-id, --pad-id ID   override the ids compiled into the model\n"
     "  --bench N              with --generate: N timed generations; prints\n"
     "                         'generate: median X ms over N runs, T tokens, R tokens/s'\n";
@@ -328,6 +330,8 @@ int main(int argc, char **argv) {
       gopt.length_penalty = (float)number("--length-penalty", value("--length-penalty"), -100, 100);
     } else if (a == "--sample") {
       gopt.sample = 1;
+    } else if (a == "--greedy") {
+      gopt.sample = 0;
     } else if (a == "--temperature") {
       gopt.temperature = (float)number("--temperature", value("--temperature"), 0, 1e6);
     } else if (a == "--top-k") {
