@@ -9,6 +9,7 @@ The native module (tfc._tfc) releases the GIL while libtfrun works.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import queue
 import shutil
@@ -218,6 +219,13 @@ class Session:
             raise InvalidArgument(f"beam must be an int of at least 1, got {beam!r}")
         if not isinstance(seed, int) or seed < 0:
             raise InvalidArgument(f"seed must be a non-negative int, got {seed!r}")
+        # The C API reads -1 and NaN as "the model's"; Python passes its own values.
+        if int(top_k) < 0:
+            raise InvalidArgument(f"top_k must be at least 0 (0 = off), got {int(top_k)}")
+        if math.isnan(float(top_p)):
+            raise InvalidArgument(f"top_p must be in (0, 1], got {float(top_p)}")
+        if math.isnan(float(temperature)):
+            raise InvalidArgument(f"temperature must be a number, got {float(temperature)}")
         return (beam, max_len or 0, float(length_penalty), bool(sample), float(temperature),
                 int(top_k), float(top_p), seed)
 

@@ -1,0 +1,44 @@
+//===- HfDirInternal.h - what HfDir.cpp and HfGeneration.cpp share ----------===//
+//
+// Internal to the Hugging Face directory reader (HfDir.h): file helpers, the
+// location of a config.json key, and the config values computed outside
+// HfDir.cpp (HfGeneration.cpp: the generation settings and the LLaMA family's
+// derived values).
+//
+//===----------------------------------------------------------------------===//
+#ifndef TFC_FRONTEND_HFDIRINTERNAL_H
+#define TFC_FRONTEND_HFDIRINTERNAL_H
+
+#include "frontend/HfDir.h"
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <utility>
+
+namespace tfc {
+namespace hf {
+
+bool isFile(const std::string &p);
+bool readText(const std::string &p, std::string &out);
+/// The 1-based line and column of the first `"key":` in |text| (0, 0 if absent).
+std::pair<int, int> keyPos(const std::string &text, const std::string &key);
+
+/// The generation settings of |dir| into |cfg|: generation_config.json's
+/// (read into |genText|, empty without one) over config.json's, checked: the
+/// ids (an eos_token_id list for the decoder-only families), the search
+/// settings tfc compiles, the sampling defaults of the decoder-only families
+/// (|family| llama or gpt2), and an error for any setting that changes the
+/// tokens and that tfc does not implement.
+bool readGenerationSettings(const std::string &dir, const std::string &family,
+                            nlohmann::json &cfg, const std::string &cfgText,
+                            const std::string &cfgPath, std::string &genText, DirError &err);
+
+/// What LlamaConfig derives, into |cfg| (models/hf/llama.yaml's computed values).
+bool llamaValues(nlohmann::json &cfg, const std::string &cfgText, const std::string &cfgPath,
+                 DirError &err);
+
+} // namespace hf
+} // namespace tfc
+
+#endif // TFC_FRONTEND_HFDIRINTERNAL_H

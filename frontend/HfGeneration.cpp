@@ -1,0 +1,263 @@
+//===- HfGeneration.cpp - a Hugging Face directory's generation settings ---===//
+//
+// The part of describeDirectory (HfDir.cpp) that reads generation_config.json
+// and config.json's search settings, and the values the LLaMA family computes
+// from config.json (HfDirInternal.h).
+//
+//===----------------------------------------------------------------------===//
+#include "frontend/HfDirInternal.h"
+
+#include <cstdint>
+#include <tuple>
+#include <vector>
+
+namespace tfc {
+namespace hf {
+namespace {
+
+using json = nlohmann::json;
+
+/// generation_config.json's search settings tfc reads (or rejects) besides
+/// the token ids.
+const char *const kGenerationFields[] = {
+    "num_beams", "max_length", "min_length", "no_repeat_ngram_size", "early_stopping",
+    "length_penalty", "bad_words_ids", "repetition_penalty", "encoder_repetition_penalty",
+    "encoder_no_repeat_ngram_size", "num_beam_groups", "diversity_penalty", "do_sample",
+    "suppress_tokens", "begin_suppress_tokens", "forced_decoder_ids", "temperature", "top_k",
+    "top_p",
+    "exponential_decay_length_penalty", "sequence_bias", "min_new_tokens", "max_new_tokens",
+    "constraints", "force_words_ids", "typical_p", "epsilon_cutoff", "eta_cutoff",
+    "renormalize_logits", "remove_invalid_values"};
+
+} // namespace
+
+bool readGenerationSettings(const std::string &dir, const std::string &family, json &cfg,
+                            const std::string &cfgText, const std::string &cfgPath,
+                            std::string &genText, DirError &err) {
+  auto fail = [&](const std::string &file, const std::string &msg, int line = 0, int col = 0) {
+    err = {file, line, col, msg};
+    return false;
+  };
+  // The generation settings that change tokens: generation_config.json's win
+  // over config.json's (transformers reads them from there first).
+  std::string genPath = dir + "/generation_config.json";
+  if (isFile(genPath) && readText(genPath, genText)) {
+    json gen;
+    try {
+      gen = json::parse(genText);
+    } catch (const std::exception &e) {
+      return fail(genPath, std::string("invalid JSON: ") + e.what());
+    }
+    for (const char *f : {"decoder_start_token_id", "bos_token_id", "eos_token_id", "pad_token_id",
+                          "forced_bos_token_id", "forced_eos_token_id"}) {
+      auto it = gen.is_object() ? gen.find(f) : gen.end();
+      if (it == gen.end() || it->is_null())
+        continue;
+      json v = *it;
+      if (v.is_array() && v.size() == 1)
+        v = v[0]; // [2]: one id
+      if (std::string(f) == "eos_token_id" && v.is_array() && !v.empty()) {
+        cfg[f] = v; // several end-of-sequence ids: below
+        continue;
+      }
+      if (!v.is_number_integer()) {
+        auto [l, c] = keyPos(genText, f);
+        return fail(genPath, std::string(f) + ": " + it->dump() +
+                                 " is not supported (tfc takes one token id)", l, c);
+      }
+      cfg[f] = v;
+    }
+    if (gen.is_object())
+      for (const char *f : kGenerationFields)
+        if (auto it = gen.find(f); it != gen.end())
+          cfg[f] = *it;
+  }
+  // The search settings (generation_config.json's, else config.json's, as
+  // transformers' GenerationConfig.from_model_config reads older checkpoints).
+  {
+    const std::string &srcText = genText.empty() ? cfgText : genText;
+    const std::string &srcPath = genText.empty() ? cfgPath : genPath;
+    auto bad = [&](const char *f, const std::string &msg) {
+      auto [l, c] = keyPos(srcText, f);
+      if (l == 0)
+        std::tie(l, c) = keyPos(cfgText, f);
+      return fail(l && srcText.find(std::string("\"") + f + "\"") != std::string::npos ? srcPath
+                                                                                   : cfgPath,
+                  std::string(f) + ": " + msg, l, c);
+    };
+    if (auto it = cfg.find("early_stopping"); it != cfg.end() && !it->is_null()) {
+      if (it->is_boolean())
+        cfg["early_stopping"] = it->get<bool>() ? 1 : 0;
+      else if (it->is_string() && it->get<std::string>() == "never")
+        cfg["early_stopping"] = 2;
+      else
+        return bad("early_stopping", it->dump() + " is not true, false or \"never\"");
+    }
+    if (auto it = cfg.find("bad_words_ids"); it != cfg.end() && !it->is_null()) {
+      // Marian's [[pad_token_id]]: one banned token.
+      if (!it->is_array() || it->size() != 1 || !(*it)[0].is_array() || (*it)[0].size() != 1 ||
+          !(*it)[0][0].is_number_integer())
+        return bad("bad_words_ids", it->dump() + " is not supported (tfc bans one single-token "
+                                                "bad word, such as Marian's [[pad_token_id]])");
+      cfg["suppress_id"] = (*it)[0][0];
+    }
+    // Sampling defaults: the decoder-only descriptions read do_sample (0 or 1),
+    // temperature, top_k and top_p (docs/generation.md); the others cannot sample.
+    const bool decoderOnly = family == "llama" || family == "gpt2";
+    if (decoderOnly) {
+      if (auto it = cfg.find("do_sample"); it != cfg.end() && !it->is_null()) {
+        if (!it->is_boolean())
+          return bad("do_sample", it->dump() + " is not true or false");
+        cfg["do_sample"] = it->get<bool>() ? 1 : 0;
+      }
+      auto num = [&](const char *f) { return cfg.contains(f) && cfg[f].is_number(); };
+      if (cfg.contains("temperature") && !cfg["temperature"].is_null() &&
+          !(num("temperature") && cfg["temperature"].get<double>() > 0))
+        return bad("temperature", cfg["temperature"].dump() + " is not a positive number");
+      if (cfg.contains("top_k") && !cfg["top_k"].is_null() &&
+          !(cfg["top_k"].is_number_integer() && cfg["top_k"].get<int64_t>() >= 0))
+        return bad("top_k", cfg["top_k"].dump() + " is not a non-negative integer");
+      if (cfg.contains("top_p") && !cfg["top_p"].is_null() &&
+          !(num("top_p") && cfg["top_p"].get<double>() > 0 && cfg["top_p"].get<double>() <= 1))
+        return bad("top_p", cfg["top_p"].dump() + " is not in (0, 1]");
+    }
+    // Settings that change the tokens and that tfc does not implement, at any
+    // value but their default: an error, never a silent difference.
+    const std::vector<std::pair<const char *, json>> unsupported = {
+        {"repetition_penalty", 1.0},        {"encoder_repetition_penalty", 1.0},
+        {"encoder_no_repeat_ngram_size", 0}, {"num_beam_groups", 1},
+        {"diversity_penalty", 0.0},
+        {"suppress_tokens", nullptr},        {"begin_suppress_tokens", nullptr},
+        {"forced_decoder_ids", nullptr},     {"exponential_decay_length_penalty", nullptr},
+        {"sequence_bias", nullptr},          {"min_new_tokens", nullptr},
+        {"max_new_tokens", nullptr},         {"constraints", nullptr},
+        {"force_words_ids", nullptr},        {"typical_p", 1.0},
+        {"epsilon_cutoff", 0.0},             {"eta_cutoff", 0.0},
+        {"renormalize_logits", false},       {"remove_invalid_values", false}};
+    if (!decoderOnly)
+      if (auto it = cfg.find("do_sample"); it != cfg.end() && !it->is_null() && *it != false &&
+                                          *it != 0)
+        return bad("do_sample", it->dump() + " is not supported by tfc's " + family +
+                                    " description (tfc samples decoder-only models)");
+    for (const auto &[f, dflt] : unsupported) {
+      auto it = cfg.find(f);
+      if (it == cfg.end() || it->is_null() || *it == dflt ||
+          (dflt.is_number() && it->is_number() && it->get<double>() == dflt.get<double>()))
+        continue;
+      return bad(f, it->dump() + " is not supported by tfc's generation (it changes the "
+                                 "tokens, so it is not ignored; docs/generation.md lists what "
+                                 "tfc implements)");
+    }
+  }
+
+  // Several end-of-sequence ids (Llama 3's [128001, 128008, 128009]): the
+  // first is eos_token_id, the others eos_token_id_2 .. eos_token_id_8, which
+  // the decoder-only descriptions read (eos_id_2 ...); any of them ends a
+  // sequence.
+  if (auto it = cfg.find("eos_token_id"); it != cfg.end() && it->is_array()) {
+    json ids = *it;
+    const std::string &srcText = genText.empty() ? cfgText : genText;
+    auto [l, c] = keyPos(srcText, "eos_token_id");
+    const std::string &where = genText.empty() ? cfgPath : genPath;
+    if (ids.empty() || ids.size() > 8)
+      return fail(where, "eos_token_id: " + ids.dump() + " is not one to eight token ids", l, c);
+    for (const json &e : ids)
+      if (!e.is_number_integer() || e.get<int64_t>() < 0)
+        return fail(where, "eos_token_id: " + ids.dump() + " holds " + e.dump() +
+                               ", not a token id", l, c);
+    if (ids.size() > 1 && family != "llama")
+      return fail(where, "eos_token_id: " + ids.dump() + " is not supported by tfc's " +
+                             family + " description (it takes one token id)", l, c);
+    cfg["eos_token_id"] = ids[0];
+    for (size_t i = 1; i < ids.size(); ++i)
+      cfg["eos_token_id_" + std::to_string(i + 1)] = ids[i];
+  }
+
+  return true;
+}
+
+/// What LlamaConfig derives, into |cfg|: head_dim, num_key_value_heads,
+/// rope_type (default, linear, llama3), rope_theta, rope_dim (head_dim times
+/// partial_rotary_factor) and the scaling's parameters as rope_factor,
+/// rope_low_freq_factor, rope_high_freq_factor, rope_original_max_len. A rope
+/// type tfc does not implement is an error that names it.
+bool llamaValues(json &cfg, const std::string &cfgText, const std::string &cfgPath,
+               DirError &err) {
+  auto fail = [&](const char *field, const std::string &msg) {
+    auto [l, c] = keyPos(cfgText, field);
+    err = {cfgPath, l, c, std::string(field) + ": " + msg};
+    return false;
+  };
+  auto number = [](const json &j, const char *k, double dflt) {
+    auto it = j.find(k);
+    return it != j.end() && it->is_number() ? it->get<double>() : dflt;
+  };
+  if (auto it = cfg.find("sliding_window"); it != cfg.end() && !it->is_null() &&
+                                             cfg.value("use_sliding_window", true))
+    return fail("sliding_window", it->dump() + " is not supported yet (tfc's attention has no "
+                                               "sliding-window mask; it changes the outputs "
+                                               "past that many tokens, so it is not ignored)");
+  const std::string type0 = cfg.value("model_type", std::string("llama"));
+  // Qwen2's q/k/v projections always have biases, its o_proj never (whatever
+  // attention_bias says); Llama's follow attention_bias; Qwen3 norms each head
+  // of the queries and keys.
+  const bool bias = cfg.value("attention_bias", false);
+  cfg["qkv_bias"] = type0 == "qwen2" ? true : bias;
+  cfg["o_bias"] = type0 == "qwen2" ? false : bias;
+  cfg["qk_norm"] = type0 == "qwen3";
+  const double hidden = number(cfg, "hidden_size", 2048),
+               heads = number(cfg, "num_attention_heads", 32);
+  if (!cfg.contains("head_dim") || cfg["head_dim"].is_null())
+    cfg["head_dim"] = static_cast<int64_t>(hidden / heads);
+  if (!cfg.contains("num_key_value_heads") || cfg["num_key_value_heads"].is_null())
+    cfg["num_key_value_heads"] = static_cast<int64_t>(heads);
+  // transformers 5 keeps everything in rope_parameters; older configs have
+  // rope_theta beside a rope_scaling dict (or null).
+  json rope = json::object();
+  const char *where = "rope_scaling";
+  if (auto it = cfg.find("rope_parameters"); it != cfg.end() && it->is_object()) {
+    rope = *it;
+    where = "rope_parameters";
+  } else if (auto it = cfg.find("rope_scaling"); it != cfg.end() && !it->is_null()) {
+    if (!it->is_object())
+      return fail("rope_scaling", it->dump() + " is not an object");
+    rope = *it;
+  }
+  std::string type = "default";
+  for (const char *k : {"rope_type", "type"})
+    if (auto it = rope.find(k); it != rope.end() && it->is_string()) {
+      type = it->get<std::string>();
+      break;
+    }
+  if (type != "default" && type != "linear" && type != "llama3")
+    return fail(where, "rope type \"" + type + "\" is not supported (tfc implements "
+                       "default, linear and llama3; it changes the outputs, so it is not "
+                       "ignored)");
+  if (auto it = rope.find("attention_factor"); it != rope.end() && it->is_number() &&
+                                                 it->get<double>() != 1.0)
+    return fail(where, "attention_factor " + it->dump() + " is not supported");
+  cfg["rope_type"] = type;
+  cfg["rope_theta"] = number(rope, "rope_theta", number(cfg, "rope_theta", 10000.0));
+  const double headDim = cfg["head_dim"].get<double>();
+  const double partial =
+      number(rope, "partial_rotary_factor", number(cfg, "partial_rotary_factor", 1.0));
+  cfg["rope_dim"] = static_cast<int64_t>(headDim * partial);
+  if (type != "default") {
+    if (!rope.contains("factor") || !rope["factor"].is_number())
+      return fail(where, "rope type \"" + type + "\" needs a numeric factor");
+    cfg["rope_factor"] = rope["factor"];
+  }
+  if (type == "llama3") {
+    for (const char *k : {"low_freq_factor", "high_freq_factor",
+                          "original_max_position_embeddings"})
+      if (!rope.contains(k) || !rope[k].is_number())
+        return fail(where, std::string("llama3 rope scaling needs a numeric ") + k);
+    cfg["rope_low_freq_factor"] = rope["low_freq_factor"];
+    cfg["rope_high_freq_factor"] = rope["high_freq_factor"];
+    cfg["rope_original_max_len"] = rope["original_max_position_embeddings"];
+  }
+  return true;
+}
+
+} // namespace hf
+} // namespace tfc
