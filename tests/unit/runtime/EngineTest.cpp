@@ -159,6 +159,30 @@ void expectPoolFull(const EngineGuard &e) {
   EXPECT_EQ(st.requests_queued, 0);
 }
 
+/// Bytes per KV block of an engine of |rows| rows in blocks of |blockSize|
+/// positions, to size a pool by blocks.
+int64_t kvBlockBytes(const tfrun_model_t *m, int rows, int blockSize) {
+  EngineGuard probe(m, rows, 0, blockSize);
+  tfrun_engine_stats_t st;
+  EXPECT_EQ(tfrun_engine_stats(probe.e, &st), nullptr);
+  EXPECT_EQ(st.kv_block_positions, blockSize);
+  EXPECT_GT(st.kv_block_bytes, 0);
+  return st.kv_block_bytes;
+}
+
+/// Submits every request at once, then checks each one's result against |want|
+/// (the same request alone).
+void submitAndCompare(const EngineGuard &e, const std::vector<Request> &rs,
+                      const std::vector<Outcome> &want) {
+  std::vector<uint64_t> ids(rs.size());
+  for (size_t i = 0; i < rs.size(); ++i) {
+    StatusGuard g{submit(e.e, rs[i], &ids[i])};
+    ASSERT_EQ(g.s, nullptr) << g.text();
+  }
+  for (size_t i = 0; i < rs.size(); ++i)
+    expectSame(collect(e.e, ids[i]), want[i], "request " + std::to_string(i));
+}
+
 /// Decoder-only requests: prompts of 1 to 20 tokens, greedy, beam 3 and sampling.
 std::vector<Request> gpt2Requests(int n, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -239,13 +263,7 @@ TEST(Engine, EncoderDecoderEqualsAlone) {
   for (const Request &r : rs)
     want.push_back(alone(m.m, r));
   EngineGuard e(m.m, 8);
-  std::vector<uint64_t> ids(rs.size());
-  for (size_t i = 0; i < rs.size(); ++i) {
-    StatusGuard g{submit(e.e, rs[i], &ids[i])};
-    ASSERT_EQ(g.s, nullptr) << g.text();
-  }
-  for (size_t i = 0; i < rs.size(); ++i)
-    expectSame(collect(e.e, ids[i]), want[i], "request " + std::to_string(i));
+  submitAndCompare(e, rs, want);
   expectPoolFull(e);
 }
 
@@ -259,25 +277,11 @@ TEST(Engine, ASmallPoolPreemptsAndRecomputes) {
   std::vector<Outcome> want;
   for (const Request &r : rs)
     want.push_back(alone(m.m, r));
-  int64_t blockBytes = 0;
-  {
-    EngineGuard probe(m.m, 10, 0, 4);
-    tfrun_engine_stats_t st;
-    ASSERT_EQ(tfrun_engine_stats(probe.e, &st), nullptr);
-    EXPECT_EQ(st.kv_block_positions, 4);
-    blockBytes = st.kv_block_bytes;
-  }
-  ASSERT_GT(blockBytes, 0);
+  const int64_t blockBytes = kvBlockBytes(m.m, 10, 4);
   // 30 blocks: a beam-3 request may take 27 (3 rows x 9 blocks of 4).
   EngineGuard e(m.m, 10, 0, 4, 30 * blockBytes + blockBytes / 2);
   ASSERT_EQ(e.blocks, 30);
-  std::vector<uint64_t> ids(rs.size());
-  for (size_t i = 0; i < rs.size(); ++i) {
-    StatusGuard g{submit(e.e, rs[i], &ids[i])};
-    ASSERT_EQ(g.s, nullptr) << g.text();
-  }
-  for (size_t i = 0; i < rs.size(); ++i)
-    expectSame(collect(e.e, ids[i]), want[i], "request " + std::to_string(i));
+  submitAndCompare(e, rs, want);
   expectPoolFull(e);
   tfrun_engine_stats_t st;
   ASSERT_EQ(tfrun_engine_stats(e.e, &st), nullptr);
@@ -316,22 +320,9 @@ TEST(Engine, ASmallPoolPreemptsEncoderDecoders) {
   std::vector<Outcome> want;
   for (const Request &r : rs)
     want.push_back(alone(m.m, r));
-  int64_t blockBytes = 0;
-  {
-    EngineGuard probe(m.m, 8, 0, 2);
-    tfrun_engine_stats_t st;
-    ASSERT_EQ(tfrun_engine_stats(probe.e, &st), nullptr);
-    blockBytes = st.kv_block_bytes;
-  }
-  EngineGuard e(m.m, 8, 0, 2, 16 * blockBytes);
+  EngineGuard e(m.m, 8, 0, 2, 16 * kvBlockBytes(m.m, 8, 2));
   ASSERT_EQ(e.blocks, 16);
-  std::vector<uint64_t> ids(rs.size());
-  for (size_t i = 0; i < rs.size(); ++i) {
-    StatusGuard g{submit(e.e, rs[i], &ids[i])};
-    ASSERT_EQ(g.s, nullptr) << g.text();
-  }
-  for (size_t i = 0; i < rs.size(); ++i)
-    expectSame(collect(e.e, ids[i]), want[i], "request " + std::to_string(i));
+  submitAndCompare(e, rs, want);
   expectPoolFull(e);
   tfrun_engine_stats_t st;
   ASSERT_EQ(tfrun_engine_stats(e.e, &st), nullptr);
@@ -479,14 +470,8 @@ TEST(Engine, BadRequestsAndModels) {
 /// finished or cancelled, and the pool is whole at the end.
 TEST(Engine, StressSubmitAndCancelFromThreads) {
   ModelGuard m(TFC_ENGINE_GPT2);
-  int64_t blockBytes = 0;
-  {
-    EngineGuard probe(m.m, 10, 8, 4);
-    tfrun_engine_stats_t st;
-    ASSERT_EQ(tfrun_engine_stats(probe.e, &st), nullptr);
-    blockBytes = st.kv_block_bytes;
-  }
-  EngineGuard e(m.m, 10, 8, 4, 27 * blockBytes); // the largest request may take 27
+  // The largest request may take 27 blocks.
+  EngineGuard e(m.m, 10, 8, 4, 27 * kvBlockBytes(m.m, 10, 4));
   // 4 s in the suite; TFC_ENGINE_STRESS_SECONDS=60 for the long run.
   const char *env = std::getenv("TFC_ENGINE_STRESS_SECONDS");
   const int seconds = env && std::atoi(env) > 0 ? std::min(std::atoi(env), 600) : 4;
