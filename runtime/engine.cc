@@ -141,7 +141,13 @@ Status Engine::Impl::init() {
     blockBytes += c.elemSize(*s, decIdx) * (uint64_t)blockLen * (uint64_t)c.width;
   if (o.kvCacheBytes < 0)
     return Status::invalidArgument("the KV cache size must not be negative");
+  // The default pool: every row at max_len, at most kDefaultKvBytes (a
+  // long-context model, Llama 3.1's 131072 positions, would otherwise ask for
+  // hundreds of GB); at least one block. kv_cache_bytes sets it.
+  constexpr uint64_t kDefaultKvBytes = 1ull << 30;
   int64_t numBlocks = o.rows * blocksFor(len);
+  if (blockBytes && (uint64_t)numBlocks > kDefaultKvBytes / blockBytes)
+    numBlocks = std::max<int64_t>(1, static_cast<int64_t>(kDefaultKvBytes / blockBytes));
   if (o.kvCacheBytes > 0) {
     numBlocks = blockBytes ? static_cast<int64_t>((uint64_t)o.kvCacheBytes / blockBytes)
                            : numBlocks;

@@ -53,7 +53,8 @@ struct EngineOptions {
   /// Prompt tokens prefilled per engine step, over all requests (at least
   /// one request's chunk is always taken).
   int64_t maxBatchTokens = 2048;
-  /// > 0: the KV pool's size in bytes. 0: enough for every row at max_len.
+  /// > 0: the KV pool's size in bytes. 0: enough for every row at max_len, at
+  /// most 1 GiB (at least one block).
   int64_t kvCacheBytes = 0;
   /// Positions per KV block. 0: 16 on the CPU; a device backend without
   /// block tables, or a model compiled before them, takes max_len (one

@@ -284,7 +284,7 @@ typedef struct tfrun_engine_options_t {
   int32_t max_batch_tokens; /* prompt tokens prefilled per step; 0: 2048 */
   int64_t kv_cache_bytes;   /* > 0: the KV pool's size: blocks of kv_block_size
                                positions of every layer's K and V; an error when not
-                               even one fits. 0: every row at max_len */
+                               even one fits. 0: every row at max_len, at most 1 GiB */
   int32_t kv_block_size;    /* positions per KV block; 0: 16 on the CPU. CUDA, and a
                                model.bin compiled before paged caches, take max_len
                                (one block per row); another value is TFRUN_UNSUPPORTED */

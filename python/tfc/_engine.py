@@ -133,9 +133,9 @@ class Engine:
     ``threads``: CPU threads (None: the OpenMP default); ``device``: "cpu", "cuda" or
     "cuda:N"; ``max_rows``: rows per step (None: the model's max_batch; a request of
     batch B takes B rows, with beam K B x K); ``kv_cache_mb``: the paged KV cache's
-    size in MiB (None: every row at max_len; a smaller pool preempts and recomputes
-    requests when it runs out); ``kv_block_size``: positions per KV block (None: 16
-    on the CPU, max_len on CUDA);
+    size in MiB (None: every row at max_len, at most 1 GiB; a smaller pool preempts
+    and recomputes requests when it runs out); ``kv_block_size``: positions per KV
+    block (None: 16 on the CPU, max_len on CUDA);
     ``max_batch_tokens``: prompt tokens prefilled per step (None: 2048);
     ``max_queue``: requests waiting for rows (None: 256) before ``submit`` raises
     ``tfc.Busy``. Thread-safe: submit and cancel from any thread."""

@@ -144,6 +144,19 @@ class EngineTest(unittest.TestCase):
         self.assertEqual(str(cm.exception),
                          "a KV block of 100 positions is outside 1 .. max_len 48")
 
+    def test_the_default_pool_is_at_most_1_gib(self):
+        # max_len 262144: every row at max_len would take 2 GiB (16 rows x 16384
+        # blocks of 8 KiB); the default pool stops at 1 GiB, and a request still runs.
+        long = tfc.compile(MODELS / "gpt2.yaml", set=dict(GPT2_SMALL, max_len=262144))
+        engine = tfc.Engine(long, threads=2)
+        st = engine.stats()
+        self.assertEqual(st["kv_block_bytes"], 8192)
+        self.assertEqual(st["kv_blocks_free"], (1 << 30) // 8192)
+        p = prompts(1, 5, 50)[0]
+        want = long.session(threads=1).generate({"tokens": p}, max_len=6)
+        self.assertSameGenerations(engine.submit({"tokens": p}, max_len=6).result(timeout=60),
+                                   want)
+
     def test_a_small_pool_preempts_and_recomputes(self):
         # 24 blocks of 4 positions (2 KiB each) for 8 rows of up to 22 positions
         # (6 blocks): the rows outgrow the pool, and the most recently admitted
