@@ -261,19 +261,15 @@ void Engine::Impl::run() {
       rowsFree -= r->needRows;
       r->state = Req::State::Running;
       running.push_back(r);
+      startRows(*r);
+      lk.unlock();
       Status st;
       try {
-        st = startRows(*r);
-        if (st.isOk()) {
-          lk.unlock();
-          st = startRequest(*r);
-          lk.lock();
-        }
+        st = startRequest(*r);
       } catch (const std::bad_alloc &) {
-        if (!lk.owns_lock())
-          lk.lock();
         st = Status::outOfMemory("out of memory starting request " + std::to_string(r->id));
       }
+      lk.lock();
       if (st.isOk() && r->cancelRequested)
         st = Status::cancelled("request " + std::to_string(r->id) + " was cancelled");
       if (!st.isOk()) {

@@ -147,7 +147,7 @@ struct Engine::Impl {
   /// step cannot run (stepStatus says why).
   int reserveStep(Req &r);
   /// The sequences of a new request's batch rows (mu held).
-  Status startRows(Req &r);
+  void startRows(Req &r);
   /// The search's select (StepModel::select) on |r|'s rows (mu held).
   Status selectRows(Req &r, const int64_t *from, int64_t n);
   /// Returns |r|'s blocks to the pool; it is recomputed when it resumes

@@ -16,7 +16,7 @@ namespace tfrun::rt {
 // The KV pool's rows (mu held)
 //===----------------------------------------------------------------------===//
 
-Status Engine::Impl::startRows(Req &r) {
+void Engine::Impl::startRows(Req &r) {
   const int64_t batch = r.plan.batch;
   r.rowSeq.clear();
   for (int64_t i = 0; i < batch; ++i)
@@ -25,7 +25,6 @@ Status Engine::Impl::startRows(Req &r) {
   for (int64_t i = 0; i < batch; ++i)
     r.rowItem[i] = i;
   r.rowHist.assign(static_cast<size_t>(batch), {});
-  return Status::ok();
 }
 
 Status Engine::Impl::selectRows(Req &r, const int64_t *from, int64_t n) {
