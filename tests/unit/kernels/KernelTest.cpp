@@ -1149,6 +1149,7 @@ TEST_P(KernelTest, CachedAttentionPerRow) {
     std::vector<int64_t> pos;              ///< per row
     std::vector<std::vector<int64_t>> table; ///< per row: its blocks
     int64_t T = 2;                         ///< new tokens per row
+    int64_t H = 2, Hkv = 0;                ///< query heads, key/value heads (0: H)
   };
   // Rows longer than the kernel's key block (64) over blocks of 16 and 64
   // positions (read in place), 6 (gathered), and a prefill of 20 tokens (the
@@ -1168,14 +1169,18 @@ TEST_P(KernelTest, CachedAttentionPerRow) {
       {"blocks of 64, long rows", 64, 40, {130, 64}, {blocks(5, 3), blocks(9, 3)}},
       {"blocks of 6, gathered", 6, 40, {31, 12}, {blocks(3, 6), blocks(4, 6)}},
       {"a prefill over blocks of 16", 16, 40, {70, 0}, {blocks(6, 6), blocks(8, 6)}, 20},
+      {"4 heads over 2 (grouped-query), blocks of 16", 16, 12, {20, 5},
+       {{7, 2, 9}, {4, 0, 11}}, 3, 4, 2},
   };
-  const int64_t H = 2, dk = 8, dv = 4, D = H * dk, Dv = H * dv;
+  const int64_t dk = 8, dv = 4;
   for (const Case &c : cases) {
     SCOPED_TRACE(c.name);
-    const int64_t T = c.T;
+    const int64_t T = c.T, H = c.H, Hkv = c.Hkv ? c.Hkv : c.H;
+    // q and the output have H heads; k, v and the caches Hkv.
+    const int64_t D = Hkv * dk, Dv = Hkv * dv;
     const int64_t B = static_cast<int64_t>(c.pos.size());
     const int64_t nb = static_cast<int64_t>(c.table[0].size());
-    HostTensor q = random(dt(), {B, T, D}), k = random(dt(), {B, T, D});
+    HostTensor q = random(dt(), {B, T, H * dk}), k = random(dt(), {B, T, D});
     HostTensor v = random(dt(), {B, T, Dv});
     HostTensor kc = random(dt(), {c.N, c.L, D}), vc = random(dt(), {c.N, c.L, Dv});
     std::vector<double> pv, tv;
@@ -1187,11 +1192,11 @@ TEST_P(KernelTest, CachedAttentionPerRow) {
     HostTensor pos = tensor(TFC_DTYPE_I64, {B}, pv);
     HostTensor table = tensor(TFC_DTYPE_I64, {B, nb}, tv);
     const HostTensor kc0 = kc, vc0 = vc;
-    HostTensor out(dt(), {B, T, Dv});
+    HostTensor out(dt(), {B, T, H * dv});
     const double scale = 1.0 / std::sqrt(static_cast<double>(dk));
     const std::string got = run(TFC_KERNEL_CACHED_ATTENTION,
-                                {&q, &k, &v, &kc, &vc, &pos, &table}, out, {H, 0, 0, 0, 1},
-                                {scale});
+                                {&q, &k, &v, &kc, &vc, &pos, &table}, out,
+                                {H, 0, 0, 0, 1, c.Hkv}, {scale});
     if (nb > 1 && backend().name() == "cuda") {
       EXPECT_EQ(got, "cached_attention: a block table of " + std::to_string(nb) +
                          " blocks per row (the CUDA backend reads one cache row per row)");
@@ -1226,9 +1231,10 @@ TEST_P(KernelTest, CachedAttentionPerRow) {
       a.qLen = T;
       a.kvLen = n;
       a.heads = H;
+      a.kvHeads = Hkv;
       a.headDim = dk;
       a.vHeadDim = dv;
-      a.q = qv.data() + b * T * D;
+      a.q = qv.data() + b * T * H * dk;
       a.k = kr.data();
       a.v = vr.data();
       a.scale = static_cast<float>(scale);
@@ -1288,68 +1294,6 @@ TEST_P(KernelTest, GroupedQueryAttention) {
   EXPECT_EQ(run(TFC_KERNEL_ATTENTION, {&q, &k, &v}, out, {TFC_MASK_NONE, 3, 0, 0, 0, 0, 2},
                 {0.5, -1e9}),
             "attention: 2 key/value heads do not divide 3 heads");
-}
-
-/// Cached grouped-query attention over per-row positions and blocks of 16:
-/// the caches hold the key/value heads only.
-TEST_P(KernelTest, CachedGroupedQueryAttention) {
-  const int64_t B = 2, T = 3, H = 4, Hkv = 2, dk = 8, L = 16, N = 12;
-  const std::vector<int64_t> posv = {20, 5};
-  const std::vector<std::vector<int64_t>> blocks = {{7, 2, 9}, {4, 0, 11}};
-  HostTensor q = random(dt(), {B, T, H * dk}), k = random(dt(), {B, T, Hkv * dk});
-  HostTensor v = random(dt(), {B, T, Hkv * dk});
-  HostTensor kc = random(dt(), {N, L, Hkv * dk}), vc = random(dt(), {N, L, Hkv * dk});
-  std::vector<double> tv;
-  for (const auto &r : blocks)
-    tv.insert(tv.end(), r.begin(), r.end());
-  HostTensor pos = tensor(TFC_DTYPE_I64, {B}, {20, 5});
-  HostTensor table = tensor(TFC_DTYPE_I64, {B, 3}, tv);
-  const HostTensor kc0 = kc, vc0 = vc;
-  HostTensor out(dt(), {B, T, H * dk});
-  const double scale = 1.0 / std::sqrt(static_cast<double>(dk));
-  const std::string got = run(TFC_KERNEL_CACHED_ATTENTION, {&q, &k, &v, &kc, &vc, &pos, &table},
-                              out, {H, 0, 0, 0, 1, Hkv}, {scale});
-  if (backend().name() == "cuda") {
-    EXPECT_EQ(got, "cached_attention: a block table of 3 blocks per row (the CUDA backend "
-                   "reads one cache row per row)");
-    return;
-  }
-  ASSERT_EQ(got, "");
-  const int64_t D = Hkv * dk;
-  std::vector<double> kref = kc0.values(), vref = vc0.values();
-  auto slot = [&](int64_t b, int64_t p) { return blocks[b][p / L] * L + p % L; };
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t d = 0; d < D; ++d) {
-        kref[slot(b, posv[b] + t) * D + d] = k.get((b * T + t) * D + d);
-        vref[slot(b, posv[b] + t) * D + d] = v.get((b * T + t) * D + d);
-      }
-  expectEqual(kc, kref, "key cache");
-  const std::vector<double> qv = q.values();
-  std::vector<double> want;
-  for (int64_t b = 0; b < B; ++b) {
-    std::vector<double> kr, vr;
-    for (int64_t p = 0; p < posv[b] + T; ++p) {
-      kr.insert(kr.end(), kref.begin() + slot(b, p) * D, kref.begin() + (slot(b, p) + 1) * D);
-      vr.insert(vr.end(), vref.begin() + slot(b, p) * D, vref.begin() + (slot(b, p) + 1) * D);
-    }
-    ref::Attention a;
-    a.qLen = T;
-    a.kvLen = posv[b] + T;
-    a.heads = H;
-    a.kvHeads = Hkv;
-    a.headDim = dk;
-    a.q = qv.data() + b * T * H * dk;
-    a.k = kr.data();
-    a.v = vr.data();
-    a.scale = static_cast<float>(scale);
-    a.mask = ref::Mask::Causal;
-    a.maskValue = -kInf;
-    a.qPosOffset = posv[b];
-    const std::vector<double> o = ref::attention(a);
-    want.insert(want.end(), o.begin(), o.end());
-  }
-  expectNear(out, want, "cached grouped-query attention");
 }
 
 /// Rotary embeddings against a double reference (the angle a product in f32,
