@@ -293,17 +293,23 @@ int32_t operandIndex(uint32_t kernel, const char *operand, const std::vector<int
   return -1;
 }
 
-const char *operandName(uint32_t kernel, size_t i, const std::vector<int64_t> &ints,
-                        const std::vector<double> &floats, const InputDtypes &dt) {
+const OperandInfo *operandRow(uint32_t kernel, size_t i, const std::vector<int64_t> &ints,
+                              const std::vector<double> &floats, const InputDtypes &dt) {
   const KernelInfo *k = kernelInfo(kernel);
   std::vector<int32_t> slots;
   uint32_t count = 0;
   if (!k || !slotsOf(kernel, ints, floats, dt, slots, count).empty())
-    return "";
+    return nullptr;
   for (uint32_t j = 0; j < k->numOperands; ++j)
     if (slots[j] == (int32_t)i)
-      return k->operands[j].name;
-  return "";
+      return &k->operands[j];
+  return nullptr;
+}
+
+const char *operandName(uint32_t kernel, size_t i, const std::vector<int64_t> &ints,
+                        const std::vector<double> &floats, const InputDtypes &dt) {
+  const OperandInfo *row = operandRow(kernel, i, ints, floats, dt);
+  return row ? row->name : "";
 }
 
 namespace {

@@ -135,19 +135,12 @@ void Writer::assignActivations(const std::vector<Instr> &plan,
   std::vector<std::vector<const schema::OperandInfo *>> rows(plan.size());
   for (size_t i = 0; i < plan.size(); ++i) {
     const Instr &in = plan[i];
-    const schema::KernelInfo *k = schema::kernelInfo(in.kernel);
     std::vector<uint32_t> dts;
     for (uint32_t v : in.inputs)
       dts.push_back(values[v].dtype);
-    for (size_t p = 0; p < in.inputs.size(); ++p) {
-      const char *name =
-          schema::operandName(in.kernel, p, in.ints, in.floats, {dts.data(), dts.size()});
-      const schema::OperandInfo *row = nullptr;
-      for (uint32_t j = 0; k && j < k->numOperands; ++j)
-        if (std::string(k->operands[j].name) == name)
-          row = &k->operands[j];
-      rows[i].push_back(row);
-    }
+    for (size_t p = 0; p < in.inputs.size(); ++p)
+      rows[i].push_back(
+          schema::operandRow(in.kernel, p, in.ints, in.floats, {dts.data(), dts.size()}));
   }
   auto info = [](const Instr &in) { return schema::kernelInfo(in.kernel); };
   auto tiedOut = [&](const Instr &in) { return info(in)->out.flags & TFC_AF_TIED; };

@@ -20,6 +20,7 @@
 
 #include "backends/tensor.h"
 #include "runtime/model.h"
+#include "tfc/kernel_schema.h"
 #include "tfc/status.h"
 
 #include <cstddef>
@@ -41,6 +42,8 @@ public:
   /// The dtype f32 activations and weights are computed in (a CUDA session's
   /// --dtype); the CPU computes in what model.bin stores.
   virtual uint32_t computeDtype() const { return TFC_DTYPE_F32; }
+  /// Whose dtype sets of tfc/kernels.def the device's kernels accept.
+  virtual tfc::schema::Backend schemaBackend() const { return tfc::schema::Backend::Cpu; }
 
   /// Once, when a session is created: whether |m| can run here (an error that
   /// names what is missing) and the device's copy of its weights.

@@ -35,6 +35,7 @@ public:
   }
   bool hostMemory() const override { return false; }
   uint32_t computeDtype() const override { return compute; }
+  tfc::schema::Backend schemaBackend() const override { return tfc::schema::Backend::Cuda; }
 
   Status bindModel(const Model &m) override {
     model = &m;

@@ -251,7 +251,11 @@ void Engine::Impl::run() {
       int64_t prompt = 1;
       for (const auto &p : q.plan.prompts)
         prompt = std::max<int64_t>(prompt, static_cast<int64_t>(p.size()));
-      const int64_t watermark = std::max<int64_t>(1, kv->numBlocks() / 100);
+      // The watermark is vLLM's int(0.01 * blocks): none below 100 blocks.
+      // An idle engine admits without it: a request the pool holds (submit
+      // refuses the others) must not wait forever for blocks nobody holds,
+      // as in a pool of one block of max_len per row.
+      const int64_t watermark = running.empty() ? 0 : kv->numBlocks() / 100;
       return static_cast<int64_t>(kv->freeBlocks()) >=
              q.plan.batch * blocksFor(prompt) + watermark;
     };

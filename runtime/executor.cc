@@ -323,19 +323,47 @@ Status prepareFunction(Session &s, size_t fn) {
     return Status::ok();
   Device &d = *s.dev;
   const uint32_t compute = d.computeDtype();
-  // The scales of quantized weights (their descriptors) stay f32 whatever the
-  // compute dtype.
-  std::vector<char> isScales(f.values.size(), 0);
+  // f32 values are computed in the compute dtype, but for the scales of
+  // quantized weights (their descriptors), the operands the device's kernels
+  // take in f32 only (tfc/kernels.def: rotary's inv_freq, whose angles
+  // pos * inv_freq lose whole radians in 16 bits at long positions; T5's
+  // bucket table), with the values they view, and the outputs its kernels
+  // write in f32 only (T5's position bias).
+  std::vector<char> staysF32(f.values.size(), 0);
   for (const ValueDesc &v : f.values)
     if (v.quant.quantized())
-      isScales[v.quant.scales] = 1;
+      staysF32[v.quant.scales] = 1;
+  if (compute != TFC_DTYPE_F32) {
+    std::vector<uint32_t> dts;
+    for (const Instr &in : f.plan) {
+      dts.clear();
+      for (uint32_t v : in.inputs)
+        dts.push_back(f.values[v].dtype);
+      for (size_t p = 0; p < in.inputs.size(); ++p) {
+        const tfc::schema::OperandInfo *row = tfc::schema::operandRow(
+            in.kernel, p, in.ints, in.floats, {dts.data(), dts.size()});
+        if (!row || (row->set(d.schemaBackend()) & (1u << compute)))
+          continue;
+        uint64_t v = in.inputs[p];
+        for (size_t hops = 0; v < f.values.size() && hops <= f.values.size(); ++hops) {
+          staysF32[v] = 1;
+          if (f.values[v].storage != Storage::View)
+            break;
+          v = f.values[v].offset;
+        }
+      }
+      const tfc::schema::KernelInfo *k = tfc::schema::kernelInfo(in.kernel);
+      if (k && !(k->out.set(d.schemaBackend()) & (1u << compute)) && in.output < f.values.size())
+        staysF32[in.output] = 1;
+    }
+  }
   fs.dtypes.resize(f.values.size());
   fs.weightPtrs.assign(f.values.size(), nullptr);
   fs.weightPacks.assign(f.values.size(), nullptr);
   for (size_t i = 0; i < f.values.size(); ++i) {
     const ValueDesc &v = f.values[i];
     uint32_t dt = v.dtype;
-    if (compute != TFC_DTYPE_F32 && dt == TFC_DTYPE_F32 && !isScales[i] &&
+    if (compute != TFC_DTYPE_F32 && dt == TFC_DTYPE_F32 && !staysF32[i] &&
         v.storage != Storage::Input)
       dt = compute;
     fs.dtypes[i] = dt;

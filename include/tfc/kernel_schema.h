@@ -139,6 +139,10 @@ std::string checkOperands(Backend backend, uint32_t kernel, const std::vector<in
 int32_t operandIndex(uint32_t kernel, const char *operand, const std::vector<int64_t> &ints,
                      const std::vector<double> &floats, const InputDtypes &dt);
 
+/// The schema row of input |i| of the instruction, or null when it has none.
+const OperandInfo *operandRow(uint32_t kernel, size_t i, const std::vector<int64_t> &ints,
+                              const std::vector<double> &floats, const InputDtypes &dt);
+
 /// The name of input |i| of the instruction ("weight"), or "" when it has none.
 const char *operandName(uint32_t kernel, size_t i, const std::vector<int64_t> &ints,
                         const std::vector<double> &floats, const InputDtypes &dt);

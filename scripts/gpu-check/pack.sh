@@ -52,6 +52,14 @@ small=(--set d_model=64 --set heads=4 --set d_ff=128 --set layers=2)
   --set vocab=1000 --set max_len=128 --seed 5 --set bos_id=1 --set eos_id=2
 "$TFC" compile models/bert.yaml -o "$stage/b/models/bert.bin" "${small[@]}" \
   --set vocab=1000 --set max_len=128 --seed 6
+# The LLaMA family (rotary, grouped-query attention, RMS norm, SwiGLU, q/k norms) and
+# T5 (relative position bias), from small Hugging Face directories (make_hf.py).
+hfdir="$stage/hf"
+"$PY" scripts/gpu-check/make_hf.py "$hfdir"
+for m in llama-gqa llama-mqa qwen3 t5; do
+  "$TFC" compile "$hfdir/$m" -o "$stage/b/models/$m.bin"
+done
+rm -rf "$hfdir"
 # NO_BENCH=1 leaves the encoder benchmark out (a bundle of ~20 MB, packed in seconds).
 if [[ "${NO_BENCH:-0}" != 1 ]]; then
   "$PY" bench/bench_cuda.py --prepare "$stage/b/bench" --build "$BUILD"

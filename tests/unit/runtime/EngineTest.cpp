@@ -272,6 +272,9 @@ TEST(Engine, EncoderDecoderEqualsAlone) {
 /// request is preempted when none is free, and recomputed later. Every
 /// request's tokens still equal those it gets alone.
 TEST(Engine, ASmallPoolPreemptsAndRecomputes) {
+  if (testDevice() != TFRUN_DEVICE_CPU)
+    GTEST_SKIP() << "the CUDA backend reads one block of max_len per row "
+                    "(ASmallPoolOfWholeRowsPreempts covers it)";
   ModelGuard m(TFC_ENGINE_GPT2);
   const std::vector<Request> rs = gpt2Requests(24, 17);
   std::vector<Outcome> want;
@@ -303,6 +306,9 @@ TEST(Engine, ASmallPoolPreemptsAndRecomputes) {
 /// The same with an encoder-decoder: a recompute prefills the decoder's
 /// tokens again beside the encoder memory the request keeps.
 TEST(Engine, ASmallPoolPreemptsEncoderDecoders) {
+  if (testDevice() != TFRUN_DEVICE_CPU)
+    GTEST_SKIP() << "the CUDA backend reads one block of max_len per row "
+                    "(ASmallPoolOfWholeRowsPreempts covers it)";
   ModelGuard m(TFC_ENGINE_FLOYDHUB);
   std::mt19937 rng(9);
   std::vector<Request> rs;
@@ -327,6 +333,58 @@ TEST(Engine, ASmallPoolPreemptsEncoderDecoders) {
   tfrun_engine_stats_t st;
   ASSERT_EQ(tfrun_engine_stats(e.e, &st), nullptr);
   EXPECT_GT(st.requests_preempted, 0u);
+}
+
+/// A pool of one block of max_len per row (the layout every device reads,
+/// the CUDA backend's only one), smaller than the rows: a beam's fan-out
+/// copies its shared block when a row first writes to it, and the pool runs
+/// out. An engine of one row and one block still admits its requests.
+TEST(Engine, ASmallPoolOfWholeRowsPreempts) {
+  struct Case {
+    const char *model;
+    int maxLen; // tests/CMakeLists.txt's --set max_len
+    int rows, blocks;
+  };
+  for (const Case &c : {Case{TFC_ENGINE_GPT2, 48, 10, 5}, Case{TFC_ENGINE_FLOYDHUB, 24, 8, 3}}) {
+    SCOPED_TRACE(c.model);
+    ModelGuard m(c.model);
+    std::vector<Request> rs;
+    if (c.maxLen == 48) {
+      rs = gpt2Requests(16, 23);
+    } else {
+      std::mt19937 rng(29);
+      for (int i = 0; i < 10; ++i) {
+        Request r;
+        r.input = "src";
+        for (int t = 0, len = 2 + static_cast<int>(rng() % 14); t < len; ++t)
+          r.ids.push_back(3 + static_cast<int64_t>(rng() % 37));
+        tfrun_generate_options_init(&r.opt);
+        r.opt.max_len = 8 + static_cast<int32_t>(rng() % 8);
+        r.opt.beam_width = i % 2 ? 2 : 1;
+        rs.push_back(std::move(r));
+      }
+    }
+    std::vector<Outcome> want;
+    for (const Request &r : rs)
+      want.push_back(alone(m.m, r));
+    const int64_t blockBytes = kvBlockBytes(m.m, c.rows, c.maxLen);
+    EngineGuard e(m.m, c.rows, 0, c.maxLen, c.blocks * blockBytes);
+    ASSERT_EQ(e.blocks, c.blocks);
+    submitAndCompare(e, rs, want);
+    expectPoolFull(e);
+    tfrun_engine_stats_t st;
+    ASSERT_EQ(tfrun_engine_stats(e.e, &st), nullptr);
+    EXPECT_EQ(st.requests_finished, rs.size());
+    EXPECT_GT(st.requests_preempted, 0u);
+
+    EngineGuard one(m.m, 1, 0, c.maxLen, blockBytes);
+    ASSERT_EQ(one.blocks, 1);
+    Request r = rs[0];
+    r.opt.beam_width = 1;
+    uint64_t id = 0;
+    ASSERT_EQ(submit(one.e, r, &id), nullptr);
+    expectSame(collect(one.e, id), alone(m.m, r), "the one-block engine's request");
+  }
 }
 
 struct Streamed {
@@ -465,13 +523,16 @@ TEST(Engine, BadRequestsAndModels) {
 
 /// 8 threads submit, cancel and release random requests against one engine for a
 /// bounded time, with more requests than rows (requests queue), a KV pool of
-/// 27 blocks of 4 positions (it runs out: requests are preempted and
+/// 27 blocks of 4 positions (5 of 48 on CUDA; it runs out: requests are preempted and
 /// recomputed) and a small queue (some submits are busy). Every request ends
 /// finished or cancelled, and the pool is whole at the end.
 TEST(Engine, StressSubmitAndCancelFromThreads) {
   ModelGuard m(TFC_ENGINE_GPT2);
-  // The largest request may take 27 blocks.
-  EngineGuard e(m.m, 10, 8, 4, 27 * kvBlockBytes(m.m, 10, 4));
+  // The largest request may take 27 blocks; where the device reads one block
+  // of max_len (48) per row (CUDA), 3 of 5.
+  const bool paged = testDevice() == TFRUN_DEVICE_CPU;
+  const int blockSize = paged ? 4 : 48;
+  EngineGuard e(m.m, 10, 8, blockSize, (paged ? 27 : 5) * kvBlockBytes(m.m, 10, blockSize));
   // 4 s in the suite; TFC_ENGINE_STRESS_SECONDS=60 for the long run.
   const char *env = std::getenv("TFC_ENGINE_STRESS_SECONDS");
   const int seconds = env && std::atoi(env) > 0 ? std::min(std::atoi(env), 600) : 4;
