@@ -89,6 +89,12 @@ public:
   /// An i8 weight comes with its descriptor's per-row scales (the loader
   /// checked their shape); a float one with none.
   bool quantized(const Tensor &w, const char *what) {
+    if (w.dtype == TFC_DTYPE_I4)
+      return (w.scales && w.group > 0 && w.group % 32 == 0) ||
+             fail(std::string("the i4 ") + what +
+                  (w.scales ? " has groups of " + std::to_string(w.group) +
+                                  ", not a multiple of 32"
+                            : " has no scales"));
     if (w.dtype != TFC_DTYPE_I8)
       return true;
     return (w.scales && w.group == 0) ||

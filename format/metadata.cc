@@ -109,8 +109,11 @@ template <typename IO> void describe(IO &io, Metadata &m) {
       io.list("dims", v.dims, 8, [&](int64_t &d) { io.i64("dim", d); });
       io.u32("storage", v.storage);
       io.u64("offset", v.offset);
-      // The weight descriptor (version 6), for a weight of a quantized dtype.
-      if (io.version() >= 6 && v.storage == TFC_STORAGE_WEIGHT && v.dtype == TFC_DTYPE_I8) {
+      // The weight descriptor (version 6), for a weight of a quantized dtype:
+      // int8, and int4 from version 8.
+      if (v.storage == TFC_STORAGE_WEIGHT &&
+          ((io.version() >= 6 && v.dtype == TFC_DTYPE_I8) ||
+           (io.version() >= 8 && v.dtype == TFC_DTYPE_I4))) {
         io.u32("scales", v.quant.scales);
         io.u32("zeros", v.quant.zeros);
         io.u32("group", v.quant.group);

@@ -4,7 +4,8 @@
 // tfc.sinusoid_table and transpose/slice/concat of those are computed here, so
 // the weights section holds exactly what the kernels read (packed QKV,
 // transposed Conv1D weights). Identical weight data is stored once, and
-// --precision bf16 / int8 stores linear weights and embedding tables reduced.
+// --precision bf16 / int8 / int4 stores linear weights and embedding tables
+// reduced.
 //
 //===----------------------------------------------------------------------------===//
 #include "passes/PlanWriterImpl.h"
@@ -161,6 +162,65 @@ uint32_t Writer::addWeight(Value v, const HostTensor &t) {
   return ids[v];
 }
 
+namespace {
+/// The largest --group-size quantizeInt4Group takes at once (tfc.cpp bounds it).
+constexpr int64_t kMaxQ4Group = 1 << 20;
+
+/// One group of a row in int4: q in [-8, 7] and its scale, real = scale * q.
+/// As llama.cpp's Q4_0, the element of largest magnitude maps to -8 (16 levels,
+/// not 15); then a few scales around that one are tried and the one with the
+/// least squared error is kept, so the error is never above Q4_0's. A group
+/// holding NaN or inf gets scale NaN and zeros (its outputs are NaN, as int8's).
+float quantizeInt4Group(const float *w, int64_t n, int8_t *q) {
+  double m = 0;
+  for (int64_t c = 0; c < n; ++c) {
+    if (!std::isfinite(w[c])) {
+      std::fill(q, q + n, 0);
+      return NAN;
+    }
+    if (std::fabs(w[c]) > std::fabs(m))
+      m = w[c];
+  }
+  if (m == 0) {
+    std::fill(q, q + n, 0);
+    return 0.0f;
+  }
+  auto err = [&](double d, bool store) {
+    double e = 0;
+    for (int64_t c = 0; c < n; ++c) {
+      const double v = std::clamp(std::nearbyint(w[c] / d), -8.0, 7.0);
+      e += (w[c] - v * d) * (w[c] - v * d);
+      if (store)
+        q[c] = (int8_t)v;
+    }
+    return e;
+  };
+  double best = m / -8.0, bestErr = err(best, false);
+  for (int i = -4; i <= 4; ++i) {
+    const double d = m / -8.0 * (1.0 + 0.025 * i), e = i ? err(d, false) : bestErr;
+    if (e < bestErr) {
+      best = d;
+      bestErr = e;
+    }
+  }
+  const float d = (float)best;
+  err(d, true);
+  return d;
+}
+} // namespace
+
+/// The lm_head: a linear layer whose result a function returns, or whose
+/// weight is also a token embedding's table (tied).
+bool Writer::isLmHead(Operation *op, Value weight) {
+  for (Operation *user : op->getResult(0).getUsers())
+    if (user->hasTrait<OpTrait::IsTerminator>())
+      return true;
+  for (Operation *user : weight.getUsers())
+    if (isa<td::TokenEmbeddingOp>(user))
+      return true;
+  return false;
+}
+
 uint32_t Writer::weightOperand(Operation *op, unsigned i, Value v) {
   // Only a linear layer's weight and a token embedding's table are stored in
   // reduced precision; everything else (biases, norms, positional tables) stays
@@ -173,14 +233,37 @@ uint32_t Writer::weightOperand(Operation *op, unsigned i, Value v) {
       addWeight(v, constants[v]);
     return ids[v];
   }
-  unsigned mode = (unsigned)opts.precision;
+  Precision precision = opts.precision;
+  if (precision == Precision::Int4 && (!isa<td::LinearOp, td::FusedLinearOp>(op) || isLmHead(op, v)))
+    precision = Precision::Int8; // embedding tables and the lm_head stay 8-bit
+  unsigned mode = (unsigned)precision;
   auto it = reducedWeights.find({v, mode});
   if (it != reducedWeights.end())
     return it->second.first;
   const HostTensor &t = constants[v];
   const int64_t rows = t.shape[0], cols = t.shape[1];
   uint32_t id, sid = 0;
-  if (opts.precision == Precision::BF16) {
+  if (precision == Precision::Int4) {
+    const int64_t group = opts.groupSize, groups = (cols + group - 1) / group;
+    std::vector<uint8_t> packed(tfc_dtype_bytes(TFC_DTYPE_I4, (uint64_t)(rows * cols)), 0);
+    std::vector<float> sc(rows * groups);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t g = 0; g < groups; ++g) {
+        const int64_t c0 = g * group, c1 = std::min(cols, c0 + group);
+        int8_t q[kMaxQ4Group];
+        sc[r * groups + g] = quantizeInt4Group(t.data.data() + r * cols + c0, c1 - c0, q);
+        for (int64_t c = c0; c < c1; ++c) {
+          const uint64_t e = (uint64_t)(r * cols + c);
+          packed[e / 2] |= (uint8_t)((q[c - c0] & 0xF) << (e % 2 ? 4 : 0));
+        }
+      }
+    id = addWeightBytes(t.shape, TFC_DTYPE_I4, reinterpret_cast<const char *>(packed.data()),
+                        packed.size());
+    sid = addWeightBytes({rows, groups}, TFC_DTYPE_F32, reinterpret_cast<const char *>(sc.data()),
+                         sc.size() * 4);
+    values[id].quant.scales = sid; // the weight's descriptor: one scale per group
+    values[id].quant.group = (uint32_t)group;
+  } else if (precision == Precision::BF16) {
     std::vector<uint16_t> h(t.data.size());
     for (size_t e = 0; e < h.size(); ++e)
       h[e] = tfc_f32_to_bf16(t.data[e]);

@@ -28,10 +28,16 @@ enum class Precision {
   Int8, ///< as BF16, but linear weights and embedding tables int8 with a
         ///< symmetric per-row (per output channel) f32 scale; linear inputs
         ///< quantized per row at run time
+  Int4, ///< as Int8, but linear weights int4 with one f32 scale per group of
+        ///< PlanOptions::groupSize inputs (the weights of 16 levels, as
+        ///< llama.cpp's Q4_0); the lm_head (a linear whose result is returned,
+        ///< or that shares the embedding table) and embedding tables stay int8
 };
 
 struct PlanOptions {
   Precision precision = Precision::F32;
+  /// Int4: the inputs per scale along a weight's row, a multiple of 32.
+  int64_t groupSize = 32;
 };
 
 /// Figures `tfc compile --report` prints about the plan.

@@ -91,6 +91,8 @@ private:
                           const char *bytes, uint64_t n);
   /// The weight value operand |i| of |op| reads: f32 (or i64), or the reduced
   /// form --precision asks for (an i8 weight's descriptor names its scales).
+  /// Whether linear |op| reading |weight| is the model's lm_head.
+  static bool isLmHead(Operation *op, Value weight);
   uint32_t weightOperand(Operation *op, unsigned i, Value v);
   llvm::DenseMap<std::pair<Value, unsigned>, std::pair<uint32_t, uint32_t>> reducedWeights;
   void assignActivations(const std::vector<Instr> &plan, const std::vector<uint32_t> &outputs);

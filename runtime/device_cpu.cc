@@ -35,7 +35,7 @@ namespace {
 /// Packed linear weights by what they were packed from. Thread-safe.
 class PackCache {
 public:
-  using Key = std::tuple<const void *, int64_t, int64_t, uint32_t, const float *>;
+  using Key = std::tuple<const void *, int64_t, int64_t, uint32_t, const float *, int64_t>;
   static PackCache &get() {
     static PackCache *cache = new PackCache; // never destroyed: sessions may outlive statics
     return *cache;
@@ -48,7 +48,7 @@ public:
       return Status::ok();
     std::string err;
     out = tfc::cpu::packLinear(std::get<0>(key), std::get<3>(key), std::get<1>(key),
-                               std::get<2>(key), std::get<4>(key), err);
+                               std::get<2>(key), std::get<4>(key), std::get<5>(key), err);
     if (!out)
       return tfc::cpu::cpuPaths().supported ? Status::internal(err) : Status::unsupported(err);
     slot = out;
@@ -100,10 +100,10 @@ public:
         const ValueDesc &w = f.values[wv];
         // A weight the linear kernel's rules reject (backends/kernel_rules.h)
         // is not packed: the call fails with that rule's message at run time.
-        // Grouped scales are not packed either (the CPU kernels read one
-        // scale per row).
+        // Nor are int8 weights with grouped scales (the int8 kernels read
+        // one scale per row; int4's read groups).
         if (w.storage != Storage::Weight || w.dims.size() != 2 || w.dims[0] < 1 ||
-            w.dims[1] < 1 || w.quant.group != 0 || queued[wv])
+            w.dims[1] < 1 || (w.quant.group != 0 && w.dtype != TFC_DTYPE_I4) || queued[wv])
           continue;
         queued[wv] = 1;
         jobs.push_back(
@@ -114,14 +114,15 @@ public:
                      [](const Job &a, const Job &b) { return a.bytes > b.bytes; });
     for (const Job &j : jobs) {
       const ValueDesc &w = m.functions[j.fn].values[j.value];
-      // An i8 weight's descriptor names its per-row scales (checked by the loader).
+      // A quantized weight's descriptor names its scales (checked by the loader).
       const float *scales =
           w.quant.quantized()
               ? reinterpret_cast<const float *>(m.weights +
                                                 m.functions[j.fn].values[w.quant.scales].offset)
               : nullptr;
       TFC_RETURN_IF_ERROR(PackCache::get().pack(
-          {m.weights + w.offset, w.dims[0], w.dims[1], w.dtype, scales}, packed[j.fn][j.value]));
+          {m.weights + w.offset, w.dims[0], w.dims[1], w.dtype, scales, (int64_t)w.quant.group},
+          packed[j.fn][j.value]));
       // The kernels read the packed copy only: the file's pages of this
       // weight leave the process (model.h), so the weights are resident
       // once. A weight that is also read unpacked (a tied embedding table)

@@ -42,15 +42,18 @@ public:
     for (const Function &f : m.functions)
       for (const Instr &in : f.plan)
         if ((in.kernel == TFC_KERNEL_LINEAR || in.kernel == TFC_KERNEL_FUSED_LINEAR) &&
-            f.values[in.inputs[1]].dtype == TFC_DTYPE_I8)
-          return Status::unsupported(
-              "int8 linear weights (tfc compile --precision int8) run on the "
-              "CPU only; on CUDA use an f32 or bf16 model.bin, or --dtype "
-              "f16 / bf16");
+            (f.values[in.inputs[1]].dtype == TFC_DTYPE_I8 ||
+             f.values[in.inputs[1]].dtype == TFC_DTYPE_I4)) {
+          const char *p = f.values[in.inputs[1]].dtype == TFC_DTYPE_I8 ? "int8" : "int4";
+          return Status::unsupported(std::string(p) + " linear weights (tfc compile --precision " +
+                                     p + ") run on the CPU only; on CUDA use an f32 or bf16 "
+                                         "model.bin, or --dtype f16 / bf16");
+        }
     if (compute != TFC_DTYPE_F32)
       for (const Function &f : m.functions)
         for (const ValueDesc &v : f.values)
-          if (v.dtype == TFC_DTYPE_BF16 || v.dtype == TFC_DTYPE_I8 || v.dtype == TFC_DTYPE_F16)
+          if (v.dtype == TFC_DTYPE_BF16 || v.dtype == TFC_DTYPE_I8 || v.dtype == TFC_DTYPE_I4 ||
+              v.dtype == TFC_DTYPE_F16)
             return Status::invalidArgument(std::string("compute dtype ") + tfc_dtype_name(compute) +
                                            " needs an f32 model.bin; this one was compiled "
                                            "with reduced precision (tfc compile --precision)");

@@ -166,15 +166,21 @@ static void upgradeInt8Scales(Function &f) {
 /// none. Returns "" or what is wrong.
 static std::string checkQuant(const Function &f, const ValueDesc &v) {
   const tfc::format::WeightQuant &q = v.quant;
-  if (v.storage != Storage::Weight || v.dtype != TFC_DTYPE_I8)
+  if (v.storage != Storage::Weight || (v.dtype != TFC_DTYPE_I8 && v.dtype != TFC_DTYPE_I4))
     return ""; // only a quantized weight's record has a descriptor
+  const std::string what = v.dtype == TFC_DTYPE_I4 ? "an int4 weight" : "an int8 weight";
   if (!q.quantized())
-    return "is an int8 weight without its scales";
+    return "is " + what + " without its scales";
   if (q.scales >= f.values.size())
     return "names missing scales";
   const ValueDesc &s = f.values[q.scales];
   if (v.dims.size() != 2 || v.dims[0] < 1 || v.dims[1] < 1)
-    return "is an int8 weight that is not a 2-D matrix";
+    return "is " + what + " that is not a 2-D matrix";
+  // The CPU's int4 kernel quantizes the activations in blocks of 32 inside
+  // each group (backends/cpu/gemm_q4_avx2.h).
+  if (v.dtype == TFC_DTYPE_I4 && (q.group == 0 || q.group % 32 != 0))
+    return "is an int4 weight whose group of " + std::to_string(q.group) +
+           " is not a multiple of 32";
   const int64_t rows = v.dims[0], k = v.dims[1];
   const std::vector<int64_t> want =
       q.group == 0 ? std::vector<int64_t>{rows}
@@ -183,7 +189,7 @@ static std::string checkQuant(const Function &f, const ValueDesc &v) {
     return "has scales that are not an f32 weight shaped like its rows and groups";
   if (q.zeros != tfc::format::kNoValue)
     return "has zero points, which this runtime does not read";
-  if (q.group != 0 && q.group > (uint64_t)k)
+  if (v.dtype == TFC_DTYPE_I8 && q.group != 0 && q.group > (uint64_t)k)
     return "has a group size larger than its rows";
   return "";
 }

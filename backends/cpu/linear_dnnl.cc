@@ -5,6 +5,7 @@
 
 #include "backends/cpu/convert_cpu.h"
 #include "backends/cpu/cpu_isa.h"
+#include "backends/cpu/gemm_q4_avx2.h"
 #include "backends/cpu/gemm_s8_avx2.h"
 #include "backends/cpu/weight_memory.h"
 #include "tfc/abi.h"
@@ -100,6 +101,8 @@ public:
   /// i8 without VNNI: the weights for our exact AVX2 GEMM (gemm_s8_avx2.h),
   /// instead of oneDNN's, whose s16 pair sums saturate there.
   std::unique_ptr<PackedS8> s8;
+  /// i4: the weights for our AVX2 kernel (oneDNN 2.6 has no int4 matmul).
+  std::unique_ptr<PackedQ4> q4;
   dnnl::memory::desc wdesc;
   WeightMemory storage{nullptr, std::free}; ///< what |weights| points into
   dnnl::memory weights;
@@ -173,14 +176,21 @@ private:
 };
 
 std::shared_ptr<PackedLinear> packLinear(const void *w, uint32_t dtype, int64_t n, int64_t k,
-                                         const float *scales, std::string &err) {
-  if (dtype != TFC_DTYPE_F32 && dtype != TFC_DTYPE_BF16 && dtype != TFC_DTYPE_I8) {
+                                         const float *scales, int64_t group, std::string &err) {
+  if (dtype != TFC_DTYPE_F32 && dtype != TFC_DTYPE_BF16 && dtype != TFC_DTYPE_I8 &&
+      dtype != TFC_DTYPE_I4) {
     err = std::string("a linear weight of dtype ") + tfc_dtype_name(dtype) +
           " is not supported on the CPU";
     return nullptr;
   }
-  if (dtype == TFC_DTYPE_I8 && !scales) {
-    err = "an int8 linear weight has no scales";
+  if ((dtype == TFC_DTYPE_I8 || dtype == TFC_DTYPE_I4) && !scales) {
+    err = std::string("an ") + (dtype == TFC_DTYPE_I8 ? "int8" : "int4") +
+          " linear weight has no scales";
+    return nullptr;
+  }
+  if (dtype == TFC_DTYPE_I4 && (group <= 0 || group % 32 != 0)) {
+    err = "an int4 linear weight's group of " + std::to_string(group) +
+          " is not a multiple of 32";
     return nullptr;
   }
   const CpuPaths &paths = cpuPaths();
@@ -194,6 +204,14 @@ std::shared_ptr<PackedLinear> packLinear(const void *w, uint32_t dtype, int64_t 
     p->k = k;
     p->dtype = dtype;
     p->scales = scales;
+    if (dtype == TFC_DTYPE_I4) {
+      p->q4 = packQ4(static_cast<const uint8_t *>(w), scales, n, k, group);
+      if (!p->q4) {
+        err = "out of memory packing an int4 linear weight";
+        return nullptr;
+      }
+      return p;
+    }
     std::vector<float> widened;
     if (dtype == TFC_DTYPE_BF16 && !paths.bf16Native) {
       p->bf16Emulated = true;
@@ -264,6 +282,45 @@ std::string execute(const PackedLinear::Prim &p, std::unordered_map<int, dnnl::m
   return "";
 }
 
+/// The rest of output row |r| after its f32 sums |y| ([n]; the output row
+/// itself when that is f32): bias, activation, residual, and the output dtype.
+inline void finishRow(const GemmCall &c, int64_t n, int64_t r, float *y) {
+  if (c.bias)
+    for (int64_t j = 0; j < n; ++j)
+      y[j] += c.bias[j];
+  if (c.act == TFC_ACT_RELU)
+    for (int64_t j = 0; j < n; ++j)
+      y[j] = y[j] > 0.0f ? y[j] : 0.0f;
+  else
+    applyActivationRow(c.act, y, n);
+  if (c.residual)
+    for (int64_t j = 0; j < n; ++j)
+      y[j] += c.residual[r * n + j];
+  if (c.yDtype == TFC_DTYPE_BF16)
+    f32ToBf16(y, static_cast<uint16_t *>(c.y) + r * n, n);
+}
+
+/// The int4 path: x quantized per block of 32 and the group-wise int4 GEMM
+/// (gemm_q4_avx2.h) into f32 sums, then the epilogue.
+std::string runInt4(const PackedLinear &w, const GemmCall &c) {
+  const int64_t rows = c.rows, n = w.n, blocks = w.q4->blocks;
+  thread_local ThreadBuffer qbuf, dbuf, sbuf, ybuf;
+  auto *q = static_cast<int8_t *>(qbuf.get(rows * blocks * 32));
+  auto *d = static_cast<float *>(dbuf.get(rows * blocks * sizeof(float)));
+  auto *ds = static_cast<float *>(sbuf.get(rows * blocks * sizeof(float)));
+  const bool f32Out = c.yDtype == TFC_DTYPE_F32;
+  auto *y = f32Out ? static_cast<float *>(c.y)
+                   : static_cast<float *>(ybuf.get(rows * n * sizeof(float)));
+  if (!q || !d || !ds || !y)
+    return "out of memory for an int4 linear layer's buffers";
+  quantizeQ8Blocks(c.x, c.xDtype == TFC_DTYPE_BF16, rows, w.k, blocks, q, d, ds);
+  gemmQ4(*w.q4, q, d, ds, rows, y);
+#pragma omp parallel for schedule(static) if (rows * n > 32768)
+  for (int64_t r = 0; r < rows; ++r)
+    finishRow(c, n, r, y + r * n);
+  return "";
+}
+
 /// The int8 path: quantize x per row (u8 with a zero point), u8 x s8 -> s32
 /// (oneDNN with VNNI or AMX; our exact AVX2 GEMM without: cpu_isa.h), then one
 /// epilogue pass for the zero points, scales, bias, activation and residual.
@@ -294,10 +351,9 @@ std::string runInt8(const PackedLinear &w, const GemmCall &c) {
     if (!err.empty())
       return err;
   }
-  const float *sw = w.scales, *b = c.bias, *res = c.residual;
+  const float *sw = w.scales;
   const int32_t *wsum = w.wsum.data();
   const bool bf16Out = c.yDtype == TFC_DTYPE_BF16;
-  const int act = c.act;
 #pragma omp parallel for schedule(static) if (rows * n > 32768)
   for (int64_t r = 0; r < rows; ++r) {
     thread_local std::vector<float> row;
@@ -313,19 +369,7 @@ std::string runInt8(const PackedLinear &w, const GemmCall &c) {
     // overflow (docs/precision.md, "Non-finite values").
     for (int64_t j = 0; j < n; ++j)
       y[j] = (float)(int32_t)((uint32_t)a[j] - (uint32_t)z * (uint32_t)wsum[j]) * (s * sw[j]);
-    if (b)
-      for (int64_t j = 0; j < n; ++j)
-        y[j] += b[j];
-    if (act == TFC_ACT_RELU)
-      for (int64_t j = 0; j < n; ++j)
-        y[j] = y[j] > 0.0f ? y[j] : 0.0f;
-    else
-      applyActivationRow(act, y, n);
-    if (res)
-      for (int64_t j = 0; j < n; ++j)
-        y[j] += res[r * n + j];
-    if (bf16Out)
-      f32ToBf16(y, static_cast<uint16_t *>(c.y) + r * n, n);
+    finishRow(c, n, r, y);
   }
   return "";
 }
@@ -476,6 +520,8 @@ std::string runPackedLinear(const PackedLinear &w, const GemmCall &c) {
              tfc_dtype_name(c.yDtype);
     if (w.dtype == TFC_DTYPE_I8)
       return runInt8(w, c);
+    if (w.dtype == TFC_DTYPE_I4)
+      return runInt4(w, c);
     if (w.bf16Emulated)
       return runBf16Emulated(w, c);
     const void *x = c.x;

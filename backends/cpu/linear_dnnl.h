@@ -31,10 +31,11 @@ namespace tfc::cpu {
 class PackedLinear;
 
 /// Packs W [n, k] (row-major, as torch.nn.Linear stores it) of |dtype|
-/// (TFC_DTYPE_F32, _BF16 or _I8). |scales| ([n], i8 only) must outlive the
-/// result. Returns null and sets |err| if oneDNN cannot.
+/// (TFC_DTYPE_F32, _BF16, _I8 or _I4). |scales|: i8 [n], which must outlive
+/// the result; i4 [n, ceil(k / group)], copied. Returns null and sets |err| if
+/// it cannot.
 std::shared_ptr<PackedLinear> packLinear(const void *w, uint32_t dtype, int64_t n, int64_t k,
-                                         const float *scales, std::string &err);
+                                         const float *scales, int64_t group, std::string &err);
 
 /// One call: y[rows, n] = act(x[rows, k] W^T + bias) + residual; act: 0 none,
 /// 1 relu, 2 gelu (erf), 3 gelu (tanh). bias ([n]) and residual ([rows, n]) are

@@ -26,9 +26,11 @@
  * names its quantization scales (and zero points) and group size, so an int8
  * weight's scales are no longer one more input of each instruction that reads
  * it; the loader moves a version 3-5 file's trailing scales into the
- * descriptor. Other versions are rejected. The metadata's records are
- * described once, in format/metadata.cc. */
-#define TFC_FORMAT_VERSION 7u
+ * descriptor. Version 7 added more end-of-sequence ids and sampling
+ * defaults to the generation record. Version 8 added int4 weights
+ * (TFC_DTYPE_I4), which carry the weight descriptor. Other versions are
+ * rejected. The metadata's records are described once, in format/metadata.cc. */
+#define TFC_FORMAT_VERSION 8u
 #define TFC_FORMAT_MIN_VERSION 2u
 /* How an optional @forward input is made when the caller leaves it out
  * (format version 4; docs/model-bin.md): zeros shaped like its source input
@@ -50,6 +52,11 @@ typedef enum tfc_dtype_t {
   TFC_DTYPE_F16 = 4,
   TFC_DTYPE_BF16 = 5,
   TFC_DTYPE_I8 = 6,
+  /* Signed 4-bit integers, two's complement (-8..7), two per byte: element e
+   * of a tensor (row-major) is the low nibble of byte e / 2 when e is even,
+   * the high nibble when it is odd. Linear weights only, with group-wise
+   * scales (docs/precision.md, "int4"). */
+  TFC_DTYPE_I4 = 7,
 } tfc_dtype_t;
 
 /* Dtype sets, as the kernel schema (tfc/kernels.def) gives each operand's
@@ -62,6 +69,8 @@ typedef enum tfc_dtype_t {
 #define TFC_DTS_FLOAT (TFC_DTS(F32) | TFC_DTS(F16) | TFC_DTS(BF16))
 #define TFC_DTS_WEIGHT (TFC_DTS_FB | TFC_DTS(I8))
 #define TFC_DTS_WEIGHT_CUDA (TFC_DTS_FLOAT | TFC_DTS(I8))
+/* A linear layer's weight on the CPU: int4 too (group-wise scales). */
+#define TFC_DTS_LINEAR_WEIGHT (TFC_DTS_WEIGHT | TFC_DTS(I4))
 #define TFC_DTS_IDS (TFC_DTS(I64) | TFC_DTS(I32))
 #define TFC_DTS_SCALAR (TFC_DTS(F32) | TFC_DTS_IDS | TFC_DTS(BOOL))
 #define TFC_DTS_SCALAR_CUDA (TFC_DTS_SCALAR | TFC_DTS(F16) | TFC_DTS(BF16))
@@ -136,7 +145,7 @@ typedef enum tfc_storage_t {
 } tfc_storage_t;
 
 /* Bits per element of a tfc_dtype_t; 0 for an unknown value. Sub-byte dtypes
- * (int4, the next one) pack several elements per byte, so sizes come from
+ * (int4) pack several elements per byte, so sizes come from
  * tfc_dtype_bytes, never from numel * a per-element size. */
 static inline uint32_t tfc_dtype_bits(uint32_t dtype) {
   switch (dtype) {
@@ -151,6 +160,8 @@ static inline uint32_t tfc_dtype_bits(uint32_t dtype) {
   case TFC_DTYPE_F16:
   case TFC_DTYPE_BF16:
     return 16;
+  case TFC_DTYPE_I4:
+    return 4;
   default:
     return 0;
   }
@@ -190,7 +201,7 @@ static inline int tfc_dtype_bytes_checked(uint32_t dtype, uint64_t numel, uint64
 
 /* A dtype's short name ("f32", "bf16", "i8"); "?" if unknown. */
 static inline const char *tfc_dtype_name(uint32_t dtype) {
-  static const char *const names[] = {"f32", "i64", "i32", "bool", "f16", "bf16", "i8"};
+  static const char *const names[] = {"f32", "i64", "i32", "bool", "f16", "bf16", "i8", "i4"};
   return dtype < sizeof(names) / sizeof(names[0]) ? names[dtype] : "?";
 }
 

@@ -22,7 +22,7 @@ from ._errors import CompileError, InvalidArgument
 
 PathLike = Union[str, "os.PathLike[str]"]
 
-_PRECISIONS = ("f32", "bf16", "int8")
+_PRECISIONS = ("f32", "bf16", "int8", "int4")
 _LOCATED = re.compile(r"^(?P<file>.+?):(?P<line>\d+):(?P<col>\d+): (?P<kind>error|warning|note): "
                       r"(?P<msg>.*)$")
 _UNLOCATED = re.compile(r"^(?:tfc: )?(?P<kind>error|warning): (?P<msg>.*)$")

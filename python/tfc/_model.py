@@ -305,7 +305,7 @@ def compile(source: PathLike, *, weights: Optional[PathLike] = None,
 
     ``weights``: a safetensors file (overrides the description's ``weights:``);
     ``set``: parameter overrides, e.g. ``{"d_model": 64}`` (``tfc compile --set``);
-    ``precision``: "f32", "bf16" or "int8"; ``fusion``: False compiles the unfused
+    ``precision``: "f32", "bf16", "int8" or "int4"; ``fusion``: False compiles the unfused
     model; ``nonfinite_weights``: "warn" (a warning per weight holding NaN or inf, in
     ``Model.warnings``) or "error" (a CompileError; ``tfc compile --nonfinite-weights``).
     Raises tfc.CompileError with the diagnostic's file, line and column.

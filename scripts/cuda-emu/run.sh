@@ -44,7 +44,7 @@ for f in runtime/model.cc runtime/capi.cc runtime/session.cc runtime/executor.cc
          backends/cpu/embedding_cpu.cc backends/cpu/linear_cpu.cc backends/cpu/pointwise_cpu.cc \
          backends/cpu/shape_cpu.cc backends/cpu/reduce_cpu.cc backends/cpu/elementwise_cpu.cc backends/cpu/search_cpu.cc \
          backends/cpu/linear_dnnl.cc backends/cpu/attention_cpu.cc backends/cpu/attention_row.cc backends/cpu/layer_norm_cpu.cc \
-         backends/cpu/convert_cpu.cc backends/cpu/cpu_isa.cc backends/cpu/gemm_s8_avx2.cc backends/cpu/weight_memory.cc \
+         backends/cpu/convert_cpu.cc backends/cpu/cpu_isa.cc backends/cpu/gemm_s8_avx2.cc backends/cpu/gemm_q4_avx2.cc backends/cpu/weight_memory.cc \
          backends/cpu/convert_avx2.cc; do
   compile "$ROOT/$f" "rt_$(basename "$f").o" -march=x86-64-v3
 done

@@ -110,7 +110,7 @@ class Compile(Fixture):
     def test_compile_argument_errors(self):
         with self.assertRaises(tfc.InvalidArgument) as cm:
             tfc.compile(MODELS / "gpt2.yaml", precision="f16")
-        self.assertEqual(str(cm.exception), "precision must be one of f32, bf16, int8, got 'f16'")
+        self.assertEqual(str(cm.exception), "precision must be one of f32, bf16, int8, int4, got 'f16'")
         with self.assertRaises(tfc.CompileError) as cm:
             tfc.compile(self.tmp / "missing.yaml")
         self.assertEqual(cm.exception.message,

@@ -88,8 +88,16 @@ cl::opt<::tfc::Precision> precision(
                clEnumValN(::tfc::Precision::Int8, "int8",
                           "int8 linear weights and embedding tables (symmetric, per "
                           "output channel / row), activations as for bf16, linear "
-                          "inputs quantized per row at run time")),
+                          "inputs quantized per row at run time"),
+               clEnumValN(::tfc::Precision::Int4, "int4",
+                          "int4 linear weights with a scale per group of --group-size "
+                          "inputs; the lm_head and embedding tables int8 (docs/precision.md)")),
     cl::cat(tfcCategory));
+cl::opt<int64_t> groupSize(
+    "group-size",
+    cl::desc("--precision int4: the inputs that share a scale along a weight's row, a "
+             "multiple of 32 (default 32; 128 makes smaller files)"),
+    cl::init(32), cl::cat(tfcCategory));
 cl::opt<std::string> headOpt(
     "head",
     cl::desc("A Hugging Face directory's output head (docs/hf.md): for BERT "
@@ -376,6 +384,16 @@ int runCompile() {
     ::tfc::PlanStats stats;
     ::tfc::PlanOptions planOpts;
     planOpts.precision = precision;
+    if (groupSize.getNumOccurrences() && precision != ::tfc::Precision::Int4) {
+      llvm::errs() << "error: --group-size applies to --precision int4\n";
+      return 1;
+    }
+    if (groupSize < 32 || groupSize % 32 != 0 || groupSize > (1 << 20)) {
+      llvm::errs() << "error: --group-size " << groupSize.getValue()
+                   << " is not a multiple of 32 (32, 64, 128, ...)\n";
+      return 1;
+    }
+    planOpts.groupSize = groupSize;
     auto bin = ::tfc::writeModelBin(module, *model->weights, &stats, planOpts);
     if (failed(bin))
       return 1;
@@ -386,7 +404,7 @@ int runCompile() {
                    << stats.weightBytes << " bytes, peak arena " << stats.arenaBytes
                    << " bytes (at the declared maximum dims)\n";
     if (report) {
-      static const char *names[] = {"f32", "bf16", "int8"};
+      static const char *names[] = {"f32", "bf16", "int8", "int4"};
       llvm::outs() << "  precision: " << names[(int)precision.getValue()] << ", "
                    << stats.bf16Activations << " of " << stats.floatActivations
                    << " float activations in bf16\n  kernels by dtype:";

@@ -210,7 +210,7 @@ TEST(QuantizeRows, Int8LinearOutputOnNonFiniteRows) {
   for (size_t i = 0; i < w.size(); ++i)
     wq[i] = (int8_t)std::nearbyint(w[i] / scales[0]);
   std::string err;
-  auto packed = packLinear(wq.data(), TFC_DTYPE_I8, n, k, scales.data(), err);
+  auto packed = packLinear(wq.data(), TFC_DTYPE_I8, n, k, scales.data(), 0, err);
   ASSERT_TRUE(packed) << err;
   std::vector<float> x = randomVec(rows * k, 23, -2.0f, 2.0f);
   x[0 * k + 3] = std::numeric_limits<float>::quiet_NaN();
@@ -292,7 +292,7 @@ TEST_P(LinearPrecision, MatchesReferenceOnStoredWeights) {
   }
   std::string err;
   auto packed = packLinear(wdata, c.wdtype, c.n, c.k, scales.empty() ? nullptr : scales.data(),
-                           err);
+                           0, err);
   ASSERT_TRUE(packed) << err;
   // The input as the kernel sees it (bf16 inputs are rounded first).
   std::vector<uint16_t> xb = toBf16(x);
@@ -365,7 +365,7 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(LinearPrecision, RejectsDtypesTheWeightCannotServe) {
   std::vector<float> w = randomVec(8 * 8, 1);
   std::string err;
-  auto packed = packLinear(w.data(), TFC_DTYPE_F32, 8, 8, nullptr, err);
+  auto packed = packLinear(w.data(), TFC_DTYPE_F32, 8, 8, nullptr, 0, err);
   ASSERT_TRUE(packed) << err;
   std::vector<uint16_t> x(8);
   std::vector<float> y(8);
@@ -377,9 +377,9 @@ TEST(LinearPrecision, RejectsDtypesTheWeightCannotServe) {
   c.yDtype = TFC_DTYPE_F32;
   EXPECT_EQ(runPackedLinear(*packed, c),
             "a linear layer with f32 weights cannot read bf16 or write f32");
-  EXPECT_FALSE(packLinear(w.data(), TFC_DTYPE_I8, 8, 8, nullptr, err));
+  EXPECT_FALSE(packLinear(w.data(), TFC_DTYPE_I8, 8, 8, nullptr, 0, err));
   EXPECT_EQ(err, "an int8 linear weight has no scales");
-  EXPECT_FALSE(packLinear(w.data(), TFC_DTYPE_I64, 8, 8, nullptr, err));
+  EXPECT_FALSE(packLinear(w.data(), TFC_DTYPE_I64, 8, 8, nullptr, 0, err));
   EXPECT_EQ(err, "a linear weight of dtype i64 is not supported on the CPU");
 }
 

@@ -5,6 +5,9 @@ the loader's dtype checks can catch them:
                relabelled bf16 (format version 6: scales are f32);
   bf16resid.bin: the token embedding's output (the residual stream) relabelled
                 bf16, which the token embedding cannot write;
+from DIR/int4.bin:
+  i4group.bin: the first i4 weight's group relabelled 48, which the int4
+               kernel (blocks of 32) cannot read;
 and one whose plan breaks tfc/kernels.def, the kernel table:
   arity.bin: the first layer_norm instruction relabelled attention, which reads
              more int and float attributes than a layer norm carries."""
@@ -56,7 +59,7 @@ def value_table(b):
         pos += 8 * rank
         storage = u32()
         pos += 8  # offset
-        if storage == 1 and dtype == 6:  # an i8 weight: scales, zeros, group
+        if storage == 1 and dtype in (6, 7):  # an i8 / i4 weight: scales, zeros, group
             descriptors[len(fields) - 1] = pos
             pos += 12
     kernels = []  # byte offsets of each instruction's kernel id
@@ -106,3 +109,9 @@ LAYER_NORM, ATTENTION = 26, 27
 first_norm = next(k for k in kernels if struct.unpack_from("<I", b, k)[0] == LAYER_NORM)
 struct.pack_into("<I", c, first_norm, ATTENTION)
 write(os.path.join(d, "arity.bin"), c)
+b = bytearray(open(os.path.join(d, "int4.bin"), "rb").read())
+fields, kernels, descriptors = value_table(b)
+dtypes = [struct.unpack_from("<I", b, f)[0] for f in fields]
+first_i4 = dtypes.index(7)
+struct.pack_into("<I", b, descriptors[first_i4] + 8, 48)  # group 32 -> 48
+write(os.path.join(d, "i4group.bin"), b)

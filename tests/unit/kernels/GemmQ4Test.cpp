@@ -1,0 +1,188 @@
+//===- GemmQ4Test.cpp - int4 linear layers on the CPU ---------------------===//
+//
+// The int4 path of a linear layer (backends/cpu/gemm_q4_avx2.h through
+// packLinear / runPackedLinear) against a double-precision reference that
+// takes the same two documented quantization steps: the weights as stored
+// (scale[n, k / g] * q, q in -8..7) and the activations per block of 32
+// (scale amax / 127, round half to even). What is left is f32 summation, so
+// the bound is tight: 2e-5 of the sum of |terms|.
+// - shapes over the tiles' edges: rows 1..9 (decode pairs, prefill tiles of
+//   4), n odd, k not a multiple of 32, groups of 32, 64 and 128 (and one
+//   wider than k);
+// - extreme codes: every weight -8 or 7 against activations at +-amax, where
+//   a saturating vpmaddubsw form would be wrong;
+// - f32 and bf16 inputs and outputs, bias, activation and residual;
+// - NaN and inf inputs give NaN rows, and only those;
+// - bad packs: no scales, a group not a multiple of 32.
+//
+//===----------------------------------------------------------------------===//
+#include "backends/cpu/linear_dnnl.h"
+#include "tfc/abi.h"
+#include "tfc/bf16.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+namespace tfc::cpu {
+namespace {
+
+struct Q4Weight {
+  std::vector<uint8_t> packed; // tfc's i4 layout
+  std::vector<int8_t> q;       // the codes, for the reference
+  std::vector<float> scales;   // [n, groups]
+};
+
+Q4Weight randomQ4(int64_t n, int64_t k, int64_t group, uint32_t seed, bool extreme = false) {
+  std::mt19937 g(seed);
+  const int64_t groups = (k + group - 1) / group;
+  Q4Weight w;
+  w.packed.assign((n * k + 1) / 2, 0);
+  w.q.resize(n * k);
+  w.scales.resize(n * groups);
+  for (auto &s : w.scales)
+    s = std::uniform_real_distribution<float>(0.001f, 0.1f)(g);
+  for (int64_t e = 0; e < n * k; ++e) {
+    const int8_t q = extreme ? (e % 3 ? 7 : -8) : (int8_t)((int)(g() % 16) - 8);
+    w.q[e] = q;
+    w.packed[e / 2] |= (uint8_t)((q & 0xF) << (e % 2 ? 4 : 0));
+  }
+  return w;
+}
+
+/// The activations as the kernel quantizes them: per row, per block of 32.
+std::vector<double> quantizedX(const std::vector<float> &x, int64_t rows, int64_t k) {
+  std::vector<double> out(x.size());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c0 = 0; c0 < k; c0 += 32) {
+      const int64_t c1 = std::min(k, c0 + 32);
+      float amax = 0;
+      for (int64_t c = c0; c < c1; ++c)
+        amax = std::max(amax, std::fabs(x[r * k + c]));
+      const float inv = amax > 0 ? 127.0f / amax : 0.0f, d = amax / 127.0f;
+      for (int64_t c = c0; c < c1; ++c)
+        out[r * k + c] = (double)d * std::nearbyint(x[r * k + c] * inv);
+    }
+  return out;
+}
+
+struct Case {
+  int64_t rows, n, k, group;
+  bool bias = false, residual = false, bf16In = false, bf16Out = false, extreme = false;
+  int act = TFC_ACT_NONE;
+};
+
+void check(const Case &c, uint32_t seed) {
+  SCOPED_TRACE("rows " + std::to_string(c.rows) + " n " + std::to_string(c.n) + " k " +
+               std::to_string(c.k) + " group " + std::to_string(c.group));
+  const Q4Weight w = randomQ4(c.n, c.k, c.group, seed, c.extreme);
+  std::string err;
+  auto p = packLinear(w.packed.data(), TFC_DTYPE_I4, c.n, c.k, w.scales.data(), c.group, err);
+  ASSERT_TRUE(p) << err;
+  std::mt19937 g(seed + 1);
+  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+  std::vector<float> x(c.rows * c.k), b(c.n), res(c.rows * c.n);
+  for (auto *v : {&x, &b, &res})
+    for (float &f : *v)
+      f = u(g);
+  if (c.extreme) // +-amax in every block: the largest codes meet the largest weights
+    for (size_t i = 0; i < x.size(); ++i)
+      x[i] = i % 2 ? 2.0f : -2.0f;
+  std::vector<uint16_t> xb(x.size());
+  if (c.bf16In)
+    for (size_t i = 0; i < x.size(); ++i) {
+      xb[i] = tfc_f32_to_bf16(x[i]);
+      x[i] = tfc_bf16_to_f32(xb[i]);
+    }
+  const std::vector<double> xq = quantizedX(x, c.rows, c.k);
+  std::vector<float> y(c.rows * c.n, -1.0f);
+  std::vector<uint16_t> yb(c.rows * c.n);
+  GemmCall call;
+  call.x = c.bf16In ? (const void *)xb.data() : x.data();
+  call.xDtype = c.bf16In ? TFC_DTYPE_BF16 : TFC_DTYPE_F32;
+  call.rows = c.rows;
+  call.bias = c.bias ? b.data() : nullptr;
+  call.residual = c.residual ? res.data() : nullptr;
+  call.act = c.act;
+  call.y = c.bf16Out ? (void *)yb.data() : y.data();
+  call.yDtype = c.bf16Out ? TFC_DTYPE_BF16 : TFC_DTYPE_F32;
+  ASSERT_EQ(runPackedLinear(*p, call), "");
+  const int64_t groups = (c.k + c.group - 1) / c.group;
+  for (int64_t r = 0; r < c.rows; ++r)
+    for (int64_t j = 0; j < c.n; ++j) {
+      double sum = 0, mag = 0;
+      for (int64_t i = 0; i < c.k; ++i) {
+        const double t = (double)w.scales[j * groups + i / c.group] * w.q[j * c.k + i] *
+                         xq[r * c.k + i];
+        sum += t;
+        mag += std::fabs(t);
+      }
+      if (c.bias)
+        sum += b[j];
+      if (c.act == TFC_ACT_RELU)
+        sum = std::max(sum, 0.0);
+      if (c.residual)
+        sum += res[r * c.n + j];
+      const double got = c.bf16Out ? tfc_bf16_to_f32(yb[r * c.n + j]) : y[r * c.n + j];
+      const double tol = 2e-5 * (mag + 1.0) + (c.bf16Out ? std::fabs(sum) / 128.0 : 0.0);
+      ASSERT_NEAR(got, sum, tol) << "r " << r << " j " << j;
+    }
+}
+
+TEST(GemmQ4, ShapesOverTheTileEdges) {
+  uint32_t seed = 1;
+  for (int64_t rows : {1, 2, 3, 4, 5, 8, 9})
+    for (int64_t group : {32, 64, 128})
+      for (auto [n, k] : {std::pair<int64_t, int64_t>{1, 32}, {7, 96}, {33, 200}, {16, 256}})
+        check({rows, n, k, group}, seed++);
+  check({3, 5, 40, 128}, 99); // one group, wider than k
+}
+
+TEST(GemmQ4, ExtremeCodesAreExact) {
+  for (int64_t rows : {1, 6})
+    check({rows, 9, 128, 32, false, false, false, false, /*extreme=*/true}, 7);
+}
+
+TEST(GemmQ4, DtypesAndEpilogue) {
+  check({5, 24, 96, 32, true, true, false, false}, 11);
+  check({2, 24, 96, 64, true, false, true, false, false, TFC_ACT_RELU}, 12);
+  check({6, 24, 96, 32, false, true, true, true}, 13);
+  check({1, 24, 96, 32, true, true, false, true}, 14);
+}
+
+TEST(GemmQ4, NonFiniteInputsGiveNanRows) {
+  const int64_t rows = 4, n = 6, k = 64;
+  const Q4Weight w = randomQ4(n, k, 32, 5);
+  std::string err;
+  auto p = packLinear(w.packed.data(), TFC_DTYPE_I4, n, k, w.scales.data(), 32, err);
+  ASSERT_TRUE(p) << err;
+  std::vector<float> x(rows * k, 0.5f), y(rows * n);
+  x[0 * k + 3] = std::numeric_limits<float>::quiet_NaN();
+  x[1 * k + 40] = INFINITY;
+  x[2 * k + 63] = -INFINITY;
+  GemmCall call;
+  call.x = x.data();
+  call.xDtype = TFC_DTYPE_F32;
+  call.rows = rows;
+  call.y = y.data();
+  call.yDtype = TFC_DTYPE_F32;
+  ASSERT_EQ(runPackedLinear(*p, call), "");
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < n; ++j)
+      EXPECT_EQ(std::isnan(y[r * n + j]), r < 3) << "r " << r << " j " << j;
+}
+
+TEST(GemmQ4, BadPacks) {
+  const Q4Weight w = randomQ4(4, 64, 32, 3);
+  std::string err;
+  EXPECT_FALSE(packLinear(w.packed.data(), TFC_DTYPE_I4, 4, 64, nullptr, 32, err));
+  EXPECT_EQ(err, "an int4 linear weight has no scales");
+  EXPECT_FALSE(packLinear(w.packed.data(), TFC_DTYPE_I4, 4, 64, w.scales.data(), 48, err));
+  EXPECT_EQ(err, "an int4 linear weight's group of 48 is not a multiple of 32");
+}
+
+} // namespace
+} // namespace tfc::cpu
