@@ -2,8 +2,8 @@
 """A decoder-only LLM on the CPU: tfc against llama.cpp and transformers (issue 24).
 
   bench/peers/run.sh llama [--threads 1 2] [--rounds 3] [--prompt 16] [--new 64]
-      [--prefill 256] [--engines tfc-f32 tfc-int8 llama-f32 llama-q8_0 llama-q4_0 hf]
-      [--tfc-bin DIR] [--markdown] [--quick] [--keep]
+      [--prefill 256] [--engines tfc-f32 tfc-int8 tfc-int4 llama-f32 llama-q8_0 llama-q4_0 hf]
+      [--accuracy 2048] [--tfc-bin DIR] [--markdown] [--quick] [--keep]
 Needs bench/peers/setup_llama.sh (llama-cpp-python and its converter in the bench venv).
 
 The model: a LlamaForCausalLM at SmolLM2-135M's shape (hidden 576, 30 layers, 9 heads
@@ -11,8 +11,10 @@ over 3 key/value heads, intermediate 1536, vocabulary 49152, tied embeddings,
 rope_theta 100000), random weights (transformers' init, seed 0), written with
 save_pretrained beside a small SentencePiece tokenizer.model (llama.cpp's converter
 needs one; the vocabulary is padded to 49152). Every engine runs those weights:
-  tfc-f32 / tfc-int8  `tfc compile DIR [--precision int8]` (int8: per-row weight
-           scales, activations quantized per row, exact; docs/precision.md), run by
+  tfc-f32 / tfc-int8 / tfc-int4  `tfc compile DIR [--precision int8 | int4]` (int8:
+           per-row weight scales, activations quantized per row, exact; int4: a scale
+           per 32 weights, activations quantized per 32-block inside the kernel, the
+           lm_head int8; docs/precision.md), run by
            `tfrun X.bin --generate --max-len N --input input_ids=P.npy --threads T
            --bench R` ('generate: median X ms'; a warm-up, R timed runs, the model
            load not timed)
@@ -29,7 +31,14 @@ Jobs (batch 1, greedy, the same random prompt ids for every engine, seed 0):
   prefill  a --prefill-token prompt and 1 new token: the prompt's GEMMs
            (tokens/s = prompt / time)
 Rounds interleave the engines (an order that rotates); each figure is the median over
-the rounds of each round's median of --runs calls. Checks: every engine's greedy tokens
+the rounds of each round's median of --runs calls. "vs same bits" divides by llama.cpp
+at the same weight bits: tfc-f32 by llama-f32, tfc-int8 by llama-q8_0, tfc-int4 by
+llama-q4_0.
+Accuracy (--accuracy N, default 2048; 0: off): a stream of N random token ids in
+windows of 512, each window's next-token distributions from every quantized engine
+against f32's (tfc against tfc-f32, llama.cpp against llama-f32, both of which equal
+transformers): the mean KL divergence KL(f32 || quantized) and the top-1 agreement.
+llama.cpp's come from Llama(logits_all=True).eval(window). Checks: every engine's greedy tokens
 of the decode job against tfc-f32's (quantized engines may differ where the random
 model has near-ties; the count of equal tokens is shown).
 --quick: a smoke test (hidden 64, 2 layers, vocabulary 1000; 1 thread, 1 round).
@@ -52,7 +61,9 @@ FULL = dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
 QUICK = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
              num_attention_heads=4, num_key_value_heads=2, vocab_size=1000,
              max_position_embeddings=512, rope_theta=10000.0, tie_word_embeddings=True)
-ENGINES = ["tfc-f32", "tfc-int8", "llama-f32", "llama-q8_0", "llama-q4_0", "hf"]
+ENGINES = ["tfc-f32", "tfc-int8", "tfc-int4", "llama-f32", "llama-q8_0", "llama-q4_0", "hf"]
+SAME_BITS = {"tfc-f32": "llama-f32", "tfc-int8": "llama-q8_0", "tfc-int4": "llama-q4_0"}
+WINDOW = 512
 BOS, EOS, PAD = 1, 2, 0
 
 
@@ -150,6 +161,67 @@ def quantize_q4_0(src, dst, log):
     log(f"GGUF q4_0: {os.path.getsize(dst) / 1e6:.0f} MB")
 
 
+def log_softmax(x):
+    x = x.astype(np.float64)
+    x -= x.max(-1, keepdims=True)
+    return x - np.log(np.exp(x).sum(-1, keepdims=True))
+
+
+def accuracy(a, tmp, dims, binps, ggufs, tfrun, errors, log):
+    """Mean KL(f32 || quantized) and top-1 agreement over a.accuracy positions."""
+    n = a.accuracy - a.accuracy % WINDOW or WINDOW
+    g = np.random.default_rng(1)
+    windows = [np.concatenate([[BOS], g.integers(3, dims["vocab_size"], size=WINDOW - 1)])
+               for _ in range(n // WINDOW)]
+
+    def tfc_logits(name):
+        out = []
+        for i, w in enumerate(windows):
+            inp = os.path.join(tmp, f"acc-{i}.npy")
+            np.save(inp, w[None].astype(np.int64))
+            o = os.path.join(tmp, f"acc-{name}-{i}")
+            r = subprocess.run([tfrun, binps[name], "--input", f"input_ids={inp}", "--threads",
+                                str(a.threads[-1]), "--output-dir", o], capture_output=True,
+                               text=True)
+            if r.returncode:
+                raise RuntimeError(r.stderr.strip()[-300:])
+            out.append(np.load(os.path.join(o, "logits.npy"))[0])
+        return out
+
+    def llama_logits(q):
+        from llama_cpp import Llama
+        llm = Llama(model_path=ggufs[q], n_ctx=WINDOW + 8, n_batch=WINDOW, logits_all=True,
+                    n_threads=a.threads[-1], n_threads_batch=a.threads[-1], verbose=False)
+        out = []
+        for w in windows:
+            llm.reset()
+            llm.eval([int(t) for t in w])
+            out.append(np.array(llm.scores[:WINDOW], dtype=np.float32))
+        return out
+
+    rows = []
+    for ref, quants, get in (("tfc-f32", ("tfc-int8", "tfc-int4"), tfc_logits),
+                             ("llama-f32", ("llama-q8_0", "llama-q4_0"), llama_logits)):
+        key = (lambda e: e) if get is tfc_logits else (lambda e: e.split("-", 1)[1])
+        have = binps if get is tfc_logits else ggufs
+        def dists(e):
+            try:
+                return [log_softmax(x) for x in get(key(e))] if key(e) in have else None
+            except (RuntimeError, ValueError) as err:
+                errors.append((e, "accuracy", jc.first_line(str(err))))
+                return None
+        base = dists(ref)
+        for e in quants if base else ():
+            got = dists(e)
+            if got is None:
+                continue
+            kl = np.mean(np.concatenate([(np.exp(p) * (p - q)).sum(-1) for p, q in zip(base, got)]))
+            top1 = np.mean(np.concatenate([p.argmax(-1) == q.argmax(-1) for p, q in zip(base, got)]))
+            rows.append([e, ref, f"{kl:.2e}", f"{top1:.4f}"])
+            log(f"accuracy {e}: KL {kl:.2e}, top-1 {top1:.4f}")
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--worker", help=argparse.SUPPRESS)
@@ -160,6 +232,8 @@ def main():
     ap.add_argument("--new", type=int, default=64, help="the decode job's new tokens")
     ap.add_argument("--prefill", type=int, default=256, help="the prefill job's prompt tokens")
     ap.add_argument("--engines", nargs="+", default=ENGINES, choices=ENGINES)
+    ap.add_argument("--accuracy", type=int, default=2048,
+                    help="tokens of the accuracy stream (0: skip; --quick: 512)")
     ap.add_argument("--tfc-bin", default=os.path.join(jc.ROOT, "build", "bin"))
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--markdown", action="store_true")
@@ -170,6 +244,8 @@ def main():
     dims = dict(QUICK if a.quick else FULL)
     a.threads = a.threads or ([1] if a.quick else [1, 2])
     a.rounds = a.rounds or (1 if a.quick else 3)
+    if a.quick and a.accuracy == 2048:
+        a.accuracy = 512
     tfc, tfrun = (os.path.join(a.tfc_bin, b) for b in ("tfc", "tfrun"))
     tmp = jc.work_dir("tfc-bench-llama-", a.keep)
     t0 = time.time()
@@ -193,18 +269,19 @@ def main():
         f"{torch.__version__}; {a.rounds} rounds x {a.runs} runs; threads {a.threads}")
 
     engines = {th: [] for th in a.threads}
-    errors, outs, workers, sizes = [], {}, [], {}
-    for prec in ("f32", "int8"):
+    errors, outs, workers, sizes, binps = [], {}, [], {}, {}
+    for prec in ("f32", "int8", "int4"):
         if f"tfc-{prec}" not in a.engines:
             continue
         binp = os.path.join(tmp, f"llama-{prec}.bin")
         rc, out, _ = jc.run_measured([tfc, "compile", d, "-o", binp, "--set", "max_batch=1",
                                       "--set", "max_len=1024"] +
-                                     (["--precision", "int8"] if prec == "int8" else []))
+                                     (["--precision", prec] if prec != "f32" else []))
         if rc != 0:
             errors.append((f"tfc-{prec}", "-", jc.first_line(out)))
             continue
         sizes[f"tfc-{prec}"] = os.path.getsize(binp)
+        binps[f"tfc-{prec}"] = binp
         for j, (n, new) in jobs.items():
             args = ["--generate", "--max-len", str(new), "--input", f"input_ids={prompts[j]}"]
             for th in a.threads:
@@ -275,13 +352,16 @@ def main():
             for e in names:
                 ms = med.get((f"{e}/{j}", th))
                 tps = count / ms * 1e3 if ms else None
+                peer = med.get((f"{SAME_BITS.get(e)}/{j}", th))
+                same = f"{tps / (count / peer * 1e3):.2f}" if tps and peer else "-"
                 rows.append([e, f"{sizes[e] / 1e6:.0f}" if e in sizes else "-",
                              f"{ms:.0f}" if ms else "-", f"{tps:.1f}" if tps else "-",
-                             f"{tps / best:.2f}" if tps and best else "-"])
+                             f"{tps / best:.2f}" if tps and best else "-", same])
             sections.append((f"{j}: {n}-token prompt + {new} new, {th} thread"
                              f"{'s' if th > 1 else ''}; tokens/s = {'new' if j == 'decode' else 'prompt'} "
                              "tokens / median ms; ratio = tokens/s / the best llama.cpp's",
-                             ["engine", "file MB", "ms", "tokens/s", "vs best llama.cpp"], rows))
+                             ["engine", "file MB", "ms", "tokens/s", "vs best llama.cpp",
+                              "vs same bits"], rows))
     checks = []
     ref = outs.get(("tfc-f32", "decode"))
     for e in names:
@@ -295,6 +375,12 @@ def main():
     if checks:
         sections.append(("greedy tokens of the decode job against tfc-f32's",
                          ["engine", "tokens"], checks))
+    if a.accuracy:
+        rows = accuracy(a, tmp, dims, binps, ggufs, tfrun, errors, log)
+        if rows:
+            sections.append((f"accuracy: {a.accuracy} random tokens in windows of {WINDOW}; "
+                             "each engine's next-token distributions against its own f32",
+                             ["engine", "against", "mean KL", "top-1 agreement"], rows))
     if errors:
         sections.append(("errors", ["engine", "where", "error"], errors))
     jc.print_sections(sections, a.markdown, lambda h: (0, 1) if h[-1] in ("tokens", "error") else (0,))

@@ -4,6 +4,10 @@
 // variants (no scale, learned or sinusoidal table, token types) become one
 // tfc.token_embedding: the scale is an attribute, the positional table a constant
 // computed at compile time, so the runtime does one gather-scale-add pass.
+// Then a token lookup that is left alone (LLaMA, T5: no positional table;
+// Gemma: scaled) becomes a token_embedding too, so that --precision int8 /
+// int4 store its table in int8 as every other token table (and as the tied
+// lm_head that shares it), instead of f32.
 //
 //===----------------------------------------------------------------------------===//
 #include "passes/PassUtils.h"
@@ -123,6 +127,34 @@ struct FoldEmbeddingsPattern : public OpRewritePattern<AddOp> {
   }
 };
 
+/// A lone token lookup, optionally scaled: embedding(W, ids) [* c] with W a
+/// weight and ids of rank 2 that are not positions.
+struct FoldTokenLookupPattern : public OpRewritePattern<EmbeddingOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(EmbeddingOp emb, PatternRewriter &rewriter) const override {
+    if (emb.getIds().getType().cast<RankedTensorType>().getRank() != 2 ||
+        emb.getIds().getDefiningOp<PositionsOp>() || !emb.getTable().getDefiningOp<WeightOp>())
+      return rewriter.notifyMatchFailure(emb, "not a lookup of token ids [batch, len] in a "
+                                              "weight table");
+    Operation *root = emb;
+    double scale = 1.0;
+    if (emb->hasOneUse())
+      if (auto m = dyn_cast<MulOp>(*emb->getUsers().begin())) {
+        auto c = getScalarConstant(m.getLhs() == emb.getResult() ? m.getRhs() : m.getLhs());
+        if (c && m.getType() == emb.getType()) {
+          root = m;
+          scale = *c;
+        }
+      }
+    rewriter.replaceOpWithNewOp<TokenEmbeddingOp>(
+        root, emb.getType(), emb.getIds(), emb.getTable(), /*positions=*/Value(),
+        /*type_ids=*/Value(), /*type_table=*/Value(), /*position_offset=*/Value(),
+        rewriter.getF64FloatAttr(scale), rewriter.getI64IntegerAttr(1));
+    return success();
+  }
+};
+
 struct FoldEmbeddingsPass
     : public mlir::tfc::impl::FoldEmbeddingsBase<FoldEmbeddingsPass> {
   void runOnOperation() override {
@@ -131,6 +163,11 @@ struct FoldEmbeddingsPass
     // Bottom-up: the outermost add first, so tok + types + positions folds as
     // a whole. Not converging is not an error (as in canonicalize).
     (void)applyPatternsAndFoldGreedily(getOperation(), std::move(patterns),
+                                       fusionRewriteConfig(/*topDown=*/false));
+    // Then the lookups no sum took.
+    RewritePatternSet lone(&getContext());
+    lone.add<FoldTokenLookupPattern>(&getContext());
+    (void)applyPatternsAndFoldGreedily(getOperation(), std::move(lone),
                                        fusionRewriteConfig(/*topDown=*/false));
   }
 };

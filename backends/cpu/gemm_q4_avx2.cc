@@ -13,15 +13,7 @@ namespace tfc::cpu {
 
 namespace {
 constexpr int64_t kBlock = 32;
-
-/// A block's 32 nibbles as bytes 0..15: elements 0-15 in the low half, 16-31
-/// in the high half.
-inline __m256i unpack(const uint8_t *b) {
-  const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i *>(b));
-  const __m256i both =
-      _mm256_inserti128_si256(_mm256_castsi128_si256(t), _mm_srli_epi16(t, 4), 1);
-  return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
-}
+constexpr int64_t kStep = 8; // blocks per step of the kernel: one vector of 8 block sums
 
 inline float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -30,50 +22,56 @@ inline float hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+/// Lane i of the result: the sum of the 8 lanes of p[i].
+inline __m256i laneSums(const __m256i p[8]) {
+  const __m256i t0 = _mm256_hadd_epi32(p[0], p[1]), t1 = _mm256_hadd_epi32(p[2], p[3]);
+  const __m256i t2 = _mm256_hadd_epi32(p[4], p[5]), t3 = _mm256_hadd_epi32(p[6], p[7]);
+  const __m256i u0 = _mm256_hadd_epi32(t0, t1), u1 = _mm256_hadd_epi32(t2, t3);
+  return _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20),
+                          _mm256_permute2x128_si256(u0, u1, 0x31));
+}
+
 /// Activation rows [r0, r0 + R) against weight rows [j0, j0 + J): R x J sums.
+/// Each step takes 8 blocks: 4 loads of 32 weight bytes (two blocks each, one
+/// per nibble), per row 8 vpmaddubsw + vpmaddwd, one reduction to a vector of
+/// the 8 block sums, and one FMA by the 8 products scale_w * scale_x.
 template <int R, int J>
 void tile(const PackedQ4 &w, const int8_t *q, const float *d, const float *dsum8, int64_t r0,
           int64_t j0, float *y) {
-  const int64_t blocks = w.blocks, perGroup = w.group / kBlock;
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256 acc[R][J];
-  float corr[R][J];
+  const int64_t blocks = w.blocks;
+  const __m256i ones = _mm256_set1_epi16(1), low = _mm256_set1_epi8(0x0F);
+  __m256 acc[R][J], corr[R][J];
   for (int r = 0; r < R; ++r)
-    for (int jj = 0; jj < J; ++jj) {
-      acc[r][jj] = _mm256_setzero_ps();
-      corr[r][jj] = 0.0f;
-    }
-  const uint8_t *wb[J];
-  const float *ws[J];
-  for (int jj = 0; jj < J; ++jj) {
-    wb[jj] = w.rowBlocks(j0 + jj);
-    ws[jj] = w.rowScales(j0 + jj);
-  }
-  for (int64_t g = 0; g < w.groups; ++g) {
-    float s[J];
     for (int jj = 0; jj < J; ++jj)
-      s[jj] = ws[jj][g];
-    const int64_t b1 = std::min(blocks, (g + 1) * perGroup);
-    for (int64_t b = g * perGroup; b < b1; ++b) {
-      __m256i wv[J];
-      for (int jj = 0; jj < J; ++jj)
-        wv[jj] = unpack(wb[jj] + b * 16);
+      acc[r][jj] = corr[r][jj] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < blocks; b += kStep) {
+    for (int jj = 0; jj < J; ++jj) {
+      const uint8_t *wb = w.rowBlocks(j0 + jj) + b * 16;
+      __m256i wv[kStep];
+      for (int i = 0; i < kStep / 2; ++i) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(wb + 32 * i));
+        wv[2 * i] = _mm256_and_si256(v, low);
+        wv[2 * i + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+      }
+      const __m256 ws = _mm256_loadu_ps(w.rowScales(j0 + jj) + b);
       for (int r = 0; r < R; ++r) {
         const int64_t at = (r0 + r) * blocks + b;
-        const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(q + at * kBlock));
-        const float dx = d[at], ds = dsum8[at];
-        for (int jj = 0; jj < J; ++jj) {
-          const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(wv[jj], xv), ones);
-          acc[r][jj] =
-              _mm256_fmadd_ps(_mm256_set1_ps(s[jj] * dx), _mm256_cvtepi32_ps(p), acc[r][jj]);
-          corr[r][jj] += s[jj] * ds;
-        }
+        const int8_t *xb = q + at * kBlock;
+        __m256i p[kStep];
+        for (int i = 0; i < kStep; ++i)
+          p[i] = _mm256_madd_epi16(
+              _mm256_maddubs_epi16(
+                  wv[i], _mm256_loadu_si256(reinterpret_cast<const __m256i *>(xb + i * kBlock))),
+              ones);
+        const __m256 sums = _mm256_cvtepi32_ps(laneSums(p));
+        acc[r][jj] = _mm256_fmadd_ps(_mm256_mul_ps(ws, _mm256_loadu_ps(d + at)), sums, acc[r][jj]);
+        corr[r][jj] = _mm256_fmadd_ps(ws, _mm256_loadu_ps(dsum8 + at), corr[r][jj]);
       }
     }
   }
   for (int r = 0; r < R; ++r)
     for (int jj = 0; jj < J; ++jj)
-      y[(r0 + r) * w.n + j0 + jj] = hsum(acc[r][jj]) - corr[r][jj];
+      y[(r0 + r) * w.n + j0 + jj] = hsum(_mm256_sub_ps(acc[r][jj], corr[r][jj]));
 }
 
 using TileFn = void (*)(const PackedQ4 &, const int8_t *, const float *, const float *, int64_t,
@@ -91,13 +89,12 @@ std::unique_ptr<PackedQ4> packQ4(const uint8_t *w, const float *scales, int64_t 
   p->n = n;
   p->k = k;
   p->group = group;
-  p->blocks = (k + kBlock - 1) / kBlock;
+  p->blocks = ((k + kBlock - 1) / kBlock + kStep - 1) / kStep * kStep;
   p->groups = (k + group - 1) / group;
   p->nibbles = allocWeightMemory((size_t)(n * p->blocks * 16));
-  p->scales = allocWeightMemory((size_t)(n * p->groups) * sizeof(float));
+  p->scales = allocWeightMemory((size_t)(n * p->blocks) * sizeof(float));
   if (!p->nibbles || !p->scales)
     return nullptr;
-  std::memcpy(p->scales.get(), scales, (size_t)(n * p->groups) * sizeof(float));
   // u = q + 8 of element c of row j; 8 (zero) past k.
   auto u = [&](int64_t j, int64_t c) -> uint8_t {
     if (c >= k)
@@ -108,9 +105,14 @@ std::unique_ptr<PackedQ4> packQ4(const uint8_t *w, const float *scales, int64_t 
 #pragma omp parallel for schedule(static) if (n * k > (1 << 20))
   for (int64_t j = 0; j < n; ++j) {
     uint8_t *out = static_cast<uint8_t *>(p->nibbles.get()) + j * p->blocks * 16;
+    float *sc = static_cast<float *>(p->scales.get()) + j * p->blocks;
+    // Blocks in pairs: byte t of a pair's 32 holds element t of the first
+    // block in its low nibble and of the second in its high one.
+    for (int64_t b = 0; b < p->blocks; b += 2)
+      for (int64_t t = 0; t < kBlock; ++t)
+        out[b * 16 + t] = (uint8_t)(u(j, b * kBlock + t) | u(j, (b + 1) * kBlock + t) << 4);
     for (int64_t b = 0; b < p->blocks; ++b)
-      for (int64_t i = 0; i < 16; ++i)
-        out[b * 16 + i] = (uint8_t)(u(j, b * kBlock + i) | u(j, b * kBlock + 16 + i) << 4);
+      sc[b] = b * kBlock < k ? scales[j * p->groups + b * kBlock / group] : 0.0f;
   }
   return p;
 }
@@ -122,7 +124,7 @@ void quantizeQ8Blocks(const void *x, bool bf16, int64_t rows, int64_t k, int64_t
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t b = 0; b < blocks; ++b) {
       alignas(32) float v[kBlock];
-      const int64_t c0 = b * kBlock, len = std::min(kBlock, k - c0);
+      const int64_t c0 = b * kBlock, len = std::max<int64_t>(0, std::min(kBlock, k - c0));
       if (bf16)
         bf16ToF32(static_cast<const uint16_t *>(x) + r * k + c0, v, len);
       else
@@ -156,6 +158,21 @@ void quantizeQ8Blocks(const void *x, bool bf16, int64_t rows, int64_t k, int64_t
       const int32_t total = s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
       d[at] = amax / 127.0f;
       dsum8[at] = 8.0f * d[at] * (float)total;
+    }
+  }
+}
+
+void dequantizeQ4Rows(const PackedQ4 &w, int64_t j0, int64_t j1, float *out) {
+  const int64_t k = w.k;
+#pragma omp parallel for schedule(static) if ((j1 - j0) * k > 65536)
+  for (int64_t j = j0; j < j1; ++j) {
+    const uint8_t *wb = w.rowBlocks(j);
+    const float *sc = w.rowScales(j);
+    float *o = out + (j - j0) * k;
+    for (int64_t c = 0; c < k; ++c) {
+      const int64_t b = c / kBlock, t = c % kBlock;
+      const uint8_t byte = wb[(b & ~int64_t(1)) * 16 + t];
+      o[c] = sc[b] * (float)((b & 1 ? byte >> 4 : byte & 0xF) - 8);
     }
   }
 }

@@ -16,10 +16,12 @@
 // 32767, and the sums are exact. sum u x = sum q x + 8 sum x: the second term
 // is taken out per block with the activations' own sum.
 //
-// Decode (a few rows) reads each weight once, 4 weight rows at a time for
-// independent accumulator chains; prefill takes tiles of 4 activation rows x 2
-// weight rows, so each unpacked weight block serves 4 rows. Both are parallel
-// over the weight rows (OpenMP).
+// Each step of the kernel takes 8 blocks: their 8 vectors of partial sums
+// reduce to one vector of 8 block sums, which one FMA scales by the 8 products
+// scale_w * scale_x (no per-block broadcast or conversion). Decode (a few rows)
+// reads each weight once, 2 weight rows at a time for independent chains;
+// prefill takes tiles of 4 activation rows x 2 weight rows, so each unpacked
+// weight block serves 4 rows. Both are parallel over the weight rows (OpenMP).
 //
 //===----------------------------------------------------------------------===//
 #ifndef TFC_BACKENDS_CPU_GEMM_Q4_AVX2_H
@@ -32,10 +34,11 @@
 
 namespace tfc::cpu {
 
-/// W [n, k] int4 repacked for the kernel: per row, ceil(k / 32) blocks of 16
-/// bytes, byte i of a block holding u[i] in its low nibble and u[i + 16] in its
-/// high one (u = q + 8; llama.cpp's Q4_0 order), zero-padded (u = 8) past k;
-/// and the row's f32 scales, one per group.
+/// W [n, k] int4 repacked for the kernel: per row, |blocks| blocks of 32
+/// inputs (ceil(k / 32) rounded up to a multiple of 8, zero past k) in pairs of
+/// 32 bytes, byte t holding u = q + 8 of element t of the pair's first block in
+/// its low nibble and of its second block in its high one; and one f32 scale
+/// per block (the group's, repeated; 0 past k).
 struct PackedQ4 {
   int64_t n = 0, k = 0, blocks = 0, group = 0, groups = 0;
   WeightMemory nibbles{nullptr, std::free};
@@ -44,7 +47,7 @@ struct PackedQ4 {
     return static_cast<const uint8_t *>(nibbles.get()) + j * blocks * 16;
   }
   const float *rowScales(int64_t j) const {
-    return static_cast<const float *>(scales.get()) + j * groups;
+    return static_cast<const float *>(scales.get()) + j * blocks;
   }
 };
 
@@ -56,9 +59,14 @@ std::unique_ptr<PackedQ4> packQ4(const uint8_t *w, const float *scales, int64_t 
 
 /// The activations of |rows| rows quantized per block of 32 inputs: q [rows,
 /// blocks * 32] (zero past k), the blocks' scales d [rows, blocks] and
-/// 8 * d * sum(q) [rows, blocks]. |x| is f32 or bf16 (|bf16|), rows of k.
+/// 8 * d * sum(q) [rows, blocks]. |x| is f32 or bf16 (|bf16|), rows of k;
+/// |blocks| is the packed weight's.
 void quantizeQ8Blocks(const void *x, bool bf16, int64_t rows, int64_t k, int64_t blocks,
                       int8_t *q, float *d, float *dsum8);
+
+/// Weight rows [j0, j1) as f32 (scale * q), [j1 - j0, k] row-major: prefill's
+/// many rows run on an f32 GEMM over these (linear_dnnl.cc).
+void dequantizeQ4Rows(const PackedQ4 &w, int64_t j0, int64_t j1, float *out);
 
 /// y [rows, n] (row stride n) = x W^T from quantizeQ8Blocks' output.
 void gemmQ4(const PackedQ4 &w, const int8_t *q, const float *d, const float *dsum8,

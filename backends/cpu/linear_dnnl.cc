@@ -313,8 +313,38 @@ std::string runInt4(const PackedLinear &w, const GemmCall &c) {
                    : static_cast<float *>(ybuf.get(rows * n * sizeof(float)));
   if (!q || !d || !ds || !y)
     return "out of memory for an int4 linear layer's buffers";
-  quantizeQ8Blocks(c.x, c.xDtype == TFC_DTYPE_BF16, rows, w.k, blocks, q, d, ds);
-  gemmQ4(*w.q4, q, d, ds, rows, y);
+#if TFC_HAVE_OPENBLAS
+  // Prefill: from kQ4BlasMinRows rows, the weights widened to f32 a slice at
+  // a time and OpenBLAS's sgemm on f32 inputs (more exact than the int8
+  // blocks, and about 2x faster here: an f32 FMA GEMM reuses each weight over
+  // every row, where the integer kernel pays a reduction per 8 blocks and row).
+  constexpr int64_t kQ4BlasMinRows = 32, kSlice = 256;
+  if (rows >= kQ4BlasMinRows) {
+    thread_local ThreadBuffer xbuf, wbuf;
+    const int64_t k = w.k;
+    const float *x = static_cast<const float *>(c.x);
+    if (c.xDtype == TFC_DTYPE_BF16) {
+      auto *xf = static_cast<float *>(xbuf.get(rows * k * sizeof(float)));
+      if (!xf)
+        return "out of memory for an int4 linear layer's buffers";
+      bf16ToF32(static_cast<const uint16_t *>(c.x), xf, rows * k);
+      x = xf;
+    }
+    auto *wf = static_cast<float *>(wbuf.get(std::min(kSlice, n) * k * sizeof(float)));
+    if (!wf)
+      return "out of memory for an int4 linear layer's buffers";
+    for (int64_t j0 = 0; j0 < n; j0 += kSlice) {
+      const int64_t nc = std::min(kSlice, n - j0);
+      dequantizeQ4Rows(*w.q4, j0, j0 + nc, wf);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)nc, (int)k, 1.0f, x,
+                  (int)k, wf, (int)k, 0.0f, y + j0, (int)n);
+    }
+  } else
+#endif
+  {
+    quantizeQ8Blocks(c.x, c.xDtype == TFC_DTYPE_BF16, rows, w.k, blocks, q, d, ds);
+    gemmQ4(*w.q4, q, d, ds, rows, y);
+  }
 #pragma omp parallel for schedule(static) if (rows * n > 32768)
   for (int64_t r = 0; r < rows; ++r)
     finishRow(c, n, r, y + r * n);

@@ -249,3 +249,37 @@ func.func @plus_non_embedding(%ids: tensor<?x?xi64>, %w: tensor<100x64xf32>, %r:
   %x = tfc.add %e, %r : (tensor<?x?x64xf32>, tensor<?x?x64xf32>) -> tensor<?x?x64xf32>
   return %x : tensor<?x?x64xf32>
 }
+
+// -----
+
+// A lone lookup in a weight table (LLaMA, T5: no positional table) becomes a
+// token_embedding, its constant scale (Gemma's sqrt(hidden)) an attribute, so
+// that --precision int8 / int4 store the table in int8.
+
+// CHECK-LABEL: func.func @lone_lookup
+// CHECK-SAME: (%[[IDS:[^:]+]]: tensor<?x?xi64>)
+// CHECK: %[[W:.+]] = tfc.weight "tok"
+// CHECK: %[[E:.+]] = tfc.token_embedding %[[IDS]], %[[W]] {scale = 8.000000e+00 : f64}
+// CHECK-NEXT: return %[[E]]
+// CHECK-NOT: tfc.embedding
+func.func @lone_lookup(%ids: tensor<?x?xi64>) -> tensor<?x?x64xf32> {
+  %w = tfc.weight "tok" : tensor<100x64xf32>
+  %e = tfc.embedding %w, %ids : (tensor<100x64xf32>, tensor<?x?xi64>) -> tensor<?x?x64xf32>
+  %c = tfc.constant dense<8.0> : tensor<f32>
+  %s = tfc.mul %e, %c : (tensor<?x?x64xf32>, tensor<f32>) -> tensor<?x?x64xf32>
+  return %s : tensor<?x?x64xf32>
+}
+
+// -----
+
+// A lookup of positions is not a token lookup, and stays.
+
+// CHECK-LABEL: func.func @lone_positions
+// CHECK-NOT: tfc.token_embedding
+// CHECK: tfc.embedding
+func.func @lone_positions(%ids: tensor<?x?xi64>) -> tensor<1x?x64xf32> {
+  %w = tfc.weight "pos" : tensor<32x64xf32>
+  %p = tfc.positions %ids {axis = 1 : i64} : tensor<?x?xi64> -> tensor<1x?xi64>
+  %e = tfc.embedding %w, %p : (tensor<32x64xf32>, tensor<1x?xi64>) -> tensor<1x?x64xf32>
+  return %e : tensor<1x?x64xf32>
+}

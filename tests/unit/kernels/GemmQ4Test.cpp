@@ -6,9 +6,10 @@
 // (scale[n, k / g] * q, q in -8..7) and the activations per block of 32
 // (scale amax / 127, round half to even). What is left is f32 summation, so
 // the bound is tight: 2e-5 of the sum of |terms|.
-// - shapes over the tiles' edges: rows 1..9 (decode pairs, prefill tiles of
-//   4), n odd, k not a multiple of 32, groups of 32, 64 and 128 (and one
-//   wider than k);
+// - shapes over the tiles' edges: rows 1..9 (decode pairs, tiles of 4), n
+//   odd, k not a multiple of 32, groups of 32, 64 and 128 (and one wider than
+//   k); and 32 and 45 rows, which run on OpenBLAS over the weights widened to
+//   f32 (the reference then takes the inputs unquantized);
 // - extreme codes: every weight -8 or 7 against activations at +-amax, where
 //   a saturating vpmaddubsw form would be wrong;
 // - f32 and bf16 inputs and outputs, bias, activation and residual;
@@ -97,7 +98,11 @@ void check(const Case &c, uint32_t seed) {
       xb[i] = tfc_f32_to_bf16(x[i]);
       x[i] = tfc_bf16_to_f32(xb[i]);
     }
-  const std::vector<double> xq = quantizedX(x, c.rows, c.k);
+  // From 32 rows (prefill) the weights are widened to f32 for OpenBLAS's
+  // sgemm, on f32 inputs.
+  const bool blas = TFC_HAVE_OPENBLAS && c.rows >= 32;
+  const std::vector<double> xq =
+      blas ? std::vector<double>(x.begin(), x.end()) : quantizedX(x, c.rows, c.k);
   std::vector<float> y(c.rows * c.n, -1.0f);
   std::vector<uint16_t> yb(c.rows * c.n);
   GemmCall call;
@@ -139,6 +144,8 @@ TEST(GemmQ4, ShapesOverTheTileEdges) {
       for (auto [n, k] : {std::pair<int64_t, int64_t>{1, 32}, {7, 96}, {33, 200}, {16, 256}})
         check({rows, n, k, group}, seed++);
   check({3, 5, 40, 128}, 99); // one group, wider than k
+  for (int64_t rows : {32, 45}) // prefill: OpenBLAS on the widened weights, over slices of 256
+    check({rows, 300, 96, 32, true, true}, 100 + rows);
 }
 
 TEST(GemmQ4, ExtremeCodesAreExact) {

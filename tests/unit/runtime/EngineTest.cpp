@@ -303,16 +303,12 @@ TEST(Engine, ASmallPoolPreemptsAndRecomputes) {
                       "the engine's KV cache holds 30 (raise kv_cache_bytes)");
 }
 
-/// The same with an encoder-decoder: a recompute prefills the decoder's
-/// tokens again beside the encoder memory the request keeps.
-TEST(Engine, ASmallPoolPreemptsEncoderDecoders) {
-  if (testDevice() != TFRUN_DEVICE_CPU)
-    GTEST_SKIP() << "the CUDA backend reads one block of max_len per row "
-                    "(ASmallPoolOfWholeRowsPreempts covers it)";
-  ModelGuard m(TFC_ENGINE_FLOYDHUB);
-  std::mt19937 rng(9);
+/// |n| floydhub requests: one source of 2 to 15 tokens each, new tokens up to
+/// 8..15, greedy and beam 2 alternating.
+std::vector<Request> floydhubRequests(int n, uint32_t seed) {
+  std::mt19937 rng(seed);
   std::vector<Request> rs;
-  for (int i = 0; i < 12; ++i) {
+  for (int i = 0; i < n; ++i) {
     Request r;
     r.input = "src";
     const int len = 2 + static_cast<int>(rng() % 14);
@@ -323,6 +319,17 @@ TEST(Engine, ASmallPoolPreemptsEncoderDecoders) {
     r.opt.beam_width = i % 2 ? 2 : 1;
     rs.push_back(std::move(r));
   }
+  return rs;
+}
+
+/// The same with an encoder-decoder: a recompute prefills the decoder's
+/// tokens again beside the encoder memory the request keeps.
+TEST(Engine, ASmallPoolPreemptsEncoderDecoders) {
+  if (testDevice() != TFRUN_DEVICE_CPU)
+    GTEST_SKIP() << "the CUDA backend reads one block of max_len per row "
+                    "(ASmallPoolOfWholeRowsPreempts covers it)";
+  ModelGuard m(TFC_ENGINE_FLOYDHUB);
+  const std::vector<Request> rs = floydhubRequests(12, 9);
   std::vector<Outcome> want;
   for (const Request &r : rs)
     want.push_back(alone(m.m, r));
@@ -348,22 +355,8 @@ TEST(Engine, ASmallPoolOfWholeRowsPreempts) {
   for (const Case &c : {Case{TFC_ENGINE_GPT2, 48, 10, 5}, Case{TFC_ENGINE_FLOYDHUB, 24, 8, 3}}) {
     SCOPED_TRACE(c.model);
     ModelGuard m(c.model);
-    std::vector<Request> rs;
-    if (c.maxLen == 48) {
-      rs = gpt2Requests(16, 23);
-    } else {
-      std::mt19937 rng(29);
-      for (int i = 0; i < 10; ++i) {
-        Request r;
-        r.input = "src";
-        for (int t = 0, len = 2 + static_cast<int>(rng() % 14); t < len; ++t)
-          r.ids.push_back(3 + static_cast<int64_t>(rng() % 37));
-        tfrun_generate_options_init(&r.opt);
-        r.opt.max_len = 8 + static_cast<int32_t>(rng() % 8);
-        r.opt.beam_width = i % 2 ? 2 : 1;
-        rs.push_back(std::move(r));
-      }
-    }
+    const std::vector<Request> rs =
+        c.maxLen == 48 ? gpt2Requests(16, 23) : floydhubRequests(10, 29);
     std::vector<Outcome> want;
     for (const Request &r : rs)
       want.push_back(alone(m.m, r));
