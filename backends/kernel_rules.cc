@@ -393,6 +393,11 @@ std::string checkShapes(const AttentionCall &c) {
         r.heads(q, k, v, a.num_heads, a.num_kv_heads, width) &&
         r.same(*c.out, "the output", {b, sq, width})))
     return r.err;
+  if (!TFC_REQUIRE(a.window == 0 || (a.window > 0 && (a.mask_kind == TFC_MASK_CAUSAL ||
+                                                       a.mask_kind == TFC_MASK_PADDING_CAUSAL)),
+                   "a sliding window of " + std::to_string(a.window) +
+                       " must be positive and needs a causal mask"))
+    return r.err;
   if (c.bias_table &&
       !(TFC_REQUIRE(a.mask_kind != TFC_MASK_ADDITIVE, "takes a position bias with an additive mask") &&
         r.relativeBias(*c.bias_table, a.num_heads, a.bidirectional, a.max_distance)))
@@ -426,6 +431,9 @@ std::string checkShapes(const CachedAttentionCall &c) {
     return r.err;
   const int64_t heads = c.attrs.num_heads, b = q.shape[0], t = q.shape[1];
   int64_t width = 0;
+  if (!TFC_REQUIRE(c.attrs.window >= 0,
+                   "the sliding window " + std::to_string(c.attrs.window) + " is negative"))
+    return r.err;
   if (c.bias_table &&
       !r.relativeBias(*c.bias_table, heads, c.attrs.bidirectional, c.attrs.max_distance))
     return r.err;

@@ -192,12 +192,20 @@ bool llamaValues(json &cfg, const std::string &cfgText, const std::string &cfgPa
     auto it = j.find(k);
     return it != j.end() && it->is_number() ? it->get<double>() : dflt;
   };
-  if (auto it = cfg.find("sliding_window"); it != cfg.end() && !it->is_null() &&
-                                             cfg.value("use_sliding_window", true))
-    return fail("sliding_window", it->dump() + " is not supported yet (tfc's attention has no "
-                                               "sliding-window mask; it changes the outputs "
-                                               "past that many tokens, so it is not ignored)");
   const std::string type0 = cfg.value("model_type", std::string("llama"));
+  // Mistral's sliding window is on every layer. Qwen2's (use_sliding_window)
+  // is on the layers from max_window_layers on, which tfc does not map yet.
+  cfg["window"] = 0;
+  if (auto it = cfg.find("sliding_window"); it != cfg.end() && !it->is_null() &&
+                                             cfg.value("use_sliding_window", true)) {
+    if (type0 != "mistral")
+      return fail("sliding_window", it->dump() + " with use_sliding_window is not supported "
+                                                 "for " + type0 + " yet (its window covers "
+                                                 "some layers only)");
+    if (!it->is_number_integer() || it->get<int64_t>() <= 0)
+      return fail("sliding_window", it->dump() + " is not a positive integer");
+    cfg["window"] = it->get<int64_t>();
+  }
   // Qwen2's q/k/v projections always have biases, its o_proj never (whatever
   // attention_bias says); Llama's follow attention_bias; Qwen3 norms each head
   // of the queries and keys.

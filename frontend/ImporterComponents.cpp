@@ -236,7 +236,7 @@ FailureOr<Value> Importer::emitAttention(const Node &n, Value x,
                        {"type", "mask", "q", "k", "v", "qkv", "out", "heads",
                         "head_dim", "scale", "divide_by", "mask_value", "mask_mode",
                         "position_bias", "name", "kv_heads", "rotary", "q_norm",
-                        "k_norm"})))
+                        "k_norm", "window"})))
     return failure();
   Location l = loc(n);
   if (const Node *nm = n.get("name")) {
@@ -397,7 +397,7 @@ FailureOr<Value> Importer::emitAttention(const Node &n, Value x,
     }
   }
 
-  if (rotary || kvHeads != heads || n.get("q_norm") || n.get("k_norm"))
+  if (rotary || kvHeads != heads || n.get("q_norm") || n.get("k_norm") || n.get("window"))
     return emitFusedAttention(n, l, q, k, v, heads, kvHeads, dk, rotary, maskKind, maskValue,
                               posBias, env);
 
@@ -540,6 +540,17 @@ FailureOr<Value> Importer::emitFusedAttention(const Node &n, Location l, Value q
                                      "'none' and 'causal', not '" + maskKind + "'");
   if (n.get("mask_mode"))
     return error(*n.keyNode("mask_mode"), "mask_mode does not apply with rotary or kv_heads");
+  // A sliding window (Mistral; transformers' sliding_window): query i sees
+  // keys i - window < j <= i. 0: none.
+  int64_t window = 0;
+  if (const Node *wn = n.get("window")) {
+    auto w = evalInt(*wn, "window", /*min=*/0);
+    if (failed(w))
+      return failure();
+    if (*w > 0 && maskKind != "causal")
+      return error(*wn, "a sliding window needs mask: causal");
+    window = *w;
+  }
   // Qwen3: an RMSNorm over each head of the queries and the keys, before RoPE.
   for (auto [key, t, h] : {std::tuple<const char *, Value *, int64_t>{"q_norm", &q, heads},
                            {"k_norm", &k, kvHeads}}) {
@@ -588,7 +599,7 @@ FailureOr<Value> Importer::emitFusedAttention(const Node &n, Location l, Value q
       l, {q, k, v},
       {attr("mask_kind", td::MaskKindAttr::get(&ctx, kind)), i64("num_heads", heads),
        f64("scale", scale), f64("mask_value", maskValue), i64("num_kv_heads", kvHeads),
-       attr("operand_segment_sizes", b.getDenseI32ArrayAttr({1, 1, 1, 0, 0}))});
+       i64("window", window), attr("operand_segment_sizes", b.getDenseI32ArrayAttr({1, 1, 1, 0, 0}))});
   if (failed(o))
     return failure();
   const int64_t inner = heads * dk;

@@ -104,6 +104,10 @@ LogicalResult AttentionOp::verify() {
       failed(verifyKvHeads(*this, (int64_t)getNumHeads(), (int64_t)getNumKvHeads())))
     return failure();
   MaskKind kind = getMaskKind();
+  if (getWindow() < 0 || (getWindow() > 0 && kind != MaskKind::causal &&
+                          kind != MaskKind::padding_causal))
+    return emitOpError("a sliding window (window ")
+           << getWindow() << ") must be positive and needs a causal mask";
   bool needsOperand = kind == MaskKind::key_padding ||
                       kind == MaskKind::padding_causal ||
                       kind == MaskKind::additive;
@@ -160,6 +164,8 @@ LogicalResult CachedAttentionOp::verify() {
     return failure();
   if (getKCache().getType().cast<RankedTensorType>().getDimSize(1) == kDyn)
     return emitOpError("the cache length must be static");
+  if (getWindow() < 0)
+    return emitOpError("the sliding window ") << getWindow() << " is negative";
   return verifyPositionBias(*this, getPositionBias(), (int64_t)getNumHeads(),
                             (int64_t)getBiasMaxDistance(), getBiasBidirectional());
 }

@@ -143,6 +143,7 @@ void AttentionOp::appendKernelAttributes(std::vector<int64_t> &ints,
     a.max_distance = (int64_t)getBiasMaxDistance();
   }
   a.num_kv_heads = (int64_t)getNumKvHeads();
+  a.window = (int64_t)getWindow();
   a.scale = getScale().convertToDouble();
   a.mask_value = getMaskValue().convertToDouble();
   a.encode(ints, floats);
@@ -159,6 +160,7 @@ void CachedAttentionOp::appendKernelAttributes(std::vector<int64_t> &ints,
   }
   a.has_block_table = (bool)getBlockTable();
   a.num_kv_heads = (int64_t)getNumKvHeads();
+  a.window = (int64_t)getWindow();
   a.scale = getScale().convertToDouble();
   a.encode(ints, floats);
 }

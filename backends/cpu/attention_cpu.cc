@@ -224,6 +224,14 @@ void processBlock(const Problem &pr, Scratch &sc, int64_t b, int64_t h, int64_t 
         if (n > 0)
           std::fill(st + j * kBlockQ, st + j * kBlockQ + n, mv);
       }
+      // A sliding window masks key k0 + j for the rows r with
+      // q0 + r + q_pos_offset >= k0 + j + window: a row suffix.
+      if (p.window > 0)
+        for (int64_t j = 0; j < nk; ++j) {
+          const int64_t r0 = std::max<int64_t>(0, k0 + j + p.window - q0 - pr.qOffset(b));
+          if (r0 < lanes)
+            std::fill(st + j * kBlockQ + r0, st + j * kBlockQ + lanes, mv);
+        }
     }
   }
 
@@ -469,6 +477,7 @@ Status run(const AttentionCall &c) {
   p.kv_len = k.shape[1];
   p.heads = a.num_heads;
   p.kv_heads = a.num_kv_heads > 0 ? a.num_kv_heads : a.num_heads;
+  p.window = a.window;
   p.head_dim = q.shape[2] / p.heads;
   p.v_head_dim = v.shape[2] / p.kv_heads;
   p.q_row_stride = q.shape[2];
@@ -545,6 +554,7 @@ Status run(const CachedAttentionCall &c) {
   p.q_len = T;
   p.heads = c.attrs.num_heads;
   p.kv_heads = c.attrs.num_kv_heads > 0 ? c.attrs.num_kv_heads : c.attrs.num_heads;
+  p.window = c.attrs.window;
   p.head_dim = q.shape[2] / p.heads;
   p.v_head_dim = dv / p.kv_heads;
   p.q_row_stride = q.shape[2];

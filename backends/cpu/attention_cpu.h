@@ -63,6 +63,9 @@ struct AttentionParams {
   /// q_pos_offset = kv_len - q_len. It may be negative. It changes nothing
   /// else: the other masks, and the additive tensor's rows, are indexed by i.
   int64_t q_pos_offset = 0;
+  /// A sliding window (Causal and PaddingCausal only; 0: none): key j is also
+  /// masked for query i where j <= i + q_pos_offset - window.
+  int64_t window = 0;
   /// Multiplies Q K^T (typically 1/sqrt(head_dim)).
   float scale = 1.0f;
   MaskKind mask = TFC_MASK_NONE;

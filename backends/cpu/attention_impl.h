@@ -221,6 +221,9 @@ inline bool blockAllMasked(const Problem &pr, int64_t b, int64_t q0, int64_t nq,
                     int64_t nk) {
   if (pr.causal && k0 > q0 + nq - 1 + pr.qOffset(b))
     return true;
+  // Left of the sliding window of every row: the first row's is the latest.
+  if (pr.causal && pr.p.window > 0 && k0 + nk - 1 <= q0 + pr.qOffset(b) - pr.p.window)
+    return true;
   if (pr.keyPad) {
     const int64_t *tok = pr.tokens(b, k0);
     return std::all_of(tok, tok + nk, [&](int64_t t) { return t == pr.p.pad_id; });

@@ -195,6 +195,13 @@ void rowBlock(const Problem &pr, Scratch &sc, int64_t b, int64_t h, int64_t i, i
       const int64_t first = std::max<int64_t>(0, i + pr.qOffset(b) + 1 - k0);
       if (first < nk)
         std::fill(s + first, s + nk, mv);
+      // And, with a sliding window, keys k0 + j <= i + q_pos_offset - window:
+      // a prefix.
+      if (p.window > 0) {
+        const int64_t end = std::min<int64_t>(nk, i + pr.qOffset(b) - p.window + 1 - k0);
+        if (end > 0)
+          std::fill(s, s + end, mv);
+      }
     }
   }
   // Lanes past the block weigh exactly 0 (and do not raise the maximum).

@@ -125,9 +125,9 @@ void quantizeQ8Blocks(const void *x, bool bf16, int64_t rows, int64_t k, int64_t
     for (int64_t b = 0; b < blocks; ++b) {
       alignas(32) float v[kBlock];
       const int64_t c0 = b * kBlock, len = std::max<int64_t>(0, std::min(kBlock, k - c0));
-      if (bf16)
+      if (len > 0 && bf16)
         bf16ToF32(static_cast<const uint16_t *>(x) + r * k + c0, v, len);
-      else
+      else if (len > 0)
         std::memcpy(v, static_cast<const float *>(x) + r * k + c0, len * sizeof(float));
       std::fill(v + len, v + kBlock, 0.0f);
       float amax = 0.0f;

@@ -147,6 +147,8 @@ __device__ __forceinline__ void loadQ(Tile<DVC> &sh, const AttnArgs &a, const Bl
 __device__ __forceinline__ bool tileMasked(const AttnArgs &a, const BlockCtx &c, int64_t k0,
                                            int nk) {
   bool masked = c.causal && k0 > c.q0 + kBlockQ - 1 + c.qOffset;
+  // Left of every row's sliding window (the first row's is the latest).
+  masked = masked || (c.causal && a.window > 0 && k0 + nk - 1 <= c.q0 + c.qOffset - a.window);
   if (c.keyPad) {
     const bool mine =
         c.tid >= nk || loadId(a.tokens, a.tokensType, c.tokBase + k0 + c.tid) == a.padId;
@@ -207,7 +209,7 @@ __device__ __forceinline__ void tileScores(Tile<DVC> &sh, const AttnArgs &a, con
                         c.h];
     if (pad)
       s[r] = c.mv;
-    if (c.causal && j > i + c.qOffset)
+    if (c.causal && (j > i + c.qOffset || (a.window > 0 && j <= i + c.qOffset - a.window)))
       s[r] = c.mv;
   }
 }

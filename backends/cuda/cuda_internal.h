@@ -238,6 +238,7 @@ struct AttnArgs {
   /// Query heads per key/value head (grouped-query attention): query head h
   /// reads key/value head h / group.
   int64_t group = 1;
+  int64_t window = 0; ///< a sliding window (causal only; 0: none)
   int64_t qRow = 0, kRow = 0, vRow = 0, oRow = 0;
   int64_t qBatch = 0, kBatch = 0, vBatch = 0, oBatch = 0;
   int64_t qPosOffset = 0;

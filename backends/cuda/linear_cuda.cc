@@ -317,8 +317,9 @@ Status createGemmState(Context &ctx) {
 
 Status runLinear(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *bias,
                  const Tensor *residual, int act, Tensor &out) {
-  if (w.dtype == TFC_DTYPE_I8)
-    return Status::unsupported("linear: i8 weights are not supported by the CUDA backend yet");
+  if (w.dtype == TFC_DTYPE_I8 || w.dtype == TFC_DTYPE_I4)
+    return Status::unsupported(std::string("linear: ") + tfc_dtype_name(w.dtype) +
+                               " weights are not supported by the CUDA backend yet");
   cudaDataType_t abType, outType;
   if (!cudaType(w.dtype, abType))
     return dtypeError("linear weight", w.dtype);

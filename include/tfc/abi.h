@@ -69,8 +69,11 @@ typedef enum tfc_dtype_t {
 #define TFC_DTS_FLOAT (TFC_DTS(F32) | TFC_DTS(F16) | TFC_DTS(BF16))
 #define TFC_DTS_WEIGHT (TFC_DTS_FB | TFC_DTS(I8))
 #define TFC_DTS_WEIGHT_CUDA (TFC_DTS_FLOAT | TFC_DTS(I8))
-/* A linear layer's weight on the CPU: int4 too (group-wise scales). */
+/* A linear layer's weight: int4 too (group-wise scales). CUDA's set names
+ * every plan dtype, as the kernel table requires; its session refuses int8
+ * and int4 linear weights with one error when it binds the model. */
 #define TFC_DTS_LINEAR_WEIGHT (TFC_DTS_WEIGHT | TFC_DTS(I4))
+#define TFC_DTS_LINEAR_WEIGHT_CUDA (TFC_DTS_WEIGHT_CUDA | TFC_DTS(I4))
 #define TFC_DTS_IDS (TFC_DTS(I64) | TFC_DTS(I32))
 #define TFC_DTS_SCALAR (TFC_DTS(F32) | TFC_DTS_IDS | TFC_DTS(BOOL))
 #define TFC_DTS_SCALAR_CUDA (TFC_DTS_SCALAR | TFC_DTS(F16) | TFC_DTS(BF16))

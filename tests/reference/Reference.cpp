@@ -196,7 +196,8 @@ std::vector<double> attention(const Attention &a) {
             if (a.f32Scores) // the sum of two floats, rounded once: f32 addition
               sc = static_cast<float>(sc);
           }
-          if ((padding && a.keyToken(b, j) == a.padId) || (causal && j > i + a.qPosOffset))
+          if ((padding && a.keyToken(b, j) == a.padId) || (causal && j > i + a.qPosOffset) ||
+              (causal && a.window > 0 && j <= i + a.qPosOffset - a.window))
             sc = a.maskValue;
           s[j] = sc;
           mx = std::max(mx, sc);

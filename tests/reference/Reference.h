@@ -124,6 +124,9 @@ struct Attention {
   /// Causal and PaddingCausal: query i is at position i + qPosOffset and does
   /// not see keys after it (incremental decoding starts past 0).
   int64_t qPosOffset = 0;
+  /// Causal and PaddingCausal: a sliding window (0: none); query i also does
+  /// not see keys j <= i + qPosOffset - window.
+  int64_t window = 0;
   /// Round every score (scaled, then with the additive mask added) to f32, as
   /// unfused f32 code materializes them. Off: scores stay in double.
   bool f32Scores = false;

@@ -1150,6 +1150,7 @@ TEST_P(KernelTest, CachedAttentionPerRow) {
     std::vector<std::vector<int64_t>> table; ///< per row: its blocks
     int64_t T = 2;                         ///< new tokens per row
     int64_t H = 2, Hkv = 0;                ///< query heads, key/value heads (0: H)
+    int64_t window = 0;                    ///< a sliding window (0: none)
   };
   // Rows longer than the kernel's key block (64) over blocks of 16 and 64
   // positions (read in place), 6 (gathered), and a prefill of 20 tokens (the
@@ -1171,6 +1172,9 @@ TEST_P(KernelTest, CachedAttentionPerRow) {
       {"a prefill over blocks of 16", 16, 40, {70, 0}, {blocks(6, 6), blocks(8, 6)}, 20},
       {"4 heads over 2 (grouped-query), blocks of 16", 16, 12, {20, 5},
        {{7, 2, 9}, {4, 0, 11}}, 3, 4, 2},
+      {"a sliding window of 5, one block per row", 96, 3, {80, 2}, {{2}, {0}}, 2, 2, 0, 5},
+      {"a sliding window of 70 over a prefill, one block per row", 128, 2, {100, 0}, {{1}, {0}},
+       20, 4, 2, 70},
   };
   const int64_t dk = 8, dv = 4;
   for (const Case &c : cases) {
@@ -1196,7 +1200,7 @@ TEST_P(KernelTest, CachedAttentionPerRow) {
     const double scale = 1.0 / std::sqrt(static_cast<double>(dk));
     const std::string got = run(TFC_KERNEL_CACHED_ATTENTION,
                                 {&q, &k, &v, &kc, &vc, &pos, &table}, out,
-                                {H, 0, 0, 0, 1, c.Hkv}, {scale});
+                                {H, 0, 0, 0, 1, c.Hkv, c.window}, {scale});
     if (nb > 1 && backend().name() == "cuda") {
       EXPECT_EQ(got, "cached_attention: a block table of " + std::to_string(nb) +
                          " blocks per row (the CUDA backend reads one cache row per row)");
@@ -1241,6 +1245,7 @@ TEST_P(KernelTest, CachedAttentionPerRow) {
       a.mask = ref::Mask::Causal;
       a.maskValue = -kInf;
       a.qPosOffset = c.pos[b];
+      a.window = c.window;
       const std::vector<double> o = ref::attention(a);
       want.insert(want.end(), o.begin(), o.end());
     }
@@ -1255,12 +1260,16 @@ TEST_P(KernelTest, GroupedQueryAttention) {
     const char *name;
     int64_t B, Sq, Sk, H, Hkv, dk;
     int mask; ///< tfc_mask_t: none or causal
+    int64_t window = 0; ///< a sliding window (causal only; 0: none)
   };
   const Case cases[] = {
       {"4 heads over 2, no mask", 2, 5, 7, 4, 2, 8, TFC_MASK_NONE},
       {"8 heads over 1 (multi-query), causal", 1, 9, 9, 8, 1, 16, TFC_MASK_CAUSAL},
       {"6 heads over 3, one query", 3, 1, 70, 6, 3, 16, TFC_MASK_NONE},
       {"a prefill of 40, 4 over 2, causal", 1, 40, 40, 4, 2, 32, TFC_MASK_CAUSAL},
+      {"a sliding window of 3, 8 over 1", 1, 9, 9, 8, 1, 16, TFC_MASK_CAUSAL, 3},
+      {"a sliding window of 20 over 150 keys, 4 over 2", 2, 150, 150, 4, 2, 16, TFC_MASK_CAUSAL,
+       20},
   };
   for (const Case &c : cases) {
     SCOPED_TRACE(c.name);
@@ -1269,8 +1278,8 @@ TEST_P(KernelTest, GroupedQueryAttention) {
     HostTensor v = random(dt(), {c.B, c.Sk, c.Hkv * c.dk});
     HostTensor out(dt(), {c.B, c.Sq, c.H * c.dk});
     const double scale = 1.0 / std::sqrt(static_cast<double>(c.dk));
-    ASSERT_EQ(run(TFC_KERNEL_ATTENTION, {&q, &k, &v}, out, {c.mask, c.H, 0, 0, 0, 0, c.Hkv},
-                  {scale, -kInf}),
+    ASSERT_EQ(run(TFC_KERNEL_ATTENTION, {&q, &k, &v}, out,
+                  {c.mask, c.H, 0, 0, 0, 0, c.Hkv, c.window}, {scale, -kInf}),
               "");
     const std::vector<double> qv = q.values(), kv = k.values(), vv = v.values();
     ref::Attention a;
@@ -1286,6 +1295,7 @@ TEST_P(KernelTest, GroupedQueryAttention) {
     a.scale = static_cast<float>(scale);
     a.mask = c.mask == TFC_MASK_CAUSAL ? ref::Mask::Causal : ref::Mask::None;
     a.maskValue = -kInf;
+    a.window = c.window;
     expectNear(out, ref::attention(a), "grouped-query attention");
   }
   // A key/value head count that does not divide the heads.
@@ -1294,6 +1304,11 @@ TEST_P(KernelTest, GroupedQueryAttention) {
   EXPECT_EQ(run(TFC_KERNEL_ATTENTION, {&q, &k, &v}, out, {TFC_MASK_NONE, 3, 0, 0, 0, 0, 2},
                 {0.5, -1e9}),
             "attention: 2 key/value heads do not divide 3 heads");
+  // A sliding window without a causal mask.
+  HostTensor kq = random(dt(), {1, 2, 24});
+  EXPECT_EQ(run(TFC_KERNEL_ATTENTION, {&q, &kq, &kq}, out, {TFC_MASK_NONE, 3, 0, 0, 0, 0, 0, 4},
+                {0.5, -1e9}),
+            "attention: a sliding window of 4 must be positive and needs a causal mask");
 }
 
 /// Rotary embeddings against a double reference (the angle a product in f32,
