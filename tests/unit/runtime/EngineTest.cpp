@@ -114,6 +114,14 @@ Outcome alone(const tfrun_model_t *m, const Request &r) {
   return out;
 }
 
+/// Each request's outcome alone, in a session of its own.
+std::vector<Outcome> aloneEach(const tfrun_model_t *m, const std::vector<Request> &rs) {
+  std::vector<Outcome> want;
+  for (const Request &r : rs)
+    want.push_back(alone(m, r));
+  return want;
+}
+
 tfrun_status_t *submit(tfrun_engine_t *e, const Request &r, uint64_t *id,
                        tfrun_token_callback_t cb = nullptr, void *user = nullptr) {
   const int64_t shape[2] = {r.batch, static_cast<int64_t>(r.ids.size()) / r.batch};
@@ -157,6 +165,16 @@ void expectPoolFull(const EngineGuard &e) {
   EXPECT_EQ(st.kv_blocks_free, e.blocks);
   EXPECT_EQ(st.requests_running, 0);
   EXPECT_EQ(st.requests_queued, 0);
+}
+
+/// After |requests| requests on a pool too small for all their rows: every
+/// one finished, some were preempted, and the pool is whole again.
+void expectWholeAfterPreempting(const EngineGuard &e, size_t requests) {
+  expectPoolFull(e);
+  tfrun_engine_stats_t st;
+  ASSERT_EQ(tfrun_engine_stats(e.e, &st), nullptr);
+  EXPECT_EQ(st.requests_finished, requests);
+  EXPECT_GT(st.requests_preempted, 0u);
 }
 
 /// Bytes per KV block of an engine of |rows| rows in blocks of |blockSize|
@@ -218,9 +236,7 @@ std::vector<Request> gpt2Requests(int n, uint32_t seed) {
 TEST(Engine, DecoderOnlyEqualsAlone) {
   ModelGuard m(TFC_ENGINE_GPT2);
   const std::vector<Request> rs = gpt2Requests(24, 7);
-  std::vector<Outcome> want;
-  for (const Request &r : rs)
-    want.push_back(alone(m.m, r));
+  const std::vector<Outcome> want = aloneEach(m.m, rs);
   // 10 rows: beam requests take 3, so the queue fills and drains as requests
   // end; later submits join a running batch.
   EngineGuard e(m.m, 10);
@@ -259,37 +275,34 @@ TEST(Engine, EncoderDecoderEqualsAlone) {
     r.opt.beam_width = i % 2 ? 2 : 1;
     rs.push_back(std::move(r));
   }
-  std::vector<Outcome> want;
-  for (const Request &r : rs)
-    want.push_back(alone(m.m, r));
+  const std::vector<Outcome> want = aloneEach(m.m, rs);
   EngineGuard e(m.m, 8);
   submitAndCompare(e, rs, want);
   expectPoolFull(e);
 }
+
+/// Blocks shorter than max_len are the CPU's: the CUDA backend reads one block
+/// of max_len per row, which ASmallPoolOfWholeRowsPreempts covers.
+#define SKIP_UNLESS_PAGED()                                                                  \
+  if (testDevice() != TFRUN_DEVICE_CPU)                                                      \
+  GTEST_SKIP() << "the CUDA backend reads one block of max_len per row "                     \
+                  "(ASmallPoolOfWholeRowsPreempts covers it)"
 
 /// The KV pool in blocks of 4 positions, too small for every running row's
 /// whole length: rows take blocks as they grow, the most recently admitted
 /// request is preempted when none is free, and recomputed later. Every
 /// request's tokens still equal those it gets alone.
 TEST(Engine, ASmallPoolPreemptsAndRecomputes) {
-  if (testDevice() != TFRUN_DEVICE_CPU)
-    GTEST_SKIP() << "the CUDA backend reads one block of max_len per row "
-                    "(ASmallPoolOfWholeRowsPreempts covers it)";
+  SKIP_UNLESS_PAGED();
   ModelGuard m(TFC_ENGINE_GPT2);
   const std::vector<Request> rs = gpt2Requests(24, 17);
-  std::vector<Outcome> want;
-  for (const Request &r : rs)
-    want.push_back(alone(m.m, r));
+  const std::vector<Outcome> want = aloneEach(m.m, rs);
   const int64_t blockBytes = kvBlockBytes(m.m, 10, 4);
   // 30 blocks: a beam-3 request may take 27 (3 rows x 9 blocks of 4).
   EngineGuard e(m.m, 10, 0, 4, 30 * blockBytes + blockBytes / 2);
   ASSERT_EQ(e.blocks, 30);
   submitAndCompare(e, rs, want);
-  expectPoolFull(e);
-  tfrun_engine_stats_t st;
-  ASSERT_EQ(tfrun_engine_stats(e.e, &st), nullptr);
-  EXPECT_EQ(st.requests_finished, rs.size());
-  EXPECT_GT(st.requests_preempted, 0u);
+  expectWholeAfterPreempting(e, rs.size());
 
   // A request that alone could outgrow the pool is refused at submit.
   Request big = rs[1]; // beam 3
@@ -325,21 +338,14 @@ std::vector<Request> floydhubRequests(int n, uint32_t seed) {
 /// The same with an encoder-decoder: a recompute prefills the decoder's
 /// tokens again beside the encoder memory the request keeps.
 TEST(Engine, ASmallPoolPreemptsEncoderDecoders) {
-  if (testDevice() != TFRUN_DEVICE_CPU)
-    GTEST_SKIP() << "the CUDA backend reads one block of max_len per row "
-                    "(ASmallPoolOfWholeRowsPreempts covers it)";
+  SKIP_UNLESS_PAGED();
   ModelGuard m(TFC_ENGINE_FLOYDHUB);
   const std::vector<Request> rs = floydhubRequests(12, 9);
-  std::vector<Outcome> want;
-  for (const Request &r : rs)
-    want.push_back(alone(m.m, r));
+  const std::vector<Outcome> want = aloneEach(m.m, rs);
   EngineGuard e(m.m, 8, 0, 2, 16 * kvBlockBytes(m.m, 8, 2));
   ASSERT_EQ(e.blocks, 16);
   submitAndCompare(e, rs, want);
-  expectPoolFull(e);
-  tfrun_engine_stats_t st;
-  ASSERT_EQ(tfrun_engine_stats(e.e, &st), nullptr);
-  EXPECT_GT(st.requests_preempted, 0u);
+  expectWholeAfterPreempting(e, rs.size());
 }
 
 /// A pool of one block of max_len per row (the layout every device reads,
@@ -357,18 +363,12 @@ TEST(Engine, ASmallPoolOfWholeRowsPreempts) {
     ModelGuard m(c.model);
     const std::vector<Request> rs =
         c.maxLen == 48 ? gpt2Requests(16, 23) : floydhubRequests(10, 29);
-    std::vector<Outcome> want;
-    for (const Request &r : rs)
-      want.push_back(alone(m.m, r));
+    const std::vector<Outcome> want = aloneEach(m.m, rs);
     const int64_t blockBytes = kvBlockBytes(m.m, c.rows, c.maxLen);
     EngineGuard e(m.m, c.rows, 0, c.maxLen, c.blocks * blockBytes);
     ASSERT_EQ(e.blocks, c.blocks);
     submitAndCompare(e, rs, want);
-    expectPoolFull(e);
-    tfrun_engine_stats_t st;
-    ASSERT_EQ(tfrun_engine_stats(e.e, &st), nullptr);
-    EXPECT_EQ(st.requests_finished, rs.size());
-    EXPECT_GT(st.requests_preempted, 0u);
+    expectWholeAfterPreempting(e, rs.size());
 
     EngineGuard one(m.m, 1, 0, c.maxLen, blockBytes);
     ASSERT_EQ(one.blocks, 1);
