@@ -88,9 +88,8 @@ std::unique_ptr<PackedQ4> packQ4(const uint8_t *w, const float *scales, int64_t 
   auto p = std::make_unique<PackedQ4>();
   p->n = n;
   p->k = k;
-  p->group = group;
   p->blocks = ((k + kBlock - 1) / kBlock + kStep - 1) / kStep * kStep;
-  p->groups = (k + group - 1) / group;
+  const int64_t groups = (k + group - 1) / group;
   p->nibbles = allocWeightMemory((size_t)(n * p->blocks * 16));
   p->scales = allocWeightMemory((size_t)(n * p->blocks) * sizeof(float));
   if (!p->nibbles || !p->scales)
@@ -112,7 +111,7 @@ std::unique_ptr<PackedQ4> packQ4(const uint8_t *w, const float *scales, int64_t 
       for (int64_t t = 0; t < kBlock; ++t)
         out[b * 16 + t] = (uint8_t)(u(j, b * kBlock + t) | u(j, (b + 1) * kBlock + t) << 4);
     for (int64_t b = 0; b < p->blocks; ++b)
-      sc[b] = b * kBlock < k ? scales[j * p->groups + b * kBlock / group] : 0.0f;
+      sc[b] = b * kBlock < k ? scales[j * groups + b * kBlock / group] : 0.0f;
   }
   return p;
 }

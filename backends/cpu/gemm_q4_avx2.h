@@ -40,7 +40,7 @@ namespace tfc::cpu {
 /// its low nibble and of its second block in its high one; and one f32 scale
 /// per block (the group's, repeated; 0 past k).
 struct PackedQ4 {
-  int64_t n = 0, k = 0, blocks = 0, group = 0, groups = 0;
+  int64_t n = 0, k = 0, blocks = 0;
   WeightMemory nibbles{nullptr, std::free};
   WeightMemory scales{nullptr, std::free};
   const uint8_t *rowBlocks(int64_t j) const {

@@ -304,14 +304,11 @@ inline void finishRow(const GemmCall &c, int64_t n, int64_t r, float *y) {
 /// (gemm_q4_avx2.h) into f32 sums, then the epilogue.
 std::string runInt4(const PackedLinear &w, const GemmCall &c) {
   const int64_t rows = c.rows, n = w.n, blocks = w.q4->blocks;
-  thread_local ThreadBuffer qbuf, dbuf, sbuf, ybuf;
-  auto *q = static_cast<int8_t *>(qbuf.get(rows * blocks * 32));
-  auto *d = static_cast<float *>(dbuf.get(rows * blocks * sizeof(float)));
-  auto *ds = static_cast<float *>(sbuf.get(rows * blocks * sizeof(float)));
+  thread_local ThreadBuffer ybuf;
   const bool f32Out = c.yDtype == TFC_DTYPE_F32;
   auto *y = f32Out ? static_cast<float *>(c.y)
                    : static_cast<float *>(ybuf.get(rows * n * sizeof(float)));
-  if (!q || !d || !ds || !y)
+  if (!y)
     return "out of memory for an int4 linear layer's buffers";
 #if TFC_HAVE_OPENBLAS
   // Prefill: from kQ4BlasMinRows rows, the weights widened to f32 a slice at
@@ -342,6 +339,13 @@ std::string runInt4(const PackedLinear &w, const GemmCall &c) {
   } else
 #endif
   {
+    // Decode: the inputs quantized per block of 32 for the integer kernel.
+    thread_local ThreadBuffer qbuf, dbuf, sbuf;
+    auto *q = static_cast<int8_t *>(qbuf.get(rows * blocks * 32));
+    auto *d = static_cast<float *>(dbuf.get(rows * blocks * sizeof(float)));
+    auto *ds = static_cast<float *>(sbuf.get(rows * blocks * sizeof(float)));
+    if (!q || !d || !ds)
+      return "out of memory for an int4 linear layer's buffers";
     quantizeQ8Blocks(c.x, c.xDtype == TFC_DTYPE_BF16, rows, w.k, blocks, q, d, ds);
     gemmQ4(*w.q4, q, d, ds, rows, y);
   }
