@@ -163,9 +163,6 @@ uint32_t Writer::addWeight(Value v, const HostTensor &t) {
 }
 
 namespace {
-/// The largest --group-size quantizeInt4Group takes at once (tfc.cpp bounds it).
-constexpr int64_t kMaxQ4Group = 1 << 20;
-
 /// One group of a row in int4: q in [-8, 7] and its scale, real = scale * q.
 /// As llama.cpp's Q4_0, the element of largest magnitude maps to -8 (16 levels,
 /// not 15); then a few scales around that one are tried and the one with the
@@ -247,11 +244,11 @@ uint32_t Writer::weightOperand(Operation *op, unsigned i, Value v) {
     const int64_t group = opts.groupSize, groups = (cols + group - 1) / group;
     std::vector<uint8_t> packed(tfc_dtype_bytes(TFC_DTYPE_I4, (uint64_t)(rows * cols)), 0);
     std::vector<float> sc(rows * groups);
+    std::vector<int8_t> q(std::min(group, cols)); // one group's codes
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t g = 0; g < groups; ++g) {
         const int64_t c0 = g * group, c1 = std::min(cols, c0 + group);
-        int8_t q[kMaxQ4Group];
-        sc[r * groups + g] = quantizeInt4Group(t.data.data() + r * cols + c0, c1 - c0, q);
+        sc[r * groups + g] = quantizeInt4Group(t.data.data() + r * cols + c0, c1 - c0, q.data());
         for (int64_t c = c0; c < c1; ++c) {
           const uint64_t e = (uint64_t)(r * cols + c);
           packed[e / 2] |= (uint8_t)((q[c - c0] & 0xF) << (e % 2 ? 4 : 0));
