@@ -68,6 +68,7 @@ class Request:
         self._result: Optional[List[Generation]] = None
         self._error: Optional[BaseException] = None
         self._ended = False
+        self._put = tokens.put if tokens is not None else None
 
     def done(self) -> bool:
         """Whether the request has ended (finished, failed or cancelled)."""
@@ -89,7 +90,7 @@ class Request:
             self._ended = True
             native.release(self.id)
             self._engine._live.discard(self)
-            self._tokens.put(_DONE)
+            self._put(_DONE)
 
     def result(self, timeout: Optional[float] = None) -> List[Generation]:
         """The request's Generations, one per batch item, once it ends (at most
@@ -125,6 +126,28 @@ class Request:
     def __repr__(self) -> str:
         state = "ended" if self._ended else "running"
         return f"tfc.Request({self.id}, {state})"
+
+
+class AsyncRequest(Request):
+    """A Request whose tokens arrive on an asyncio loop (``Engine.submit_async``):
+    ``async for step in request`` yields its GenerationSteps and then raises the
+    request's error, if any (tfc.Cancelled after ``cancel()``); once the loop ends,
+    ``result(timeout=0)`` gives its Generations without waiting."""
+
+    def __aiter__(self) -> "AsyncRequest":
+        return self
+
+    async def __anext__(self) -> GenerationStep:
+        item = await self._tokens.get()
+        if item is _DONE:
+            self._tokens.put_nowait(_DONE)  # later iterations end at once too
+            if self._error is not None:
+                raise self._error
+            raise StopAsyncIteration
+        return item
+
+    def __iter__(self):
+        raise TypeError("an AsyncRequest's tokens come with 'async for'")
 
 
 class Engine:
@@ -171,48 +194,72 @@ class Engine:
         """Queues a request (the arguments of ``Session.generate``) and returns its
         Request at once. Raises InvalidArgument for bad inputs or options, and
         ``tfc.Busy`` when the queue is full (nothing is queued then)."""
+        tokens: "queue.Queue" = queue.Queue()
+        return self._submit(inputs, tokens.put, Request, tokens,
+                            beam=beam, max_len=max_len, length_penalty=length_penalty,
+                            sample=sample, temperature=temperature, top_k=top_k,
+                            top_p=top_p, seed=seed)
+
+    def _submit(self, inputs: Mapping[str, ArrayLike], put, cls, tokens, beam: int = 1,
+                max_len: Optional[int] = None, length_penalty: float = 1.0,
+                sample: bool = False, temperature: float = 1.0, top_k: int = 0,
+                top_p: float = 1.0, seed: int = 0):
+        """submit(), with each GenerationStep (then _DONE) handed to ``put`` from the
+        engine's threads, and the request made as ``cls(self, id, tokens)``."""
         opts = Session._options(beam, max_len, length_penalty, sample, temperature, top_k,
                                 top_p, seed)
-        tokens: "queue.Queue" = queue.Queue()
 
         def on_token(batch_index, step, token_id, log_prob):
-            tokens.put(GenerationStep(batch_index, step, token_id, log_prob))
+            put(GenerationStep(batch_index, step, token_id, log_prob))
             return False
 
         rid = self._native.submit(_inputs(inputs), *opts, on_token)
-        request = Request(self, rid, tokens)
+        request = cls(self, rid, tokens)
+        request._put = put
         self._live.add(request)
         # A watcher ends the token stream when the request ends, for iteration.
         threading.Thread(target=request._wait, args=(-1,), name=f"tfc-request-{rid}",
                          daemon=True).start()
         return request
 
+    def submit_async(self, inputs: Mapping[str, ArrayLike], **options) -> "AsyncRequest":
+        """``submit`` for asyncio code (call it from the event loop's thread): the
+        AsyncRequest's tokens arrive on the running loop (``async for``), with no
+        thread per waiting consumer, so thousands of streams can wait at once.
+        Raises as ``submit`` does."""
+        loop = asyncio.get_running_loop()
+        tokens: "asyncio.Queue" = asyncio.Queue()
+
+        def put(item) -> None:
+            try:
+                loop.call_soon_threadsafe(tokens.put_nowait, item)
+            except RuntimeError:  # the loop is closed: nobody is listening any more
+                pass
+
+        return self._submit(inputs, put, AsyncRequest, tokens, **options)
+
     async def generate(self, inputs: Mapping[str, ArrayLike], **options) -> List[Generation]:
         """``submit`` then the request's result, awaited without blocking the event loop.
         Cancelling the awaiting task cancels the request."""
-        request = self.submit(inputs, **options)
-        loop = asyncio.get_running_loop()
+        request = self.submit_async(inputs, **options)
         try:
-            return await loop.run_in_executor(None, request.result)
+            async for _ in request:
+                pass
         except asyncio.CancelledError:
             request.cancel()
             raise
+        return request.result(timeout=0)
 
     async def stream(self, inputs: Mapping[str, ArrayLike],
                      **options) -> AsyncIterator[GenerationStep]:
         """``submit``, then each token as it comes (an async iterator of
         GenerationStep). Leaving the loop early cancels the request."""
-        request = self.submit(inputs, **options)
-        loop = asyncio.get_running_loop()
-        it = iter(request)
+        request = self.submit_async(inputs, **options)
         finished = False
         try:
-            while True:
-                step = await loop.run_in_executor(None, next, it, _DONE)
-                if step is _DONE:
-                    finished = True
-                    return
+            async for step in request:
                 yield step
+            finished = True
         finally:
             if not finished:
                 request.cancel()

@@ -20,11 +20,13 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import (Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple,
+                    Union)
 
 import numpy as np
 
 from ._compiler import PathLike
+from ._chat import ChatTemplate
 from ._errors import InvalidArgument
 from ._model import Model, Session, _compile as compile, load
 
@@ -73,9 +75,11 @@ class _JsonTokenizer:
         return {i for i, t in self.tok.get_added_tokens_decoder().items()
                 if t.special and re.fullmatch(r"[a-z]{2,3}_[A-Z]{2}", t.content)}
 
-    def encode(self, texts: Sequence[str]) -> List[Tuple[List[int], List[int]]]:
-        """(ids, token type ids) per text, with the special tokens."""
-        return [(e.ids, e.type_ids) for e in self.tok.encode_batch(list(texts))]
+    def encode(self, texts: Sequence[str], add_special_tokens: bool = True
+               ) -> List[Tuple[List[int], List[int]]]:
+        """(ids, token type ids) per text, with the special tokens unless told not."""
+        return [(e.ids, e.type_ids)
+                for e in self.tok.encode_batch(list(texts), add_special_tokens=add_special_tokens)]
 
     def decode(self, ids: Sequence[int]) -> str:
         text = self.tok.decode(list(ids), skip_special_tokens=True)
@@ -156,9 +160,10 @@ class _SpmTokenizer:
         i = self.sp.PieceToId(token)
         return None if i == self.sp.unk_id() and token != self.sp.IdToPiece(i) else i
 
-    def encode(self, texts: Sequence[str]) -> List[Tuple[List[int], List[int]]]:
-        return [(ids + [self.sp.eos_id()], [0] * (len(ids) + 1))
-                for ids in self.sp.encode(list(texts))]
+    def encode(self, texts: Sequence[str], add_special_tokens: bool = True
+               ) -> List[Tuple[List[int], List[int]]]:
+        eos = [self.sp.eos_id()] if add_special_tokens else []
+        return [(ids + eos, [0] * (len(ids) + len(eos))) for ids in self.sp.encode(list(texts))]
 
     def decode(self, ids: Sequence[int]) -> str:
         text = self.sp.decode([int(i) for i in ids if i not in self.special_ids])
@@ -521,6 +526,8 @@ class Generator:
             {"precision": precision} if path.is_dir() else {})
         self.config = config
         self.tokenizer = _tokenizer(tok_dir)
+        #: The directory's chat template (tfc._chat.ChatTemplate), None without one.
+        self.chat_template = ChatTemplate.from_dir(tok_dir)
         self.pad_id = self.model.generation_info["pad_id"]
         self.batch_size = batch_size
         self.engine = _engine(self.model, engine, threads, device)
@@ -564,3 +571,29 @@ class Generator:
         if bar is not None:
             bar.close()
         return out[0] if single else out  # type: ignore[return-value]
+
+    def chat_ids(self, messages: Sequence[Mapping[str, Any]]) -> List[int]:
+        """The prompt ids of a conversation: ``messages`` (``{"role", "content"}`` dicts)
+        rendered with the directory's chat template, ending with the assistant's turn,
+        tokenized without adding special tokens (transformers'
+        ``apply_chat_template(messages, add_generation_prompt=True, tokenize=True)``)."""
+        if self.chat_template is None:
+            raise InvalidArgument("this model has no chat template (tokenizer_config.json's "
+                                  "chat_template, or chat_template.jinja)")
+        text = self.chat_template.render(messages, add_generation_prompt=True)
+        return self.tokenizer.encode([text], add_special_tokens=False)[0][0]
+
+    def chat(self, messages: Sequence[Mapping[str, Any]], max_len: Optional[int] = None,
+             sample: bool = False, temperature: float = 1.0, top_k: int = 0,
+             top_p: float = 1.0, seed: int = 0) -> str:
+        """The assistant's reply to a conversation (``chat_ids``), decoded without special
+        tokens. ``max_len`` counts new tokens, eos included."""
+        ids = np.asarray([self.chat_ids(messages)], dtype=np.int64)
+        name = self.model.inputs[0].name
+        options = dict(max_len=max_len, sample=sample, temperature=temperature, top_k=top_k,
+                       top_p=top_p, seed=seed)
+        if self.engine is not None:
+            gen = self.engine.submit({name: ids}, **options).result()[0]
+        else:
+            gen = self.session.generate({name: ids}, **options)[0]
+        return self.tokenizer.decode(gen.ids)

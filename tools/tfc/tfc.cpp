@@ -25,6 +25,9 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <unistd.h>
 
@@ -441,9 +444,31 @@ int runCompile() {
   return failed(writeAtomically(outputFile, text)) ? 1 : 0;
 }
 
+/// `tfc serve ...`: the OpenAI-compatible server lives in the Python package
+/// (tfc.serve, docs/serving.md), not in the compiler, so the command line is
+/// handed to `python3 -m tfc.serve` ($TFC_PYTHON picks another interpreter).
+int runServe(int argc, char **argv) {
+  const char *python = getenv("TFC_PYTHON");
+  if (!python || !*python)
+    python = "python3";
+  std::vector<char *> args{const_cast<char *>(python), const_cast<char *>("-m"),
+                           const_cast<char *>("tfc.serve")};
+  for (int i = 2; i < argc; ++i)
+    args.push_back(argv[i]);
+  args.push_back(nullptr);
+  execvp(python, args.data());
+  llvm::errs() << "tfc: 'tfc serve' runs '" << python
+               << " -m tfc.serve' (the Python package, pip install '.[serve]'), and "
+               << python << " could not be started: " << strerror(errno)
+               << " (set TFC_PYTHON to the interpreter that has tfc installed)\n";
+  return 1;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
+  if (argc > 1 && StringRef(argv[1]) == "serve")
+    return runServe(argc, argv);
   llvm::InitLLVM init(argc, argv);
   registerMLIRContextCLOptions();
   registerPassManagerCLOptions();
@@ -454,7 +479,9 @@ int main(int argc, char **argv) {
   const char *overview =
       "tfc: a compiler for Transformer inference\n\n"
       "USAGE: tfc compile <model.yaml | DIR> [options]\n"
-      "       tfc import DIR [-o model.yaml] [--set NAME=VALUE ...]\n\n"
+      "       tfc import DIR [-o model.yaml] [--set NAME=VALUE ...]\n"
+      "       tfc serve MODEL [--host 127.0.0.1] [--port 8000] ...  (the Python\n"
+      "                 package's OpenAI-compatible server: docs/serving.md)\n\n"
       "  tfc compile model.yaml --emit=mlir-import    print the IR from the frontend\n"
       "  tfc compile DIR -o model.bin                 a Hugging Face model directory\n"
       "                                               (config.json + model.safetensors)\n"
@@ -474,8 +501,8 @@ int main(int argc, char **argv) {
     return StringRef(a).startswith("--help") || StringRef(a) == "-h";
   });
   if (!sawCompile && !wantsHelp) {
-    llvm::errs() << "tfc: expected a command: 'tfc compile <model.yaml | DIR> [options]' "
-                    "or 'tfc import DIR' (see 'tfc --help')\n";
+    llvm::errs() << "tfc: expected a command: 'tfc compile <model.yaml | DIR> [options]', "
+                    "'tfc import DIR' or 'tfc serve MODEL' (see 'tfc --help')\n";
     return 1;
   }
   inputFile.setNumOccurrencesFlag(wantsHelp ? cl::Optional : cl::Required);

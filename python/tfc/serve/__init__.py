@@ -1,0 +1,16 @@
+"""`tfc serve`: an OpenAI-compatible HTTP server on one tfc.Engine (docs/serving.md).
+
+    tfc serve MODEL_DIR --host 127.0.0.1 --port 8000       # pip install tfc[serve]
+
+``create_app(Backend(...))`` gives the ASGI app itself, for embedding in another
+ASGI server or a Ray Serve deployment (tfc.ray).
+"""
+from ._backend import Backend, cache_dir, cached_compile
+from ._routes import create_app
+
+__all__ = ["Backend", "create_app", "cache_dir", "cached_compile", "main"]
+
+
+def main(argv=None) -> int:
+    from .__main__ import main as _main
+    return _main(argv)
