@@ -12,7 +12,10 @@ export BENCH_VENV=${BENCH_VENV:-$ROOT/build/bench-venv}
 "$ROOT/bench/peers/setup_venv.sh"
 vpy="$BENCH_VENV/bin/python"
 need=()
-for p in transformers tokenizers sentencepiece tqdm; do
+# starlette, uvicorn, prometheus-client, jinja2 and openai: `tfc serve` and the
+# official OpenAI client its test (tests/python/serve_test.py) talks to it with.
+for p in transformers tokenizers sentencepiece tqdm jinja2 starlette uvicorn \
+         prometheus-client openai; do
   "$vpy" -m pip --disable-pip-version-check show -q "$p" >/dev/null 2>&1 || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then

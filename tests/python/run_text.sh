@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # ctest python-text (and avx2/python-text): tests/python/text_test.py (the text
+# helpers; python-serve runs serve_test.py, `tfc serve`, the same way)
 # helpers against transformers) in the venv of tests/hf/setup_venv.sh
 # (transformers, PyPI torch, tokenizers, sentencepiece, tqdm), with the tfc package
 # from SITE first on PYTHONPATH. ctest python-text-install fills SITE first
@@ -16,7 +17,10 @@ if [[ "${1:-}" == "--install" ]]; then
   install=1
   shift
 fi
-SITE=${1:?usage: run_text.sh [--install] SITE}
+SITE=${1:?usage: run_text.sh [--install] SITE [SCRIPT]}
+# SCRIPT: text_test.py (ctest python-text) or serve_test.py (ctest python-serve, which
+# also needs the serving packages and the openai client: tests/hf/setup_venv.sh).
+SCRIPT=${2:-text_test.py}
 VENV=${BENCH_VENV:-$ROOT/build/bench-venv}
 if [ ! -x "$VENV/bin/with-libs" ] || ! HF_HUB_OFFLINE=1 "$VENV/bin/with-libs" "$VENV/bin/python" \
      -c 'import transformers, torch, tokenizers, sentencepiece, tqdm' > /dev/null 2>&1; then
@@ -42,6 +46,12 @@ if [[ $install == 1 ]]; then
   echo "tfc installed into $SITE for $VENV"
   exit 0
 fi
+if [[ "$SCRIPT" == serve_test.py ]] && ! "$VENV/bin/python" \
+     -c 'import starlette, uvicorn, prometheus_client, jinja2, openai' > /dev/null 2>&1; then
+  echo "SKIPPED: no starlette, uvicorn, prometheus-client, jinja2 and openai in $VENV;"
+  echo "install them with tests/hf/setup_venv.sh"
+  exit 77
+fi
 if [ ! -f "$SITE/tfc/__init__.py" ]; then
   echo "SKIPPED: no tfc package in $SITE (ctest python-text-install puts it there)"
   exit 77
@@ -51,4 +61,4 @@ trap 'rm -rf "$work"' EXIT
 cd "$work"  # outside the tree: only the installed tfc can be imported
 TFC_SOURCE_DIR="$ROOT" TFC_TEXT_SITE="$SITE" PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}" \
   HF_HUB_OFFLINE=1 TRANSFORMERS_VERBOSITY=error "$VENV/bin/with-libs" "$VENV/bin/python" \
-  "$ROOT/tests/python/text_test.py"
+  "$ROOT/tests/python/$SCRIPT"

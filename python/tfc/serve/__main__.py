@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 from typing import List, Optional
 
@@ -99,6 +100,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,
                             timeout_graceful_shutdown=args.shutdown_timeout, lifespan="on")
     server = uvicorn.Server(config)
+    # uvicorn drains on SIGTERM / SIGINT, then raises the signal again once it has
+    # restored the handlers it found: with these no-op ones there, a drained server
+    # exits 0 (a supervisor reads a signal death as a crash).
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: None)
     server.run()
     backend.close()
     return 0 if server.started else 1

@@ -67,6 +67,13 @@ class Detokenizer:
         self.sent = len(self.text)
         return out
 
+    def finish(self) -> str:
+        """The rest, once the sequence has ended: held-back text, and a last character
+        whose bytes never completed (decoded as tfc.Generator decodes it)."""
+        if not self.stopped and self.ids:
+            self.text = self.tokenizer.decode(self.ids)
+        return self.flush()
+
 
 class Choice:
     """One generated choice: its engine request, its text as it comes, and why it ended."""
@@ -111,7 +118,7 @@ class Choice:
         except Cancelled:
             if not self.detok.stopped:
                 raise
-        tail = self.detok.flush()
+        tail = self.detok.finish()
         if tail:
             yield tail, []
         if self.detok.stopped or (ids_done is not None and len(ids_done) < self.max_new):

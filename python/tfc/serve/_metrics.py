@@ -64,6 +64,12 @@ class _EngineCollector:
                                 value=st.get("kv_blocks_used", 0))
         yield GaugeMetricFamily("tfc_kv_blocks_free", "KV cache blocks free",
                                 value=st.get("kv_blocks_free", 0))
+        ended = CounterMetricFamily("tfc_engine_requests", "Engine requests that ended, by "
+                                    "how: finished, cancelled (a stop string, a client that "
+                                    "left, shutdown) or failed", labels=["state"])
+        for state in ("finished", "cancelled", "failed"):
+            ended.add_metric([state], st.get(f"requests_{state}", 0))
+        yield ended
         yield CounterMetricFamily("tfc_requests_preempted", "Engine requests preempted "
                                   "(their KV blocks freed, recomputed later)",
                                   value=st.get("requests_preempted", 0))
