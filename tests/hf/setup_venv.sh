@@ -18,6 +18,8 @@ for p in transformers tokenizers sentencepiece tqdm jinja2 starlette uvicorn \
          prometheus-client openai; do
   "$vpy" -m pip --disable-pip-version-check show -q "$p" >/dev/null 2>&1 || need+=("$p")
 done
+# Ray with Serve and Data (tfc.ray; tests/python/ray_test.py). pyarrow marks Data.
+"$vpy" -c 'import ray.serve, ray.data, pyarrow' >/dev/null 2>&1 || need+=("ray[serve,data]")
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing ${need[*]}"
   "$vpy" -m pip --disable-pip-version-check install -q "${need[@]}"

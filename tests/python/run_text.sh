@@ -52,6 +52,12 @@ if [[ "$SCRIPT" == serve_test.py ]] && ! "$VENV/bin/python" \
   echo "install them with tests/hf/setup_venv.sh"
   exit 77
 fi
+if [[ "$SCRIPT" == ray_test.py ]] && ! "$VENV/bin/python" \
+     -c 'import ray.serve, ray.data, pyarrow, openai, starlette, uvicorn' > /dev/null 2>&1; then
+  echo "SKIPPED: no ray[serve,data] (or the serving packages) in $VENV;"
+  echo "install them with tests/hf/setup_venv.sh"
+  exit 77
+fi
 if [ ! -f "$SITE/tfc/__init__.py" ]; then
   echo "SKIPPED: no tfc package in $SITE (ctest python-text-install puts it there)"
   exit 77
