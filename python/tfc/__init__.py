@@ -15,12 +15,12 @@ from ._errors import (Busy, Cancelled, CompileError, Error, Internal, InvalidArg
                       InvalidModel, IoError, NonFinite, NonFiniteWarning, OutOfMemory,
                       Unsupported)
 from ._model import (Generation, GenerationStep, Model, Session, TensorInfo, compile, load)
-from ._engine import Engine, Request
+from ._engine import AsyncRequest, Engine, Request
 from . import _tfc
 
 __all__ = [
     "compile", "load", "Model", "Session", "TensorInfo", "Generation", "GenerationStep",
-    "Engine", "Request",
+    "Engine", "Request", "AsyncRequest",
     "Error", "CompileError", "InvalidArgument", "InvalidModel", "Unsupported", "IoError",
     "OutOfMemory", "Internal", "NonFinite", "NonFiniteWarning", "Cancelled", "Busy",
     "cuda_device_count", "Translator", "Encoder", "Generator",

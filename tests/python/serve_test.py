@@ -46,12 +46,13 @@ MESSAGES = [{"role": "system", "content": "the teacher reads"},
             {"role": "user", "content": "the cat sleeps under the tree"}]
 
 
-def llama_dir() -> Path:
+def llama_dir(name: str = "llama-chat", hidden: int = 32, layers: int = 2,
+              positions: int = 128) -> Path:
     """A Llama (GQA, tied embeddings) with a ChatML template and eos <|im_end|>."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    d = tt.WORK / "llama-chat"
+    d = tt.WORK / name
     if (d / "config.json").exists():
         return d
     tok = tt.bpe_tokenizer(d, ["<|im_start|>", "<|im_end|>", "<|endoftext|>"], eos="<|im_end|>")
@@ -61,9 +62,9 @@ def llama_dir() -> Path:
     tok.save_pretrained(d)
     torch.manual_seed(3)
     eos = tok.convert_tokens_to_ids("<|im_end|>")
-    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64,
-                      num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                      max_position_embeddings=128, bos_token_id=eos, eos_token_id=eos,
+    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=hidden, intermediate_size=2 * hidden,
+                      num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+                      max_position_embeddings=positions, bos_token_id=eos, eos_token_id=eos,
                       tie_word_embeddings=True)
     tt.perturb(LlamaForCausalLM(cfg).eval()).save_pretrained(d)
     return d
@@ -373,7 +374,10 @@ class Load(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.server = Server(llama_dir(), "--max-rows", "1", "--max-queue", "2",
+        # A model slow enough that a 400-token request outlives its client's departure
+        # by far (milliseconds per token), so every one of them must be cancelled.
+        cls.slow = llama_dir("llama-slow", hidden=256, layers=4, positions=512)
+        cls.server = Server(cls.slow, "--max-rows", "1", "--max-queue", "2",
                             "--shutdown-timeout", "5")
 
     @classmethod
@@ -388,8 +392,8 @@ class Load(unittest.TestCase):
         def one():
             gate.wait(30)
             results.append(s.request("POST", "/v1/completions",
-                                     {"model": "llama-chat", "prompt": "the cat",
-                                      "max_tokens": 100, "temperature": 0}, timeout=120))
+                                     {"model": "llama-slow", "prompt": "the cat",
+                                      "max_tokens": 60, "temperature": 0}, timeout=120))
 
         threads = [threading.Thread(target=one) for _ in range(12)]
         for t in threads:
@@ -416,7 +420,7 @@ class Load(unittest.TestCase):
         before = s.metric("tfc_engine_requests_total", '{state="cancelled"}')
         heads: list = []
         threads = [threading.Thread(target=_stream_and_leave, args=(
-            s.port, {"model": "llama-chat", "prompt": "the cat", "max_tokens": 100,
+            s.port, {"model": "llama-slow", "prompt": "the cat", "max_tokens": 400,
                      "temperature": 0, "stream": True}, None, heads)) for _ in range(20)]
         for t in threads:  # in waves the queue holds, so none gets 429
             t.start()

@@ -6,9 +6,15 @@
 ASGI server or a Ray Serve deployment (tfc.ray).
 """
 from ._backend import Backend, cache_dir, cached_compile
-from ._routes import create_app
 
 __all__ = ["Backend", "create_app", "cache_dir", "cached_compile", "main"]
+
+
+def create_app(backend, **options):
+    """The ASGI app of `tfc serve` on a Backend (``api_key``, ``max_queue``). Imported
+    here on first use, so that `import tfc.serve` works without the [serve] extra."""
+    from ._routes import create_app as _create_app
+    return _create_app(backend, **options)
 
 
 def main(argv=None) -> int:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import math
 import time
 import uuid
 from typing import Any, Dict, List, Optional
@@ -105,7 +106,8 @@ class Choice:
                 entries = []
                 if self.want_logprobs:
                     token = self.tokenizer.decode([step.token_id])
-                    entries = [{"token": token, "logprob": float(step.log_prob),
+                    lp = float(step.log_prob)  # NaN under beam search: not per token
+                    entries = [{"token": token, "logprob": None if math.isnan(lp) else lp,
                                 "bytes": list(token.encode("utf-8")), "top_logprobs": []}]
                     self.logprobs.extend(entries)
                 if text or entries:

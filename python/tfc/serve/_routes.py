@@ -80,6 +80,19 @@ def create_app(backend: Backend, *, api_key: Optional[str] = None, max_queue: in
             return endpoint
         return wrap
 
+    def sse_response(choices, chunk, sampling, n_prompt: int, arrived: float) -> Response:
+        """The streamed answer (Server.stream), observed in the metrics when it ends."""
+        async def body():
+            try:
+                async for part in server.stream(choices, chunk,
+                                                lambda: usage_of(n_prompt, choices), sampling):
+                    yield part
+            finally:
+                server.observe(choices, arrived, n_prompt)
+
+        return StreamingResponse(body(), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache"})
+
     @handler("/health")
     async def health(request: Request) -> Response:
         if server.draining:
@@ -113,7 +126,8 @@ def create_app(backend: Backend, *, api_key: Optional[str] = None, max_queue: in
         server.check_kind("/v1/completions", ("generate", "translate"))
         prompts = [backend.encode_prompt(p) if isinstance(p, str) else list(p)
                    for p in req.prompts]
-        vocab = backend.model.outputs[0].shape[-1] if backend.kind == "generate" else None
+        logits = [o for o in backend.model.outputs if o.name == "logits"]
+        vocab = logits[0].shape[-1] if logits and backend.kind == "generate" else None
         for i, ids in enumerate(prompts):
             if isinstance(vocab, int) and any(not 0 <= t < vocab for t in ids):
                 raise bad("prompt", f"prompt {i} holds a token id outside [0, {vocab})")
@@ -135,17 +149,7 @@ def create_app(backend: Backend, *, api_key: Optional[str] = None, max_queue: in
                                      "logprobs": logprobs(entries) if req.sampling.logprobs
                                      else None, "finish_reason": finish}]}
 
-            async def body_iter():
-                try:
-                    async for part in server.stream(choices, chunk,
-                                                    lambda: usage_of(n_prompt, choices),
-                                                    req.sampling):
-                        yield part
-                finally:
-                    server.observe(choices, arrived, n_prompt)
-
-            return StreamingResponse(body_iter(), media_type="text/event-stream",
-                                     headers={"Cache-Control": "no-cache"})
+            return sse_response(choices, chunk, req.sampling, n_prompt, arrived)
         try:
             await server.complete(choices, _disconnected(request))
         finally:
@@ -188,17 +192,7 @@ def create_app(backend: Backend, *, api_key: Optional[str] = None, max_queue: in
                                      if req.sampling.logprobs else None,
                                      "finish_reason": finish}]}
 
-            async def body_iter():
-                try:
-                    async for part in server.stream(choices, chunk,
-                                                    lambda: usage_of(len(ids), choices),
-                                                    req.sampling):
-                        yield part
-                finally:
-                    server.observe(choices, arrived, len(ids))
-
-            return StreamingResponse(body_iter(), media_type="text/event-stream",
-                                     headers={"Cache-Control": "no-cache"})
+            return sse_response(choices, chunk, req.sampling, len(ids), arrived)
         try:
             await server.complete(choices, _disconnected(request))
         finally:
