@@ -4,14 +4,13 @@
 
   PYTHONPATH=build/python-text-site build/bench-venv/bin/with-libs \\
       build/bench-venv/bin/python bench/bench_serve.py --shape qwen2.5-0.5b \\
-      --clients 1 4 16 64 --seconds 60 --markdown
-  (or: bench/peers/run.sh serve ... once run.sh knows `serve`; --shape tiny: a smoke test)
+      --clients 1 4 16 64 --seconds 60 --markdown     (--shape tiny: a smoke test)
 Needs the bench venv (bench/peers/setup_venv.sh, bench/peers/setup_llama.sh) plus the
 llama.cpp server's extras: build/bench-venv/bin/pip install 'llama-cpp-python[server]'.
-The tfc package must be importable by the venv's python: PYTHONPATH=SITE, where SITE is
-a `pip install --target` of this tree (ctest python-text-install makes
-build/python-text-site, as tests/python/run_text.sh uses it; --tfc-site SITE, default
-that folder when tfc is not importable otherwise).
+The tfc package must be importable by the venv's python: PYTHONPATH=SITE, a `pip install
+--target SITE` of this tree, as tests/python/run_text.sh uses build/python-text-site
+(ctest python-text-install makes it; --tfc-site, default that folder, is used when tfc
+is not importable otherwise).
 
 The model: a Qwen2ForCausalLM at Qwen2.5-0.5B's shape (hidden 896, 24 layers, 14 heads
 over 2 key/value heads, intermediate 4864, vocabulary 151936, tied embeddings, q/k/v
@@ -23,12 +22,10 @@ emits decodes to text in both engines), <|endoftext|> <|im_start|> <|im_end|> la
 pre-tokenizer 'qwen2' (it cannot recognise a tokenizer it has not seen; see to_gguf), so
 both engines tokenize every prompt alike. --shape tiny: hidden 64, 2 layers, 2048 tokens.
 Servers, both started once on free loopback ports with --threads T each:
-  tfc     python -m tfc.serve DIR --precision int8 --threads T (compiled into a
-          temporary $TFC_CACHE_DIR)
+  tfc     python -m tfc.serve DIR --precision int8 --threads T (cache: a temporary folder)
   llama   python -m llama_cpp.server --model Q8_0.gguf --n_threads T --n_threads_batch T
-          --n_ctx 2048 --chat_format chatml --interrupt_requests False (llama-cpp-python's
-          server runs one request at a time; by default a new request would cut the
-          running stream short)
+          --n_ctx 2048 --chat_format chatml --interrupt_requests False (it runs one request
+          at a time; by default a new request cuts the running stream short)
 Load: a fixed trace (seed 0) of 256 one-message chat requests with prompts of 16 to 256
 tokens of random words, replayed in order by N concurrent streaming clients (asyncio,
 HTTP/1.1 over loopback, no client library) for --seconds each, greedy (temperature 0),
@@ -36,7 +33,8 @@ HTTP/1.1 over loopback, no client library) for --seconds each, greedy (temperatu
 request after --seconds; requests still running get --drain more seconds, then are cut
 (counted as "cut"; their TTFT, when they had no token yet, enters the percentiles as a
 lower bound, shown as ">X"). Levels are interleaved (tfc at 1 client, llama at 1, tfc at
-4, ...), after one untimed warm-up request each.
+4, ...), after one untimed warm-up request each; after each level one untimed 1-token
+request waits until the server is idle.
 Report per engine and level: output tokens/s = all completion tokens received / the
 level's wall time (first request to the last end); TTFT = request sent to the first
 content chunk; TPOT = (last content chunk - first) / (tokens - 1) per request; p50 and
@@ -44,7 +42,7 @@ p95 over the level's requests; errors = HTTP errors, error chunks, broken stream
 Tokens: tfc's `usage` (on its last chunk); llama.cpp's server sends no usage when
 streaming, so its content chunks are counted (one per token here: every token is
 plain ASCII text). The issue's target: tfc ahead on throughput at 16 and 64 clients, at
-an equal or lower p95 TTFT, with zero failed requests.
+an equal or lower p95 TTFT, with zero failed requests. Exits 1 only when setup fails.
 """
 import argparse
 import asyncio
@@ -81,9 +79,6 @@ MAX_REQUESTS = 10000  # per engine and level
 MODEL_ID = "bench"
 
 
-# -------------------------------------------------------------------------------------
-# The checkpoint: tokenizer, random Qwen2, GGUF.
-# -------------------------------------------------------------------------------------
 def tokenizer(d, vocab_size):
     """A byte-level BPE of exactly |vocab_size| tokens, built (not trained): the 256
     byte tokens, then merges of lowercase letters ('Ġ' is the space before a word) in
@@ -172,9 +167,6 @@ def make_trace(tok, n, lo=16, hi=256, seed=0):
     return texts, lengths
 
 
-# -------------------------------------------------------------------------------------
-# Servers.
-# -------------------------------------------------------------------------------------
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -185,10 +177,9 @@ class Server:
     """One server process on a loopback port, its output in a log file."""
 
     def __init__(self, name, cmd, port, ready_path, log_path, env=None):
-        self.name, self.port, self.log_path = name, port, log_path
+        self.name, self.port, self.ready_path, self.log_path = name, port, ready_path, log_path
         self.log = open(log_path, "w")
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env)
-        self.ready_path = ready_path
 
     def wait_ready(self, timeout):
         deadline = time.time() + timeout
@@ -213,7 +204,7 @@ class Server:
 
     def close(self):
         if self.proc.poll() is None:
-            self.proc.terminate()
+            self.proc.terminate()  # both servers drain and exit on SIGTERM
             try:
                 self.proc.wait(timeout=40)
             except subprocess.TimeoutExpired:
@@ -223,13 +214,12 @@ class Server:
 
 
 def tfc_env(site):
-    """The environment for `python -m tfc.serve`: |site| first on PYTHONPATH, or
-    None when tfc is importable without it; raises when it is not importable at all."""
+    """The environment for `python -m tfc.serve`: os.environ, with |site| first on
+    PYTHONPATH unless tfc imports without it; raises when it imports with neither."""
     env = dict(os.environ)
-    for path in ([None] + ([site] if site else [])):
+    for path in (None, site):
         if path:
-            env["PYTHONPATH"] = os.pathsep.join(p for p in (path, os.environ.get("PYTHONPATH"))
-                                                if p)
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, (path, env.get("PYTHONPATH"))))
         r = subprocess.run([sys.executable, "-c", "import tfc.serve, uvicorn, starlette"],
                            env=env, capture_output=True, text=True, cwd="/")
         if r.returncode == 0:
@@ -240,9 +230,6 @@ def tfc_env(site):
         "makes build/python-text-site) or pass --tfc-site SITE\n" + jc.first_line(r.stderr))
 
 
-# -------------------------------------------------------------------------------------
-# The load: streaming chat requests over raw HTTP/1.1.
-# -------------------------------------------------------------------------------------
 async def body_pieces(reader, chunked):
     """The response body as it comes, chunked transfer encoding or read to EOF."""
     if not chunked:
@@ -341,7 +328,7 @@ def percentile(samples, p):
     if not samples:
         return "-"
     v, bound = sorted(samples)[max(0, math.ceil(p / 100 * len(samples)) - 1)]
-    return f"{'>' if bound else ''}{v * 1e3:.0f}"
+    return f"{'>' if bound else ''}{v * 1e3:.{1 if v < 0.01 else 0}f}"
 
 
 def summarize(recs, wall):
@@ -368,9 +355,6 @@ def summarize(recs, wall):
                 p95=sorted(ttft)[max(0, math.ceil(0.95 * len(ttft)) - 1)][0] if ttft else None)
 
 
-# -------------------------------------------------------------------------------------
-# Main.
-# -------------------------------------------------------------------------------------
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--shape", default="qwen2.5-0.5b", choices=sorted(SHAPES))
@@ -392,11 +376,9 @@ def main():
     t0 = time.time()
     log = lambda s: print(f"[{time.time() - t0:5.0f} s] {s}", flush=True)  # noqa: E731
 
-    env = None
     try:
         if "tfc" in a.engines:
-            env = tfc_env(a.tfc_site if os.path.isfile(
-                os.path.join(a.tfc_site, "tfc", "__init__.py")) else None)
+            env = tfc_env(a.tfc_site)
         if "llama" in a.engines:
             r = subprocess.run([sys.executable, "-c", "import llama_cpp.server.app"],
                                capture_output=True, text=True)
@@ -414,12 +396,12 @@ def main():
     dims = SHAPES[a.shape]
     tok = checkpoint(d, dims)
     texts, lengths = make_trace(tok, TRACE_LEN)
-    import llama_cpp
-    import transformers
+    from importlib.metadata import version
     log(f"Qwen2 {a.shape} {dims}, random weights; trace: {TRACE_LEN} chat requests, prompts "
         f"{min(lengths)}-{max(lengths)} tokens (mean {np.mean(lengths):.0f}), at most "
         f"{a.max_tokens} new, greedy; {jc.cpu_summary()}; {a.threads} threads per server; "
-        f"llama-cpp-python {llama_cpp.__version__}, transformers {transformers.__version__}")
+        + ", ".join(f"{p} {version(p)}" for p in ("llama-cpp-python", "transformers")
+                    if p != "llama-cpp-python" or "llama" in a.engines))
 
     servers = {}
     try:
@@ -455,12 +437,22 @@ def main():
         return [dict(model=MODEL_ID, messages=[{"role": "user", "content": t}], stream=True,
                      max_tokens=a.max_tokens, temperature=0, **extra) for t in texts]
 
+    def single(name, max_tokens):
+        """One untimed request, awaited (at most 600 s): the warm-up, and after each
+        level the wait until the server is idle (llama.cpp's server still prefills the
+        queued requests of cut clients before it notices they left)."""
+        rec = dict(first=None, last=None, chunks=0, usage=None, done=False, err=None)
+        body = dict(bodies(name)[0], max_tokens=max_tokens)
+        try:
+            asyncio.run(asyncio.wait_for(request(servers[name].port, body, rec), 600))
+        except asyncio.TimeoutError:
+            rec["err"] = "no answer in 600 s"
+        return rec["err"] or f"{rec['usage'] or rec['chunks']} tokens"
+
     results = {}
     try:
-        for name in a.engines:  # one untimed warm-up request each
-            rec = dict(first=None, last=None, chunks=0, usage=None, done=False, err=None)
-            asyncio.run(request(servers[name].port, bodies(name)[0], rec))
-            log(f"{name} warm-up: " + (rec["err"] or f"{rec['usage'] or rec['chunks']} tokens"))
+        for name in a.engines:
+            log(f"{name} warm-up: {single(name, a.max_tokens)}")
         for c in a.clients:
             for name in a.engines:
                 recs, wall = asyncio.run(run_level(servers[name].port, bodies(name), c,
@@ -469,6 +461,7 @@ def main():
                 log(f"{name} x{c}: {s['tps']:.1f} tokens/s, {s['done']} done, {s['cut']} cut, "
                     f"{s['errors']} errors, TTFT p95 {s['ttft95']} ms"
                     + (f"; first error: {s['first_error']}" if s["errors"] else ""))
+                single(name, 1)
                 time.sleep(1)  # let the server settle before the other one's turn
     finally:
         for s in servers.values():

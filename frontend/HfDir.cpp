@@ -109,9 +109,10 @@ const std::vector<Family> &families() {
         {"scale_attn_weights", {"true"}}}},
       // Mistral is Llama with a sliding window on every layer; without one
       // (Mistral 7B v0.2 and later) it is Llama. Qwen2 adds q/k/v biases,
-      // Qwen3 per-head q/k norms (llamaRope sets qkv_bias, o_bias, qk_norm).
+      // Qwen3 per-head q/k norms, Phi-3 packed projections (llamaValues sets
+      // qkv_bias, o_bias, qk_norm, qkv_form, ff_form).
       {"llama",
-       {"llama", "mistral", "qwen2", "qwen3"},
+       {"llama", "mistral", "qwen2", "qwen3", "phi3"},
        "model.embed_tokens.weight",
        {},
        {{"mlp_bias", {"false"}}}},

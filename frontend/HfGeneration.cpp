@@ -193,12 +193,12 @@ bool llamaValues(json &cfg, const std::string &cfgText, const std::string &cfgPa
     return it != j.end() && it->is_number() ? it->get<double>() : dflt;
   };
   const std::string type0 = cfg.value("model_type", std::string("llama"));
-  // Mistral's sliding window is on every layer. Qwen2's (use_sliding_window)
+  // Mistral's and Phi-3's sliding window is on every layer. Qwen2's (use_sliding_window)
   // is on the layers from max_window_layers on, which tfc does not map yet.
   cfg["window"] = 0;
   if (auto it = cfg.find("sliding_window"); it != cfg.end() && !it->is_null() &&
                                              cfg.value("use_sliding_window", true)) {
-    if (type0 != "mistral")
+    if (type0 != "mistral" && type0 != "phi3")
       return fail("sliding_window", it->dump() + " with use_sliding_window is not supported "
                                                  "for " + type0 + " yet (its window covers "
                                                  "some layers only)");
@@ -213,6 +213,11 @@ bool llamaValues(json &cfg, const std::string &cfgText, const std::string &cfgPa
   cfg["qkv_bias"] = type0 == "qwen2" ? true : bias;
   cfg["o_bias"] = type0 == "qwen2" ? false : bias;
   cfg["qk_norm"] = type0 == "qwen3";
+  // How the projections are stored: Phi-3 packs Q, K and V in qkv_proj and the
+  // gate and up projections in gate_up_proj (models/hf/llama.yaml's *_form).
+  const bool packed = type0 == "phi3";
+  cfg["qkv_form"] = packed ? "packed" : cfg["qkv_bias"].get<bool>() ? "bias" : "plain";
+  cfg["ff_form"] = packed ? "packed" : "split";
   const double hidden = number(cfg, "hidden_size", 2048),
                heads = number(cfg, "num_attention_heads", 32);
   if (!cfg.contains("head_dim") || cfg["head_dim"].is_null())

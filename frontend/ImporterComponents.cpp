@@ -288,8 +288,6 @@ FailureOr<Value> Importer::emitAttention(const Node &n, Value x,
     dk = dModel / heads;
   }
   const int64_t inner = heads * dk;
-  if (n.get("qkv") && inner != dModel)
-    return error(*n.keyNode("head_dim"), "a packed 'qkv' needs heads * head_dim == d_model");
   // Grouped-query attention: K and V of kv_heads heads, each shared by
   // heads / kv_heads query heads (Llama 2 70B, Llama 3, Mistral, Qwen).
   int64_t kvHeads = heads;
@@ -315,8 +313,6 @@ FailureOr<Value> Importer::emitAttention(const Node &n, Value x,
     if (rotary && env.rotaryFreq.getType().cast<RankedTensorType>().getDimSize(0) * 2 > dk)
       return error(*rn, "the stack's rotary dim exceeds head_dim " + Twine(dk));
   }
-  if (kvHeads != heads && n.get("qkv"))
-    return error(*n.keyNode("kv_heads"), "kv_heads needs separate q, k and v projections");
   bool posBias = false;
   if (const Node *pb = n.get("position_bias")) {
     auto v = getBool(*pb, "position_bias");
@@ -373,9 +369,12 @@ FailureOr<Value> Importer::emitAttention(const Node &n, Value x,
     auto spec = parseLinear(*qkv, "qkv");
     if (failed(spec))
       return failure();
-    auto pq = applyLinear(*spec, x, dModel, dModel, 0, 3 * dModel);
-    auto pk = applyLinear(*spec, kvIn, dModel, dModel, dModel, 3 * dModel);
-    auto pv = applyLinear(*spec, kvIn, dModel, dModel, 2 * dModel, 3 * dModel);
+    // Q, K and V packed along the output, in that order (GPT-2's c_attn, Phi-3's
+    // qkv_proj): heads * head_dim rows of Q, then kv_heads * head_dim of K and V.
+    const int64_t total = inner + 2 * kvInner;
+    auto pq = applyLinear(*spec, x, dModel, inner, 0, total);
+    auto pk = applyLinear(*spec, kvIn, dModel, kvInner, inner, total);
+    auto pv = applyLinear(*spec, kvIn, dModel, kvInner, inner + kvInner, total);
     if (failed(pq) || failed(pk) || failed(pv))
       return failure();
     q = *pq, k = *pk, v = *pv;
@@ -614,71 +613,5 @@ FailureOr<Value> Importer::emitFusedAttention(const Node &n, Location l, Value q
                          Twine(dModel) + "): the attention needs an 'out' projection");
   return *o;
 }
-
-//===----------------------------------------------------------------------===//
-// Feed-forward
-//===----------------------------------------------------------------------===//
-
-FailureOr<Value> Importer::emitFeedForward(const Node &n, Value x) {
-  if (failed(expectMap(n, "feed_forward")) ||
-      failed(checkKeys(n, "feed_forward", {"fc1", "fc2", "gate", "activation", "d_ff"})))
-    return failure();
-  int64_t dff;
-  if (const Node *d = n.get("d_ff")) {
-    auto v = evalInt(*d, "d_ff");
-    if (failed(v))
-      return failure();
-    dff = *v;
-  } else {
-    if (!paramNodes.count("d_ff"))
-      return error(n, "feed_forward needs 'd_ff' (or a 'd_ff' parameter)");
-    auto v = paramInt("d_ff", n);
-    if (failed(v))
-      return failure();
-    dff = *v;
-  }
-  // The activations are a table next to the ops: table (ImporterOps.cpp).
-  const std::vector<std::string> names = activationNames();
-  std::string actName = names.front();
-  if (const Node *a = n.get("activation")) {
-    auto v = getChoice(*a, "activation", names);
-    if (failed(v))
-      return failure();
-    actName = *v;
-  }
-  auto fc1n = require(n, "fc1", "feed_forward");
-  auto fc2n = require(n, "fc2", "feed_forward");
-  if (failed(fc1n) || failed(fc2n))
-    return failure();
-  auto fc1 = parseLinear(**fc1n, "fc1");
-  auto fc2 = parseLinear(**fc2n, "fc2");
-  if (failed(fc1) || failed(fc2))
-    return failure();
-  auto h = applyLinear(*fc1, x, dModel, dff);
-  if (failed(h))
-    return failure();
-  if (const Node *gn = n.get("gate")) {
-    // A gated feed-forward (T5 v1.1's wi_0 / wi_1, GLU variants):
-    // fc2(act(gate(x)) * fc1(x)).
-    auto gate = parseLinear(*gn, "gate");
-    if (failed(gate))
-      return failure();
-    auto gv = applyLinear(*gate, x, dModel, dff);
-    if (failed(gv))
-      return failure();
-    auto ga = buildActivation(actName, loc(n), *gv);
-    if (failed(ga))
-      return failure();
-    auto prod = make<td::MulOp>(loc(n), {*ga, *h});
-    if (failed(prod))
-      return failure();
-    return applyLinear(*fc2, *prod, dff, dModel);
-  }
-  auto a = buildActivation(actName, loc(n), *h);
-  if (failed(a))
-    return failure();
-  return applyLinear(*fc2, *a, dff, dModel);
-}
-
 
 } // namespace tfc::detail

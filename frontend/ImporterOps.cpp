@@ -547,4 +547,100 @@ FailureOr<Value> Importer::emitOps(const Node &block, Value x, const StackEnv &e
   return OpsBlock(*this, block).run(x, env);
 }
 
+//===----------------------------------------------------------------------===//
+// Feed-forward
+//===----------------------------------------------------------------------===//
+
+FailureOr<Value> Importer::emitFeedForward(const Node &n, Value x) {
+  if (failed(expectMap(n, "feed_forward")) ||
+      failed(checkKeys(n, "feed_forward",
+                       {"fc1", "fc2", "gate", "gate_up", "activation", "d_ff"})))
+    return failure();
+  int64_t dff;
+  if (const Node *d = n.get("d_ff")) {
+    auto v = evalInt(*d, "d_ff");
+    if (failed(v))
+      return failure();
+    dff = *v;
+  } else {
+    if (!paramNodes.count("d_ff"))
+      return error(n, "feed_forward needs 'd_ff' (or a 'd_ff' parameter)");
+    auto v = paramInt("d_ff", n);
+    if (failed(v))
+      return failure();
+    dff = *v;
+  }
+  // The activations are a table next to the ops: table (ImporterOps.cpp).
+  const std::vector<std::string> names = activationNames();
+  std::string actName = names.front();
+  if (const Node *a = n.get("activation")) {
+    auto v = getChoice(*a, "activation", names);
+    if (failed(v))
+      return failure();
+    actName = *v;
+  }
+  // fc1 first (unless the packed gate_up stands in for it), then fc2: one error
+  // for the first key missing.
+  const Node *gu = n.get("gate_up");
+  const Node *fc1n = gu ? nullptr : n.get("fc1");
+  if (!gu && !fc1n)
+    return error(n, "feed_forward needs 'fc1'");
+  auto fc2n = require(n, "fc2", "feed_forward");
+  if (failed(fc2n))
+    return failure();
+  auto fc2 = parseLinear(**fc2n, "fc2");
+  if (failed(fc2))
+    return failure();
+  if (gu) {
+    // The gate and up projections packed along the output, gate first (Phi-3's
+    // gate_up_proj): fc2(act(gate(x)) * up(x)).
+    for (const char *key : {"gate", "fc1"})
+      if (n.get(key))
+        return error(*n.keyNode(key), std::string("'") + key +
+                                           "' conflicts with the packed 'gate_up'");
+    auto spec = parseLinear(*gu, "gate_up");
+    if (failed(spec))
+      return failure();
+    auto gv = applyLinear(*spec, x, dModel, dff, 0, 2 * dff);
+    auto up = applyLinear(*spec, x, dModel, dff, dff, 2 * dff);
+    if (failed(gv) || failed(up))
+      return failure();
+    auto ga = buildActivation(actName, loc(n), *gv);
+    if (failed(ga))
+      return failure();
+    auto prod = make<td::MulOp>(loc(n), {*ga, *up});
+    if (failed(prod))
+      return failure();
+    return applyLinear(*fc2, *prod, dff, dModel);
+  }
+  auto fc1 = parseLinear(*fc1n, "fc1");
+  if (failed(fc1))
+    return failure();
+  auto h = applyLinear(*fc1, x, dModel, dff);
+  if (failed(h))
+    return failure();
+  if (const Node *gn = n.get("gate")) {
+    // A gated feed-forward (T5 v1.1's wi_0 / wi_1, GLU variants):
+    // fc2(act(gate(x)) * fc1(x)).
+    auto gate = parseLinear(*gn, "gate");
+    if (failed(gate))
+      return failure();
+    auto gv = applyLinear(*gate, x, dModel, dff);
+    if (failed(gv))
+      return failure();
+    auto ga = buildActivation(actName, loc(n), *gv);
+    if (failed(ga))
+      return failure();
+    auto prod = make<td::MulOp>(loc(n), {*ga, *h});
+    if (failed(prod))
+      return failure();
+    return applyLinear(*fc2, *prod, dff, dModel);
+  }
+  auto a = buildActivation(actName, loc(n), *h);
+  if (failed(a))
+    return failure();
+  return applyLinear(*fc2, *a, dff, dModel);
+}
+
+
 } // namespace tfc::detail

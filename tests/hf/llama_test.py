@@ -18,6 +18,10 @@ Builds small random-weight decoder-only models with save_pretrained:
     sliding_window that use_sliding_window turns off);
   - qwen3: a Qwen3ForCausalLM (per-head q/k RMSNorm before RoPE, head_dim 32
     with hidden_size 64 and 4 heads);
+  - phi3: a Phi3ForCausalLM (Q, K and V packed in qkv_proj with grouped-query
+    attention, gate and up packed in gate_up_proj);
+  - phi3-window: one with multi-query attention, a sliding window of 3 and
+    partial rotary embeddings (partial_rotary_factor 0.5);
   - gpt2: a GPT2LMHeadModel (learned positions, packed Conv1D c_attn, GELU-tanh,
     a tied head; padded with eos);
 with non-trivial norms and biases, compiles each directory with tfc and checks:
@@ -35,7 +39,7 @@ with non-trivial norms and biases, compiles each directory with tfc and checks:
 that generation_config.json's do_sample, temperature, top_k and top_p are the
 model's sampling defaults (tfrun --generate samples with them; --greedy does not);
 and that config values tfc does not implement are errors that name them: a
-yarn rope scaling and Qwen2's per-layer sliding window.
+yarn rope scaling, Phi-3's longrope and Qwen2's per-layer sliding window.
 Usage: llama_test.py TFC TFRUN WORKDIR   (run by ctest through tests/hf/run.sh)
 """
 import copy
@@ -48,7 +52,7 @@ import numpy as np
 import torch
 from hfcommon import check_cpu_cap, run
 from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
-                          MistralConfig, MistralForCausalLM,
+                          MistralConfig, MistralForCausalLM, Phi3Config, Phi3ForCausalLM,
                           Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
 
 TOL_REL = 5e-5
@@ -273,6 +277,19 @@ family("qwen3", perturb(Qwen3ForCausalLM(Qwen3Config(
     tie_word_embeddings=False, use_sliding_window=False, bos_token_id=BOS, eos_token_id=EOS,
     pad_token_id=PAD)).eval()))
 
+torch.manual_seed(10)
+family("phi3", perturb(Phi3ForCausalLM(Phi3Config(
+    vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+    original_max_position_embeddings=128, sliding_window=None, bos_token_id=BOS,
+    eos_token_id=EOS, pad_token_id=PAD)).eval()))
+torch.manual_seed(11)
+family("phi3-window", perturb(Phi3ForCausalLM(Phi3Config(
+    vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+    num_attention_heads=4, num_key_value_heads=1, max_position_embeddings=128,
+    original_max_position_embeddings=128, sliding_window=3, partial_rotary_factor=0.5,
+    initializer_range=0.2, bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD)).eval()))
+
 torch.manual_seed(8)
 # GPT-2 has no pad token: tfc pads with eos, as transformers does.
 family("gpt2", perturb(GPT2LMHeadModel(GPT2Config(
@@ -321,6 +338,11 @@ expect_error("llama-yarn", llama(), lambda c: c.update(
     rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 2.0}),
     'rope_parameters: rope type "yarn" is not supported (tfc implements default, linear and '
     'llama3; it changes the outputs, so it is not ignored)')
+# Phi-3's 128k checkpoints: longrope (short/long factors per frequency).
+expect_error("phi3-longrope", llama(), lambda c: c.update(
+    model_type="phi3", rope_scaling={"type": "longrope", "short_factor": [1.0] * 8,
+                                     "long_factor": [2.0] * 8}, rope_parameters=None),
+    'rope type "longrope" is not supported (tfc implements default, linear and llama3')
 expect_error("qwen2-window", llama(), lambda c: c.update(model_type="qwen2",
                                                          use_sliding_window=True,
                                                          sliding_window=32),

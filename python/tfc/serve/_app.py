@@ -289,6 +289,7 @@ class Server:
         tasks = [asyncio.ensure_future(pump(c)) for c in choices]
         try:
             left = len(tasks)
+            unfinished = len(choices)
             last = None
             while left:
                 item = await q.get()
@@ -297,12 +298,12 @@ class Server:
                     continue
                 if isinstance(item, BaseException):
                     raise item
-                if last is not None:
-                    yield _sse(last)
+                if item["choices"][0]["finish_reason"] is not None:
+                    unfinished -= 1
+                    if unfinished == 0:  # the last choice's last chunk carries the usage
+                        item["usage"] = usage()
                 last = item
-            if last is not None:
-                last["usage"] = usage()
-                yield _sse(last)
+                yield _sse(item)  # at once: holding a chunk back would delay the first token
             if s.include_usage:
                 final = dict(last or {}, choices=[], usage=usage())
                 yield _sse(final)
