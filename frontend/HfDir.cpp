@@ -116,6 +116,12 @@ const std::vector<Family> &families() {
        "model.embed_tokens.weight",
        {},
        {{"mlp_bias", {"false"}}}},
+      // Gemma 3's text model (Gemma3ForCausalLM): gemmaValues derives the rest.
+      {"gemma3",
+       {"gemma3_text"},
+       "model.embed_tokens.weight",
+       {},
+       {}},
   };
   return f;
 }
@@ -517,6 +523,8 @@ bool describeDirectory(const std::string &dirIn, DirModel &out, DirError &err,
   // rope_theta and rope_scaling (older configs; `type` an alias of `rope_type`).
   if (std::string(fam->name) == "llama" &&
       !llamaValues(cfg, cfgText, cfgPath, err))
+    return false;
+  if (std::string(fam->name) == "gemma3" && !gemmaValues(cfg, cfgText, cfgPath, err))
     return false;
 
   std::string text = bundledFamilyText(fam->name);

@@ -38,6 +38,13 @@ bool readGenerationSettings(const std::string &dir, const std::string &family,
 bool llamaValues(nlohmann::json &cfg, const std::string &cfgText, const std::string &cfgPath,
                  DirError &err);
 
+/// What Gemma3TextConfig derives, into |cfg|: head_dim, num_key_value_heads, the
+/// global and local layers' rope bases and linear factors, the window and
+/// global_every (models/hf/gemma3.yaml). Soft-capping and bidirectional
+/// attention, which tfc does not implement, are errors that name the field.
+bool gemmaValues(nlohmann::json &cfg, const std::string &cfgText, const std::string &cfgPath,
+                 DirError &err);
+
 } // namespace hf
 } // namespace tfc
 

@@ -103,7 +103,7 @@ bool readGenerationSettings(const std::string &dir, const std::string &family, j
     }
     // Sampling defaults: the decoder-only descriptions read do_sample (0 or 1),
     // temperature, top_k and top_p (docs/generation.md); the others cannot sample.
-    const bool decoderOnly = family == "llama" || family == "gpt2";
+    const bool decoderOnly = family == "llama" || family == "gemma3" || family == "gpt2";
     if (decoderOnly) {
       if (auto it = cfg.find("do_sample"); it != cfg.end() && !it->is_null()) {
         if (!it->is_boolean())
@@ -165,7 +165,7 @@ bool readGenerationSettings(const std::string &dir, const std::string &family, j
       if (!e.is_number_integer() || e.get<int64_t>() < 0)
         return fail(where, "eos_token_id: " + ids.dump() + " holds " + e.dump() +
                                ", not a token id", l, c);
-    if (ids.size() > 1 && family != "llama")
+    if (ids.size() > 1 && family != "llama" && family != "gemma3")
       return fail(where, "eos_token_id: " + ids.dump() + " is not supported by tfc's " +
                              family + " description (it takes one token id)", l, c);
     cfg["eos_token_id"] = ids[0];
@@ -269,6 +269,131 @@ bool llamaValues(json &cfg, const std::string &cfgText, const std::string &cfgPa
     cfg["rope_high_freq_factor"] = rope["high_freq_factor"];
     cfg["rope_original_max_len"] = rope["original_max_position_embeddings"];
   }
+  return true;
+}
+
+/// The rope of one Gemma 3 layer type: its base and its linear factor (1 for
+/// the default rope); any other rope type is an error that names it.
+static bool gemmaRope(const json &rope, double theta0, const char *where, double &theta,
+                      double &factor, std::string &msg) {
+  std::string type = "default";
+  for (const char *k : {"rope_type", "type"})
+    if (auto it = rope.find(k); it != rope.end() && it->is_string()) {
+      type = it->get<std::string>();
+      break;
+    }
+  if (type != "default" && type != "linear") {
+    msg = std::string(where) + ": rope type \"" + type + "\" is not supported (tfc implements "
+          "default and linear for Gemma 3; it changes the outputs, so it is not ignored)";
+    return false;
+  }
+  auto it = rope.find("rope_theta");
+  theta = it != rope.end() && it->is_number() ? it->get<double>() : theta0;
+  factor = 1.0;
+  if (type == "linear") {
+    auto f = rope.find("factor");
+    if (f == rope.end() || !f->is_number() || !(f->get<double>() > 0)) {
+      msg = std::string(where) + ": linear rope scaling needs a positive numeric factor";
+      return false;
+    }
+    factor = f->get<double>();
+  }
+  return true;
+}
+
+bool gemmaValues(json &cfg, const std::string &cfgText, const std::string &cfgPath,
+                 DirError &err) {
+  auto fail = [&](const char *field, const std::string &msg) {
+    auto [l, c] = keyPos(cfgText, field);
+    err = {cfgPath, l, c, std::string(field) + ": " + msg};
+    return false;
+  };
+  for (const char *f : {"attn_logit_softcapping", "final_logit_softcapping"})
+    if (auto it = cfg.find(f); it != cfg.end() && !it->is_null())
+      return fail(f, it->dump() + " is not supported (tanh soft-capping, Gemma 2's, is not "
+                                  "implemented; it changes the outputs, so it is not ignored)");
+  if (cfg.value("use_bidirectional_attention", false))
+    return fail("use_bidirectional_attention", "true is not supported (tfc's Gemma 3 is causal)");
+  const int64_t hidden = cfg.value("hidden_size", 1152), heads = cfg.value("num_attention_heads", 4);
+  if (!cfg.contains("head_dim") || cfg["head_dim"].is_null())
+    cfg["head_dim"] = hidden / std::max<int64_t>(heads, 1);
+  if (!cfg.contains("num_key_value_heads") || cfg["num_key_value_heads"].is_null())
+    cfg["num_key_value_heads"] = heads;
+  if (!cfg.contains("query_pre_attn_scalar") || cfg["query_pre_attn_scalar"].is_null())
+    cfg["query_pre_attn_scalar"] = 256;
+  if (!cfg.contains("tie_word_embeddings") || !cfg["tie_word_embeddings"].is_boolean())
+    cfg["tie_word_embeddings"] = true; // Gemma's default
+  // Which layers are global: layer_types (transformers 5), else one layer in
+  // sliding_window_pattern. tfc maps "global when i + 1 is a multiple of N".
+  const int64_t layers = cfg.value("num_hidden_layers", 26);
+  std::vector<bool> global(layers);
+  if (auto it = cfg.find("layer_types"); it != cfg.end() && it->is_array()) {
+    if ((int64_t)it->size() != layers)
+      return fail("layer_types", "has " + std::to_string(it->size()) + " entries for " +
+                                     std::to_string(layers) + " layers");
+    for (int64_t i = 0; i < layers; ++i) {
+      const json &t = (*it)[i];
+      if (t != "full_attention" && t != "sliding_attention")
+        return fail("layer_types", t.dump() + " is not full_attention or sliding_attention");
+      global[i] = t == "full_attention";
+    }
+  } else {
+    int64_t pattern = 6;
+    if (auto p = cfg.find("sliding_window_pattern"); p != cfg.end() && p->is_number_integer())
+      pattern = p->get<int64_t>();
+    if (pattern <= 0)
+      return fail("sliding_window_pattern", "must be a positive integer");
+    for (int64_t i = 0; i < layers; ++i)
+      global[i] = (i + 1) % pattern == 0;
+  }
+  int64_t every = layers + 1; // no global layer at all
+  for (int64_t i = 0; i < layers; ++i)
+    if (global[i]) {
+      every = i + 1;
+      break;
+    }
+  for (int64_t i = 0; i < layers; ++i)
+    if (global[i] != ((i + 1) % every == 0))
+      return fail(cfg.contains("layer_types") ? "layer_types" : "sliding_window_pattern",
+                  "layer " + std::to_string(i) + " breaks the pattern tfc maps (one global "
+                  "layer in every " + std::to_string(every) + ")");
+  cfg["global_every"] = every;
+  cfg["window"] = 0;
+  if (every != 1) {
+    auto it = cfg.find("sliding_window");
+    if (it == cfg.end() || !it->is_number_integer() || it->get<int64_t>() <= 0)
+      return fail("sliding_window", "the local layers need a positive integer window");
+    cfg["window"] = it->get<int64_t>();
+  }
+  // The rope of each layer type: transformers 5's rope_parameters keyed by
+  // layer type, or rope_theta + rope_scaling (global) and rope_local_base_freq.
+  json globalRope = json::object(), localRope = json::object();
+  const char *where = "rope_scaling";
+  double theta0 = cfg.value("rope_theta", 1000000.0),
+         local0 = cfg.value("rope_local_base_freq", 10000.0);
+  if (auto it = cfg.find("rope_parameters"); it != cfg.end() && it->is_object() &&
+                                             it->contains("full_attention")) {
+    where = "rope_parameters";
+    globalRope = (*it)["full_attention"];
+    if (it->contains("sliding_attention"))
+      localRope = (*it)["sliding_attention"];
+  } else if (auto it = cfg.find("rope_scaling"); it != cfg.end() && it->is_object()) {
+    globalRope = *it;
+  }
+  if (!globalRope.is_object() || !localRope.is_object())
+    return fail(where, "has a layer type's rope that is not an object");
+  double theta, factor, ltheta, lfactor;
+  std::string msg;
+  if (!gemmaRope(globalRope, theta0, where, theta, factor, msg) ||
+      !gemmaRope(localRope, local0, where, ltheta, lfactor, msg)) {
+    auto [l, c] = keyPos(cfgText, where);
+    err = {cfgPath, l, c, msg};
+    return false;
+  }
+  cfg["rope_theta"] = theta;
+  cfg["rope_factor"] = factor;
+  cfg["rope_local_theta"] = ltheta;
+  cfg["rope_local_factor"] = lfactor;
   return true;
 }
 

@@ -133,7 +133,7 @@ FailureOr<Value> Importer::applyLinear(const LinearSpec &s, Value x, int64_t in,
 FailureOr<Value> Importer::emitNorm(const Node &n, Value x, StringRef what, int64_t width) {
   const int64_t dModel = width > 0 ? width : this->dModel; // the features normalized
   if (failed(expectMap(n, what)) ||
-      failed(checkKeys(n, what, {"kind", "name", "eps", "gain", "shift"})))
+      failed(checkKeys(n, what, {"kind", "name", "eps", "gain", "shift", "offset"})))
     return failure();
   std::string kind = "layer_norm";
   if (const Node *k = n.get("kind")) {
@@ -181,6 +181,23 @@ FailureOr<Value> Importer::emitNorm(const Node &n, Value x, StringRef what, int6
   if (failed(g))
     return failure();
   Location l = loc(n, prefix.substr(0, prefix.size() - 1));
+  if (const Node *on = n.get("offset")) {
+    // The gain is offset + weight (Gemma's RMSNorm multiplies by 1 + weight,
+    // in f32): summed here, once, into a constant of the model.
+    auto off = evalNum(*on, "offset");
+    if (failed(off))
+      return failure();
+    if (off->value != 0) {
+      std::vector<float> vals = ws.materialize(prefix + gain);
+      for (float &v : vals)
+        v = static_cast<float>(v + static_cast<float>(off->value));
+      auto t = RankedTensorType::get({dModel}, b.getF32Type());
+      g = make<td::ConstantOp>(
+          l, {}, {attr("value", DenseElementsAttr::get(t, llvm::ArrayRef<float>(vals)))});
+      if (failed(g))
+        return failure();
+    }
+  }
   auto red = [&](auto tag, Value v) {
     using OpT = decltype(tag);
     return make<OpT>(l, {v}, {i64("axis", -1), attr("keepdim", b.getBoolAttr(true))});
@@ -230,7 +247,20 @@ FailureOr<Value> Importer::emitNorm(const Node &n, Value x, StringRef what, int6
 //===----------------------------------------------------------------------===//
 
 FailureOr<Value> Importer::emitAttention(const Node &n, Value x,
-                                         const StackEnv &env) {
+                                         const StackEnv &stackEnv) {
+  // `rotary:` may be this attention's own frequencies ({dim, theta, scaling}, as
+  // the stack's `rotary:`), e.g. Gemma 3's local and global layers, whose bases
+  // differ: they replace the stack's for this attention.
+  StackEnv own;
+  const Node *ownRotary = n.isMap() ? n.get("rotary") : nullptr;
+  if (ownRotary && ownRotary->isMap()) {
+    own = stackEnv;
+    if (failed(emitRotaryFrequencies(*ownRotary, own)))
+      return failure();
+  } else {
+    ownRotary = nullptr;
+  }
+  const StackEnv &env = ownRotary ? own : stackEnv;
   if (failed(expectMap(n, "attention")) ||
       failed(checkKeys(n, "attention",
                        {"type", "mask", "q", "k", "v", "qkv", "out", "heads",
@@ -302,7 +332,7 @@ FailureOr<Value> Importer::emitAttention(const Node &n, Value x,
   const int64_t kvInner = kvHeads * dk;
   bool rotary = false;
   if (const Node *rn = n.get("rotary")) {
-    auto v = getBool(*rn, "rotary");
+    auto v = ownRotary ? FailureOr<bool>(true) : getBool(*rn, "rotary");
     if (failed(v))
       return failure();
     rotary = *v;

@@ -200,6 +200,9 @@ public:
                                int64_t rowsTotal = -1);
   /// A norm over the last |width| features (0: d_model).
   FailureOr<Value> emitNorm(const Node &n, Value x, StringRef what, int64_t width = 0);
+  /// The index of the layer whose blocks are being emitted (-1 outside a
+  /// stack's layers): `i` in their expressions.
+  int64_t layerIndex = -1;
   FailureOr<Value> emitAttention(const Node &n, Value x, const StackEnv &env);
   FailureOr<Value> emitFeedForward(const Node &n, Value x);
   /// feed_forward's activations (ImporterOps.cpp, beside the ops: table), the

@@ -90,6 +90,12 @@ FailureOr<Number> Importer::evalNum(const Node &n, StringRef what) {
   if (!evalExpr(
           n.scalar,
           [&](const std::string &nm, Number &o, std::string &e) {
+            // Inside a layer's blocks, `i` is the layer's index (unless a
+            // parameter is named so): e.g. Gemma's local and global layers.
+            if (nm == "i" && layerIndex >= 0 && !paramNodes.count(nm)) {
+              o = Number{(double)layerIndex, true, {}};
+              return true;
+            }
             return resolveParam(nm, o, e);
           },
           out, err, off)) {

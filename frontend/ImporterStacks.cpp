@@ -23,8 +23,8 @@ namespace tfc::detail {
 FailureOr<Value> Importer::emitBlock(const Node &n, Value x, const StackEnv &env) {
   if (failed(expectMap(n, "block")) ||
       failed(checkKeys(n, "block",
-                       {"residual", "norm", "attention", "feed_forward", "ops",
-                        "output"})))
+                       {"residual", "norm", "post_norm", "attention", "feed_forward",
+                        "ops", "output"})))
     return failure();
   int bodies = (n.get("attention") ? 1 : 0) + (n.get("feed_forward") ? 1 : 0) +
                (n.get("ops") ? 1 : 0);
@@ -49,14 +49,23 @@ FailureOr<Value> Importer::emitBlock(const Node &n, Value x, const StackEnv &env
       return emitFeedForward(*f, in);
     return emitOps(n, in, env);
   };
+  const Node *postNorm = n.get("post_norm");
+  if (postNorm && residual != "pre")
+    return error(*n.keyNode("post_norm"), "'post_norm' is for a 'pre' residual block");
   if (residual == "pre") {
-    // x + sublayer(norm(x))
+    // x + sublayer(norm(x)), or with post_norm (Gemma 2 and 3's sandwich)
+    // x + post_norm(sublayer(norm(x))).
     auto xn = emitNorm(*norm, x, "norm");
     if (failed(xn))
       return failure();
     auto y = body(*xn);
     if (failed(y))
       return failure();
+    if (postNorm) {
+      y = emitNorm(*postNorm, *y, "post_norm");
+      if (failed(y))
+        return failure();
+    }
     return make<td::AddOp>(loc(n), {x, *y});
   }
   if (residual == "post") {
@@ -428,12 +437,14 @@ FailureOr<Value> Importer::emitStack(const Node &n, StringRef which, StackEnv &e
       std::string layerName = *pattern;
       layerName.replace(layerName.find("{i}"), 3, std::to_string(i));
       scope = layerName + ".";
+      layerIndex = i; // `i` in the blocks' expressions
       for (const Node &blk : (*bn)->items) {
         auto y = emitBlock(blk, h, env);
         if (failed(y))
           return failure();
         h = *y;
       }
+      layerIndex = -1;
       scope.clear();
     }
   }

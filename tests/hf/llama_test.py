@@ -22,6 +22,10 @@ Builds small random-weight decoder-only models with save_pretrained:
     attention, gate and up packed in gate_up_proj);
   - phi3-window: one with multi-query attention, a sliding window of 3 and
     partial rotary embeddings (partial_rotary_factor 0.5);
+  - gemma3: a Gemma3ForCausalLM (RMSNorm as 1 + w, four norms a layer, scaled
+    embeddings, query_pre_attn_scalar, q/k norms, local layers with a window of
+    3 and their own rope base beside global layers with linear rope scaling,
+    GeGLU, a tied head);
   - gpt2: a GPT2LMHeadModel (learned positions, packed Conv1D c_attn, GELU-tanh,
     a tied head; padded with eos);
 with non-trivial norms and biases, compiles each directory with tfc and checks:
@@ -39,7 +43,8 @@ with non-trivial norms and biases, compiles each directory with tfc and checks:
 that generation_config.json's do_sample, temperature, top_k and top_p are the
 model's sampling defaults (tfrun --generate samples with them; --greedy does not);
 and that config values tfc does not implement are errors that name them: a
-yarn rope scaling, Phi-3's longrope and Qwen2's per-layer sliding window.
+yarn rope scaling, Phi-3's longrope, Gemma 2's soft-capping and Qwen2's per-layer
+sliding window.
 Usage: llama_test.py TFC TFRUN WORKDIR   (run by ctest through tests/hf/run.sh)
 """
 import copy
@@ -51,7 +56,8 @@ import sys
 import numpy as np
 import torch
 from hfcommon import check_cpu_cap, run
-from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
+from transformers import (Gemma3ForCausalLM, Gemma3TextConfig, GPT2Config, GPT2LMHeadModel,
+                          LlamaConfig, LlamaForCausalLM,
                           MistralConfig, MistralForCausalLM, Phi3Config, Phi3ForCausalLM,
                           Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
 
@@ -290,6 +296,19 @@ family("phi3-window", perturb(Phi3ForCausalLM(Phi3Config(
     original_max_position_embeddings=128, sliding_window=3, partial_rotary_factor=0.5,
     initializer_range=0.2, bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD)).eval()))
 
+torch.manual_seed(12)
+# Gemma 3: layers 1 and 3 global (rope_theta 1e6 with linear scaling 2), 0 and
+# 2 local (a window of 3, rope base 1e4); query_pre_attn_scalar 24, not head_dim 32.
+family("gemma3", perturb(Gemma3ForCausalLM(Gemma3TextConfig(
+    vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=4,
+    num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=128,
+    query_pre_attn_scalar=24, sliding_window=3,
+    layer_types=["sliding_attention", "full_attention"] * 2,
+    rope_parameters={"full_attention": {"rope_type": "linear", "rope_theta": 1000000.0,
+                                        "factor": 2.0},
+                     "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}},
+    bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD)).eval()))
+
 torch.manual_seed(8)
 # GPT-2 has no pad token: tfc pads with eos, as transformers does.
 family("gpt2", perturb(GPT2LMHeadModel(GPT2Config(
@@ -338,6 +357,13 @@ expect_error("llama-yarn", llama(), lambda c: c.update(
     rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 2.0}),
     'rope_parameters: rope type "yarn" is not supported (tfc implements default, linear and '
     'llama3; it changes the outputs, so it is not ignored)')
+# Gemma 2's soft-capping is not implemented: a Gemma 3 config that asks for it.
+expect_error("gemma3-softcap", Gemma3ForCausalLM(Gemma3TextConfig(
+    vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+    num_attention_heads=4, num_key_value_heads=2, head_dim=32)).eval(),
+    lambda c: c.update(attn_logit_softcapping=50.0),
+    'attn_logit_softcapping: 50.0 is not supported (tanh soft-capping, Gemma 2\'s, is not '
+    'implemented')
 # Phi-3's 128k checkpoints: longrope (short/long factors per frequency).
 expect_error("phi3-longrope", llama(), lambda c: c.update(
     model_type="phi3", rope_scaling={"type": "longrope", "short_factor": [1.0] * 8,
