@@ -144,6 +144,11 @@ bool readGenerationSettings(const std::string &dir, const std::string &family, j
       if (it == cfg.end() || it->is_null() || *it == dflt ||
           (dflt.is_number() && it->is_number() && it->get<double>() == dflt.get<double>()))
         continue;
+      if (std::string(f) == "repetition_penalty")
+        return bad(f, it->dump() + " is not supported as the model's default (model.bin "
+                                   "records none; it changes the tokens, so it is not "
+                                   "ignored): give it per request (tfrun "
+                                   "--repetition-penalty, repetition_penalty= in Python)");
       return bad(f, it->dump() + " is not supported by tfc's generation (it changes the "
                                  "tokens, so it is not ignored; docs/generation.md lists what "
                                  "tfc implements)");

@@ -225,7 +225,8 @@ using Generated = std::vector<std::pair<std::vector<int64_t>, float>>;
 
 /// The C options of Session.generate / Engine.submit's arguments.
 tfrun_generate_options_t options(int beam, int max_len, float length_penalty, bool sample,
-                                 float temperature, int top_k, float top_p, uint64_t seed) {
+                                 float temperature, int top_k, float top_p, uint64_t seed,
+                                 float repetition_penalty, float min_p) {
   tfrun_generate_options_t o;
   tfrun_generate_options_init(&o);
   o.beam_width = beam;
@@ -236,14 +237,17 @@ tfrun_generate_options_t options(int beam, int max_len, float length_penalty, bo
   o.top_k = top_k;
   o.top_p = top_p;
   o.seed = seed;
+  o.repetition_penalty = repetition_penalty;
+  o.min_p = min_p;
   return o;
 }
 
 Generated generate(Session &self, const std::vector<std::pair<std::string, Input>> &inputs,
                    int beam, int max_len, float length_penalty, bool sample, float temperature,
-                   int top_k, float top_p, uint64_t seed, std::optional<nb::callable> callback) {
-  const tfrun_generate_options_t o =
-      options(beam, max_len, length_penalty, sample, temperature, top_k, top_p, seed);
+                   int top_k, float top_p, uint64_t seed, float repetition_penalty, float min_p,
+                   std::optional<nb::callable> callback) {
+  const tfrun_generate_options_t o = options(beam, max_len, length_penalty, sample, temperature,
+                                             top_k, top_p, seed, repetition_penalty, min_p);
   Stream stream;
   if (callback)
     stream.fn = *callback;
@@ -295,9 +299,10 @@ struct Engine {
 uint64_t engineSubmit(Engine &self, const std::vector<std::pair<std::string, Input>> &inputs,
                       int beam, int max_len, float length_penalty, bool sample,
                       float temperature, int top_k, float top_p, uint64_t seed,
+                      float repetition_penalty, float min_p,
                       std::optional<nb::callable> callback) {
-  const tfrun_generate_options_t o =
-      options(beam, max_len, length_penalty, sample, temperature, top_k, top_p, seed);
+  const tfrun_generate_options_t o = options(beam, max_len, length_penalty, sample, temperature,
+                                             top_k, top_p, seed, repetition_penalty, min_p);
   std::vector<std::vector<int64_t>> shapes(inputs.size());
   std::vector<tfrun_input_t> ins(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -424,6 +429,7 @@ NB_MODULE(_tfc, mod) {
       .def("submit", &engineSubmit, nb::arg("inputs"), nb::arg("beam"), nb::arg("max_len"),
            nb::arg("length_penalty"), nb::arg("sample"), nb::arg("temperature"),
            nb::arg("top_k"), nb::arg("top_p"), nb::arg("seed"),
+           nb::arg("repetition_penalty") = 1.0f, nb::arg("min_p") = 0.0f,
            nb::arg("callback").none() = nb::none())
       .def(
           "wait",
@@ -541,6 +547,7 @@ NB_MODULE(_tfc, mod) {
       .def("generate", &generate, nb::arg("inputs"), nb::arg("beam"), nb::arg("max_len"),
            nb::arg("length_penalty"), nb::arg("sample"), nb::arg("temperature"),
            nb::arg("top_k"), nb::arg("top_p"), nb::arg("seed"),
+           nb::arg("repetition_penalty") = 1.0f, nb::arg("min_p") = 0.0f,
            nb::arg("callback").none() = nb::none())
       .def("memory_info", [](Session &s) {
         tfrun_memory_info_t i;

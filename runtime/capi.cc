@@ -349,6 +349,8 @@ void tfrun_generate_options_init(tfrun_generate_options_t *o) {
   o->temperature = std::nanf(""); // the model's (1 unless its config says)
   o->top_k = -1;                  // the model's (0; a Hugging Face directory's 50)
   o->top_p = std::nanf("");       // the model's (1 unless its config says)
+  o->repetition_penalty = 1.0f;   // off
+  o->min_p = 0.0f;                // off
   o->seed = 0;
   o->bos_id = o->eos_id = o->pad_id = -1;
 }

@@ -151,6 +151,22 @@ void banTokens(const SearchOptions &opt, const std::vector<int64_t> &seq, int64_
     x[v] = -std::numeric_limits<float>::infinity();
 }
 
+/// transformers' RepetitionPenaltyLogitsProcessor: each distinct token of |seq|
+/// has its score divided by the penalty, or multiplied when it is negative.
+void penalizeRepeats(const SearchOptions &opt, const std::vector<int64_t> &seq, int64_t vocab,
+                     float *x) {
+  const float p = opt.repetition_penalty;
+  if (p == 1.0f)
+    return;
+  thread_local std::vector<uint8_t> seen;
+  seen.assign(static_cast<size_t>(vocab), 0);
+  for (int64_t v : seq)
+    if (v >= 0 && v < vocab && !seen[v]) {
+      seen[v] = 1;
+      x[v] = x[v] < 0 ? x[v] * p : x[v] / p;
+    }
+}
+
 /// log(sum(exp(l))): log_softmax(l)[v] = l[v] - this (one vectorized pass;
 /// backends/cpu/search_cpu.h).
 float logSumExp(const float *l, int64_t vocab) { return tfc::cpu::rowLogSumExp(l, vocab); }
@@ -216,6 +232,21 @@ public:
       }
       m = c;
     }
+    // min-p: of that prefix, the tokens at least min_p times as likely as the
+    // first (e(first) is 1), the first always; m = their mass.
+    if (opt.min_p > 0.0f) {
+      double c = 0;
+      int64_t keep = 0;
+      for (int64_t i = 0; i < prefix; ++i) {
+        const double p = e(sortedAt(i));
+        if (i > 0 && p < static_cast<double>(opt.min_p))
+          break;
+        c += p;
+        keep = i + 1;
+      }
+      prefix = keep;
+      m = c;
+    }
     // The first token whose renormalized cumulative probability exceeds u.
     const double u = static_cast<double>(rng() >> 11) * 0x1.0p-53;
     const double target = u * m;
@@ -276,7 +307,7 @@ Status singleRowSearch(StepModel &model, const std::vector<std::vector<int64_t>>
       rngs.emplace_back(opt.seed + 0x9E3779B97F4A7C15ull * (b + 1));
     sampler = std::make_unique<Sampler>(vocab);
   }
-  const bool bans = bansTokens(opt);
+  const bool bans = processesLogits(opt);
   std::vector<float> processed(bans ? vocab : 0);
   std::vector<int64_t> seq;
   int64_t pos0 = 0;
@@ -313,6 +344,7 @@ Status singleRowSearch(StepModel &model, const std::vector<std::vector<int64_t>>
         seq.assign(prompts[b].begin(), prompts[b].end());
         seq.insert(seq.end(), out.ids[b].begin(), out.ids[b].end());
         std::copy(l, l + vocab, processed.begin());
+        penalizeRepeats(opt, seq, vocab, processed.data());
         banTokens(opt, seq, vocab, processed.data());
         l = processed.data();
       }
@@ -390,6 +422,15 @@ Status validateSearch(const StepModel &model, const std::vector<std::vector<int6
     return invalidArg(format("top_p must be in (0, 1], got %g", double(opt.top_p)));
   if (opt.top_k < 0)
     return invalidArg(format("top_k must be at least 0 (0 = off), got %d", opt.top_k));
+  if (!(opt.min_p >= 0.0f && opt.min_p <= 1.0f))
+    return invalidArg(format("min_p must be in [0, 1], got %g", double(opt.min_p)));
+  if (!(opt.repetition_penalty > 0.0f) || !std::isfinite(opt.repetition_penalty))
+    return invalidArg(format("repetition_penalty must be positive, got %g",
+                             double(opt.repetition_penalty)));
+  if (opt.repetition_penalty != 1.0f && (opt.beam > 1 || forBeamSearch))
+    return invalidArg(format("repetition_penalty %g cannot be combined with beam search "
+                             "(beam width %d); greedy search and sampling take it",
+                             double(opt.repetition_penalty), opt.beam));
   if (opt.sample && (opt.beam > 1 || forBeamSearch))
     return invalidArg(
         format("beam search (beam width %d) cannot be combined with sampling", opt.beam));

@@ -59,6 +59,10 @@ struct SearchOptions {
   float temperature = 1.0f;    ///< > 0 when sampling
   int top_k = 0;               ///< >= 0; 0 = off
   float top_p = 1.0f;          ///< in (0, 1]; 1 = off
+  float min_p = 0.0f;          ///< in [0, 1]; 0 = off (after top-k and top-p)
+  /// transformers' RepetitionPenaltyLogitsProcessor (> 0; 1 = off): a token of the
+  /// sequence so far has its logit divided by it, multiplied when negative.
+  float repetition_penalty = 1.0f;
   uint64_t seed = 0;
   int64_t bos = 1, eos = 2, pad = 0;
   /// More ids that end a sequence as eos does (Llama 3's eos_token_id list);

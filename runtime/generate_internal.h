@@ -36,6 +36,12 @@ inline bool bansTokens(const SearchOptions &opt) {
   return opt.suppress >= 0 || opt.min_length > 0 || opt.no_repeat_ngram > 0;
 }
 
+/// Whether greedy search and sampling choose from processed scores: a ban, or
+/// the repetition penalty.
+inline bool processesLogits(const SearchOptions &opt) {
+  return bansTokens(opt) || opt.repetition_penalty != 1.0f;
+}
+
 /// The tokens transformers' logits processors ban after the decoder sequence
 /// |seq| (its prompt or start token, then the new tokens): bad_words_ids'
 /// single token, eos while seq is shorter than min_length

@@ -339,6 +339,8 @@ Status planGeneration(const Model &m, const std::vector<Session::Input> &inputs,
   opt.temperature = std::isnan(o.temperature) ? (float)m.gen.temperature : o.temperature;
   opt.top_k = o.top_k < 0 ? (int)m.gen.topK : o.top_k;
   opt.top_p = std::isnan(o.top_p) ? (float)m.gen.topP : o.top_p;
+  opt.min_p = o.min_p;
+  opt.repetition_penalty = o.repetition_penalty;
   opt.seed = o.seed;
   opt.onToken = std::move(onToken);
   if (opt.sample && encDec)

@@ -27,7 +27,7 @@
 extern "C" {
 #endif
 
-#define TFRUN_API_VERSION 7 /* 3: tfrun_session_memory_info, tfrun_model_input_info;
+#define TFRUN_API_VERSION 8 /* 3: tfrun_session_memory_info, tfrun_model_input_info;
                               4: tfrun_session_generate_stream,
                                  tfrun_session_clear_inputs; generate options
                                  of 0 / NaN take the model's defaults;
@@ -38,7 +38,9 @@ extern "C" {
                                  in its options (which grew), requests_preempted
                                  and kv_block_bytes in its stats; generate options
                                  of sample -1, top_k -1, temperature and top_p
-                                 NaN take the model's sampling defaults */
+                                 NaN take the model's sampling defaults;
+                              8: repetition_penalty and min_p in the generate
+                                 options (which grew) */
 
 /* Status codes. Append-only. */
 typedef enum tfrun_code_t {
@@ -219,6 +221,15 @@ typedef struct tfrun_generate_options_t {
   float top_p;            /* (0, 1]; 1 = off; NaN = the model's */
   uint64_t seed;
   int64_t bos_id, eos_id, pad_id; /* -1 = the model's */
+  /* Version 8. transformers' repetition_penalty: each token already in the
+   * sequence (the prompt, or the decoder's start token, and the new tokens) has
+   * its logit divided by it (multiplied when negative) before the choice; > 0,
+   * 1 = off; greedy search and sampling only. */
+  float repetition_penalty;
+  /* Sampling: min_p (transformers' MinPLogitsWarper), after top-k and top-p,
+   * keeps the tokens whose probability is at least min_p times the most likely
+   * one's; [0, 1], 0 = off. */
+  float min_p;
 } tfrun_generate_options_t;
 
 /* Fills |options| with the defaults: the model's beam width, max_len, length

@@ -190,7 +190,8 @@ class Engine:
     def submit(self, inputs: Mapping[str, ArrayLike], beam: int = 1,
                max_len: Optional[int] = None, length_penalty: float = 1.0,
                sample: bool = False, temperature: float = 1.0, top_k: int = 0,
-               top_p: float = 1.0, seed: int = 0) -> Request:
+               top_p: float = 1.0, seed: int = 0, repetition_penalty: float = 1.0,
+               min_p: float = 0.0) -> Request:
         """Queues a request (the arguments of ``Session.generate``) and returns its
         Request at once. Raises InvalidArgument for bad inputs or options, and
         ``tfc.Busy`` when the queue is full (nothing is queued then)."""
@@ -198,16 +199,18 @@ class Engine:
         return self._submit(inputs, tokens.put, Request, tokens,
                             beam=beam, max_len=max_len, length_penalty=length_penalty,
                             sample=sample, temperature=temperature, top_k=top_k,
-                            top_p=top_p, seed=seed)
+                            top_p=top_p, seed=seed, repetition_penalty=repetition_penalty,
+                            min_p=min_p)
 
     def _submit(self, inputs: Mapping[str, ArrayLike], put, cls, tokens, beam: int = 1,
                 max_len: Optional[int] = None, length_penalty: float = 1.0,
                 sample: bool = False, temperature: float = 1.0, top_k: int = 0,
-                top_p: float = 1.0, seed: int = 0):
+                top_p: float = 1.0, seed: int = 0, repetition_penalty: float = 1.0,
+                min_p: float = 0.0):
         """submit(), with each GenerationStep (then _DONE) handed to ``put`` from the
         engine's threads, and the request made as ``cls(self, id, tokens)``."""
         opts = Session._options(beam, max_len, length_penalty, sample, temperature, top_k,
-                                top_p, seed)
+                                top_p, seed, repetition_penalty, min_p)
 
         def on_token(batch_index, step, token_id, log_prob):
             put(GenerationStep(batch_index, step, token_id, log_prob))

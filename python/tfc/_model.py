@@ -211,7 +211,8 @@ class Session:
         return outputs
 
     @staticmethod
-    def _options(beam, max_len, length_penalty, sample, temperature, top_k, top_p, seed):
+    def _options(beam, max_len, length_penalty, sample, temperature, top_k, top_p, seed,
+                 repetition_penalty=1.0, min_p=0.0):
         if max_len is not None and (not isinstance(max_len, int) or max_len < 1):
             raise InvalidArgument(f"max_len must be a positive int or None, got {max_len!r}")
         if not isinstance(beam, int) or beam < 1:
@@ -226,21 +227,30 @@ class Session:
             raise InvalidArgument(f"top_p must be in (0, 1], got {float(top_p)}")
         if math.isnan(float(temperature)):
             raise InvalidArgument(f"temperature must be a number, got {float(temperature)}")
+        if math.isnan(float(min_p)):
+            raise InvalidArgument(f"min_p must be in [0, 1], got {float(min_p)}")
+        if math.isnan(float(repetition_penalty)):
+            raise InvalidArgument(f"repetition_penalty must be positive, got "
+                                  f"{float(repetition_penalty)}")
         return (beam, max_len or 0, float(length_penalty), bool(sample), float(temperature),
-                int(top_k), float(top_p), seed)
+                int(top_k), float(top_p), seed, float(repetition_penalty), float(min_p))
 
     def generate(self, inputs: Mapping[str, ArrayLike], beam: int = 1,
                  max_len: Optional[int] = None, length_penalty: float = 1.0,
                  sample: bool = False, temperature: float = 1.0, top_k: int = 0,
-                 top_p: float = 1.0, seed: int = 0) -> List[Generation]:
+                 top_p: float = 1.0, seed: int = 0, repetition_penalty: float = 1.0,
+                 min_p: float = 0.0) -> List[Generation]:
         """Runs the decoding loop (docs/generation.md) on ``inputs``: the source ids
         (encoder-decoder) or the prompts (decoder-only), ``[batch, len]`` padded with
         pad_id. Returns one Generation per batch item. ``beam`` 1 is greedy search (or
         sampling with ``sample``); ``max_len`` counts new tokens, eos included (None: the
-        model's, docs/generation.md "The model's defaults"). The GIL is released while
+        model's, docs/generation.md "The model's defaults"). ``repetition_penalty``
+        (transformers', > 0, 1 off; greedy and sampling) divides the logits of the
+        tokens already in the sequence; ``min_p`` (sampling, [0, 1], 0 off) keeps the
+        tokens at least that fraction as likely as the best. The GIL is released while
         it runs."""
         opts = self._options(beam, max_len, length_penalty, sample, temperature, top_k,
-                             top_p, seed)
+                             top_p, seed, repetition_penalty, min_p)
         out = [Generation(list(ids), float(score))
                for ids, score in self._native.generate(_inputs(inputs), *opts)]
         warn_non_finite("scores", [g.score for g in out])  # -inf: nothing left to choose
@@ -249,7 +259,8 @@ class Session:
     def generate_tokens(self, inputs: Mapping[str, ArrayLike], beam: int = 1,
                         max_len: Optional[int] = None, length_penalty: float = 1.0,
                         sample: bool = False, temperature: float = 1.0, top_k: int = 0,
-                        top_p: float = 1.0, seed: int = 0) -> Iterator[GenerationStep]:
+                        top_p: float = 1.0, seed: int = 0, repetition_penalty: float = 1.0,
+                        min_p: float = 0.0) -> Iterator[GenerationStep]:
         """``generate`` as an iterator of GenerationStep, yielding each token as the
         decoding loop in libtfrun produces it (greedy search and sampling; beam search
         yields each item's tokens once the item is finished). The loop runs on a
@@ -257,7 +268,7 @@ class Session:
         (tfrun_session_generate_stream); closing the iterator early (``break``) stops
         the generation."""
         opts = self._options(beam, max_len, length_penalty, sample, temperature, top_k,
-                             top_p, seed)
+                             top_p, seed, repetition_penalty, min_p)
         converted = _inputs(inputs)
         q: "queue.Queue" = queue.Queue()
         stop = threading.Event()

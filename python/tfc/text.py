@@ -536,7 +536,8 @@ class Generator:
                       beam: int = 1, sample: bool = False, temperature: float = 1.0,
                       top_k: int = 0, top_p: float = 1.0, seed: int = 0,
                       batch_size: Optional[int] = None, progress: bool = False,
-                      return_full_text: bool = True) -> Union[str, List[str]]:
+                      return_full_text: bool = True, repetition_penalty: float = 1.0,
+                      min_p: float = 0.0) -> Union[str, List[str]]:
         """Continues each prompt; returns the prompt + the decoded new tokens (transformers'
         text-generation pipeline's ``generated_text``), or the new text alone with
         ``return_full_text=False``. ``max_len`` counts new tokens, eos included."""
@@ -551,7 +552,8 @@ class Generator:
                                   lambda ids, mask: {name: ids}, self.tokenizer.decode,
                                   dict(beam=beam, max_len=max_len, sample=sample,
                                        temperature=temperature, top_k=top_k, top_p=top_p,
-                                       seed=seed))
+                                       seed=seed, repetition_penalty=repetition_penalty,
+                                       min_p=min_p))
             out = [p + n if return_full_text else n for p, n in zip(prompts, new)]
             return out[0] if single else out
         size = max(1, min(batch_size or self.batch_size, _max_batch(self.model) // max(beam, 1)))
@@ -562,7 +564,8 @@ class Generator:
             ids, _ = _pad([rows[i] for i in idx], self.pad_id)
             gens = self.session.generate({name: ids}, beam=beam, max_len=max_len, sample=sample,
                                          temperature=temperature, top_k=top_k, top_p=top_p,
-                                         seed=seed)
+                                         seed=seed, repetition_penalty=repetition_penalty,
+                                         min_p=min_p)
             for i, g in zip(idx, gens):
                 new = self.tokenizer.decode(g.ids)
                 out[i] = prompts[i] + new if return_full_text else new
@@ -585,13 +588,15 @@ class Generator:
 
     def chat(self, messages: Sequence[Mapping[str, Any]], max_len: Optional[int] = None,
              sample: bool = False, temperature: float = 1.0, top_k: int = 0,
-             top_p: float = 1.0, seed: int = 0) -> str:
+             top_p: float = 1.0, seed: int = 0, repetition_penalty: float = 1.0,
+             min_p: float = 0.0) -> str:
         """The assistant's reply to a conversation (``chat_ids``), decoded without special
         tokens. ``max_len`` counts new tokens, eos included."""
         ids = np.asarray([self.chat_ids(messages)], dtype=np.int64)
         name = self.model.inputs[0].name
         options = dict(max_len=max_len, sample=sample, temperature=temperature, top_k=top_k,
-                       top_p=top_p, seed=seed)
+                       top_p=top_p, seed=seed, repetition_penalty=repetition_penalty,
+                       min_p=min_p)
         if self.engine is not None:
             gen = self.engine.submit({name: ids}, **options).result()[0]
         else:

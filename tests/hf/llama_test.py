@@ -32,6 +32,8 @@ with non-trivial norms and biases, compiles each directory with tfc and checks:
   - the logits of a right-padded batch of prompts (the real positions; causal
     attention never reads the padding after them) against the model's logits
     computed in float64, within 5e-5 of the largest logit;
+  - for llama-gqa, greedy generation with --repetition-penalty 1.3 against
+    generate(repetition_penalty=1.3);
   - greedy generation (tfrun --generate, the batch at once) against generate()
     of each prompt alone, token for token, and each sequence's score against
     transformers' transition scores (it depends on every logit of every step:
@@ -97,7 +99,7 @@ def q4_0_model(m):
     return q
 
 
-def family(tag, m, rewrite=None, precisions=False, eos=(EOS,), pad=PAD):
+def family(tag, m, rewrite=None, precisions=False, eos=(EOS,), pad=PAD, penalty=None):
     d = os.path.join(work, tag)
     m.generation_config.eos_token_id = list(eos) if len(eos) > 1 else eos[0]
     m.save_pretrained(d)
@@ -180,14 +182,14 @@ def family(tag, m, rewrite=None, precisions=False, eos=(EOS,), pad=PAD):
         return ([[int(t) for t in toks[b, :lens[b]]] for b in range(len(lengths))],
                 np.load(os.path.join(o, "scores.npy")))
 
-    def reference(beams):
+    def reference(beams, **kw):
         rows, scores = [], []
         for b, n in enumerate(lengths):
             prompt = torch.from_numpy(ids[b:b + 1, :n])
             with torch.no_grad():
                 res = m.generate(prompt, num_beams=beams, do_sample=False, max_new_tokens=N,
                                  output_scores=True, return_dict_in_generate=True,
-                                 pad_token_id=PAD, eos_token_id=list(eos))
+                                 pad_token_id=PAD, eos_token_id=list(eos), **kw)
             toks = [int(t) for t in res.sequences[0, n:]]
             ends = [i for i, t in enumerate(toks) if t in eos]
             toks = toks[:ends[0] + 1] if ends else toks
@@ -209,6 +211,16 @@ def family(tag, m, rewrite=None, precisions=False, eos=(EOS,), pad=PAD):
               f"{serr:.2g} ({'ok' if ok else 'FAIL'})")
         if not ok:
             failures.append(f"{tag}-beam{beams}")
+    if penalty:
+        # transformers' repetition_penalty, greedy: tokens and the processed scores.
+        got, gs = generated("--repetition-penalty", str(penalty))
+        want, ws = reference(1, repetition_penalty=penalty)
+        serr = float(np.abs(gs - ws).max())
+        ok = got == want and serr <= 1e-3
+        print(f"{tag}-repetition-penalty-{penalty}: tfc {got}\n    transformers {want}, score "
+              f"difference {serr:.2g} ({'ok' if ok else 'FAIL'})")
+        if not ok:
+            failures.append(f"{tag}-repetition-penalty")
 
 
 def expect_error(tag, m, rewrite, want):
@@ -237,7 +249,7 @@ def llama(**kw):
     return perturb(LlamaForCausalLM(LlamaConfig(**base)).eval())
 
 
-family("llama-gqa", llama(), precisions=True)
+family("llama-gqa", llama(), precisions=True, penalty=1.3)
 # initializer_range 0.2: with the default 0.02 a tied head over 97 tokens is
 # nearly flat (log-probabilities within 0.3 of each other), and beam search
 # then hinges on near-ties between many hypotheses.
@@ -357,6 +369,9 @@ expect_error("llama-yarn", llama(), lambda c: c.update(
     rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 2.0}),
     'rope_parameters: rope type "yarn" is not supported (tfc implements default, linear and '
     'llama3; it changes the outputs, so it is not ignored)')
+# A repetition_penalty in generation_config.json: per request only.
+expect_error("llama-repetition-default", llama(), lambda c: c.update(repetition_penalty=1.1),
+             "repetition_penalty: 1.1 is not supported as the model's default")
 # Gemma 2's soft-capping is not implemented: a Gemma 3 config that asks for it.
 expect_error("gemma3-softcap", Gemma3ForCausalLM(Gemma3TextConfig(
     vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,

@@ -66,7 +66,7 @@ class Installed(unittest.TestCase):
         self.assertTrue(os.path.realpath(tfc.__file__).startswith(os.path.realpath(sys.prefix)),
                         tfc.__file__)
         self.assertFalse(os.path.realpath(os.getcwd()).startswith(str(ROOT.resolve()) + "/python"))
-        self.assertEqual(tfc.API_VERSION, 7)
+        self.assertEqual(tfc.API_VERSION, 8)
         project = re.search(r"project\(tfc VERSION ([0-9.]+)", (ROOT / "CMakeLists.txt").read_text())
         self.assertEqual(tfc.__version__, project.group(1))
 
@@ -276,6 +276,20 @@ class Generate(Fixture):
         with self.assertRaises(tfc.InvalidArgument) as cm:
             list(s.generate_tokens({"src": SRC}, top_p=0.0))
         self.assertEqual(str(cm.exception), "top_p must be in (0, 1], got 0")
+        # repetition_penalty and min_p reach the runtime's checks (C API version 8).
+        with self.assertRaises(tfc.InvalidArgument) as cm:
+            s.generate({"src": SRC}, min_p=1.5)
+        self.assertEqual(str(cm.exception), "min_p must be in [0, 1], got 1.5")
+        with self.assertRaises(tfc.InvalidArgument) as cm:
+            s.generate({"src": SRC}, beam=2, repetition_penalty=1.2)
+        self.assertEqual(str(cm.exception), "repetition_penalty 1.2 cannot be combined with "
+                                            "beam search (beam width 2); greedy search and "
+                                            "sampling take it")
+        self.assertGreaterEqual(tfc.API_VERSION, 8)
+        # A penalty changes what greedy search chooses only where a token repeats; the
+        # result equals transformers' (tests/hf/llama_test.py). Here: it runs, and 1 is
+        # plain greedy search.
+        self.assertEqual(s.generate({"src": SRC}, max_len=10, repetition_penalty=1.0), ref)
 
 
 def with_weight(src: Path, dst: Path, name: str, index: int, value: float) -> None:

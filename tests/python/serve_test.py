@@ -246,6 +246,22 @@ class Chat(unittest.TestCase):
                                                extra_body={"top_k": 20})
         self.assertEqual(again.choices[0].text, want[0])
 
+    def test_repetition_penalty_and_min_p(self):
+        want = self.gen.generate_text("the cat", max_len=12, return_full_text=False,
+                                      repetition_penalty=1.5)
+        got = self.client.completions.create(model="tiny-llama", prompt="the cat", max_tokens=12,
+                                             temperature=0,
+                                             extra_body={"repetition_penalty": 1.5})
+        self.assertEqual(got.choices[0].text, want)
+        want = self.gen.generate_text("the cat", max_len=8, sample=True, temperature=0.9,
+                                      min_p=0.2, seed=3, return_full_text=False)
+        got = self.client.completions.create(model="tiny-llama", prompt="the cat", max_tokens=8,
+                                             temperature=0.9, seed=3, extra_body={"min_p": 0.2})
+        self.assertEqual(got.choices[0].text, want)
+        code, _, data = self.server.request("POST", "/v1/completions", {
+            "model": "tiny-llama", "prompt": "x", "repetition_penalty": 1.2, "beam": 2})
+        self.assertEqual((code, data["error"]["param"]), (400, "repetition_penalty"))
+
     def test_logprobs_sum_to_the_score(self):
         got = self.client.chat.completions.create(model="tiny-llama", messages=MESSAGES,
                                                   max_tokens=6, temperature=0, logprobs=True)

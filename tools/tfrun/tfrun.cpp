@@ -87,6 +87,10 @@ const char *kUsage =
     "                         --top-p P, --seed S (default: the model's generation\n"
     "                         config: do_sample, temperature, top_k, top_p)\n"
     "  --greedy               do not sample, whatever the model's config says\n"
+    "  --min-p P              sampling: keep the tokens at least P times as likely as\n"
+    "                         the best (after top-k and top-p; default 0: off)\n"
+    "  --repetition-penalty R greedy and sampling: divide the logits of the tokens\n"
+    "                         already in the sequence by R (transformers'; default 1)\n"
     "  --bos-id, --eos-id, --pad-id ID   override the ids compiled into the model\n"
     "  --bench N              with --generate: N timed generations; prints\n"
     "                         'generate: median X ms over N runs, T tokens, R tokens/s'\n";
@@ -338,6 +342,11 @@ int main(int argc, char **argv) {
       gopt.top_k = (int32_t)integer("--top-k", value("--top-k"), 0, 1 << 30);
     } else if (a == "--top-p") {
       gopt.top_p = (float)number("--top-p", value("--top-p"), 0, 1);
+    } else if (a == "--min-p") {
+      gopt.min_p = (float)number("--min-p", value("--min-p"), 0, 1);
+    } else if (a == "--repetition-penalty") {
+      gopt.repetition_penalty =
+          (float)number("--repetition-penalty", value("--repetition-penalty"), 1e-6, 1e6);
     } else if (a == "--seed") {
       gopt.seed = (uint64_t)integer("--seed", value("--seed"), 0, INT64_MAX);
     } else if (a == "--bos-id") {

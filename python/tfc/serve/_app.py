@@ -171,8 +171,13 @@ class Server:
         d = self.backend.defaults()
         sample = d["sample"] if s.temperature is None else s.temperature > 0
         opts = {"sample": sample, "beam": s.beam or (1 if sample else d["beam"])}
+        if s.repetition_penalty != 1.0:
+            opts["repetition_penalty"] = s.repetition_penalty
+            if not s.beam:
+                opts["beam"] = 1  # the penalty is for greedy search and sampling
         if sample:
-            opts.update(temperature=s.temperature if s.temperature is not None
+            opts.update(min_p=s.min_p,
+                        temperature=s.temperature if s.temperature is not None
                         else d["temperature"],
                         top_k=s.top_k if s.top_k is not None else d["top_k"],
                         top_p=s.top_p if s.top_p is not None else d["top_p"])
@@ -233,7 +238,7 @@ class Server:
         except InvalidArgument as e:
             for c in choices:
                 c.request.cancel()
-            raise bad("prompt", str(e)) from None
+            raise bad(None, str(e)) from None
         return choices
 
     def observe(self, choices: List[Choice], arrived: float, prompt_tokens: int) -> None:

@@ -57,6 +57,8 @@ class Sampling:
     include_usage: bool = False
     logprobs: bool = False
     beam: Optional[int] = None
+    repetition_penalty: float = 1.0
+    min_p: float = 0.0
 
 
 @dataclass
@@ -112,7 +114,7 @@ def _neutral(body: Dict[str, Any], key: str, neutral: Any, why: str) -> None:
 
 _SAMPLING_KEYS = {"model", "max_tokens", "temperature", "top_p", "top_k", "seed", "n", "stop",
                   "stream", "stream_options", "logprobs", "user", "presence_penalty",
-                  "frequency_penalty", "logit_bias", "beam"}
+                  "frequency_penalty", "logit_bias", "beam", "repetition_penalty", "min_p"}
 
 
 def _sampling(body: Dict[str, Any], chat: bool) -> Sampling:
@@ -193,6 +195,20 @@ def _sampling(body: Dict[str, Any], chat: bool) -> Sampling:
         if not _is_int(v) or not 1 <= v <= 16:
             raise bad("beam", f"'beam' must be an integer from 1 to 16, got {v!r}")
         s.beam = v
+    v = body.get("repetition_penalty")
+    if v is not None:
+        if not _is_number(v) or not 0 < v <= 10:
+            raise bad("repetition_penalty", f"'repetition_penalty' must be a number in (0, 10], "
+                                            f"got {v!r}")
+        s.repetition_penalty = float(v)
+    v = body.get("min_p")
+    if v is not None:
+        if not _is_number(v) or not 0 <= v <= 1:
+            raise bad("min_p", f"'min_p' must be a number from 0 to 1, got {v!r}")
+        s.min_p = float(v)
+    if s.beam and s.beam > 1 and s.repetition_penalty != 1.0:
+        raise bad("repetition_penalty", "'repetition_penalty' cannot be combined with beam "
+                                        "search ('beam' above 1)")
     if s.beam and s.beam > 1 and s.n > 1:
         raise bad("n", "'n' above 1 cannot be combined with beam search ('beam' above 1)")
     if user := body.get("user"):

@@ -329,7 +329,34 @@ std::vector<std::pair<int64_t, double>> refSampleDistribution(const std::vector<
     for (auto &q : p)
       q.second /= mass;
   }
+  if (opt.min_p > 0.0f) { // transformers' MinPLogitsWarper: p >= min_p * the best's
+    const double floor = opt.min_p * p[0].second;
+    size_t n = 1;
+    while (n < p.size() && p[n].second >= floor)
+      ++n;
+    p.resize(n);
+    double mass = 0;
+    for (auto &q : p)
+      mass += q.second;
+    for (auto &q : p)
+      q.second /= mass;
+  }
   return p;
+}
+
+/// transformers' RepetitionPenaltyLogitsProcessor over |fn|: each distinct token
+/// of the sequence so far divided by |penalty| (multiplied when negative).
+LogitsFn penalized(const LogitsFn &fn, float penalty) {
+  return [fn, penalty](const Tokens &hist) {
+    std::vector<float> l = fn(hist);
+    std::vector<bool> seen(l.size());
+    for (int64_t v : hist)
+      if (!seen[v]) {
+        seen[v] = true;
+        l[v] = l[v] < 0 ? l[v] * penalty : l[v] / penalty;
+      }
+    return l;
+  };
 }
 
 Ref refSample(const LogitsFn &fn, const Tokens &prompt, const SearchOptions &opt, size_t item) {
@@ -755,6 +782,82 @@ TEST(Generate, SamplingMatchesNaiveAndIsReproducible) {
     }
 }
 
+TEST(Generate, SamplingMinPMatchesNaive) {
+  struct Config {
+    float temperature;
+    int top_k;
+    float top_p, min_p;
+  };
+  for (Config c : {Config{1.0f, 0, 1.0f, 0.05f}, Config{0.7f, 0, 1.0f, 0.3f},
+                   Config{1.3f, 6, 0.9f, 0.1f}, Config{2.0f, 0, 0.95f, 0.6f}})
+    for (uint64_t seed = 0; seed < 6; ++seed) {
+      const int64_t vocab = 20;
+      LogitsFn fn = tableLogits(7000 + seed, vocab, kEos, -1.5f, 0.15f, false);
+      Prompts prompts = raggedPrompts(seed, 4, vocab, kBos, 5);
+      SearchOptions o = options(12);
+      o.sample = true;
+      o.temperature = c.temperature;
+      o.top_k = c.top_k;
+      o.top_p = c.top_p;
+      o.min_p = c.min_p;
+      o.seed = 999 + seed;
+      SearchResult a = sampleRun(fn, vocab, prompts, o);
+      std::vector<Ref> refs;
+      for (size_t b = 0; b < prompts.size(); ++b)
+        refs.push_back(refSample(fn, prompts[b], o, b));
+      std::string what = "min_p " + std::to_string(c.min_p) + " seed " + std::to_string(seed);
+      expectMatches(a, refs, what.c_str());
+    }
+  // min_p 1 keeps only the most likely token (no ties here): greedy search.
+  for (uint64_t seed = 0; seed < 6; ++seed) {
+    const int64_t vocab = 16;
+    LogitsFn fn = tableLogits(7100 + seed, vocab, kEos, -1.0f, 0.3f, false);
+    Prompts prompts = raggedPrompts(seed, 3, vocab, kBos, 4);
+    SearchResult greedy = sampleRun(fn, vocab, prompts, options(10));
+    SearchOptions o = options(10);
+    o.sample = true;
+    o.min_p = 1.0f;
+    o.seed = seed;
+    EXPECT_EQ(sampleRun(fn, vocab, prompts, o).ids, greedy.ids) << "seed " << seed;
+  }
+}
+
+TEST(Generate, RepetitionPenaltyMatchesNaive) {
+  // Greedy search and sampling choose from the penalized logits, and score with
+  // them (as transformers' compute_transition_scores does); a penalty below 1
+  // favours repeats.
+  for (float penalty : {1.5f, 0.7f})
+    for (uint64_t seed = 0; seed < 6; ++seed) {
+      const int64_t vocab = 20;
+      LogitsFn fn = tableLogits(8000 + seed, vocab, kEos, -2.0f, 0.1f, false);
+      Prompts prompts = raggedPrompts(seed, 4, vocab, kBos, 5);
+      for (bool sample : {false, true}) {
+        SearchOptions o = options(12);
+        o.repetition_penalty = penalty;
+        o.sample = sample;
+        o.seed = 31 + seed;
+        SearchResult a = sampleRun(fn, vocab, prompts, o);
+        std::vector<Ref> refs;
+        for (size_t b = 0; b < prompts.size(); ++b)
+          refs.push_back(sample ? refSample(penalized(fn, penalty), prompts[b], o, b)
+                                : refGreedy(penalized(fn, penalty), prompts[b], 12, kEos));
+        std::string what = "penalty " + std::to_string(penalty) + (sample ? " sample" : " greedy") +
+                           " seed " + std::to_string(seed);
+        expectMatches(a, refs, what.c_str());
+      }
+    }
+  // It changes the tokens: a penalty of 3 on a model that repeats.
+  const int64_t vocab = 16;
+  LogitsFn rep = tableLogits(8100, vocab, kEos, -50.0f, 0.0f, false);
+  Prompts prompts{{kBos}};
+  SearchOptions o = options(12);
+  SearchResult plain = sampleRun(rep, vocab, prompts, o);
+  o.repetition_penalty = 3.0f;
+  SearchResult pen = sampleRun(rep, vocab, prompts, o);
+  EXPECT_EQ(pen.ids[0], refGreedy(penalized(rep, 3.0f), prompts[0], 12, kEos).ids);
+  EXPECT_NE(pen.ids, plain.ids);
+}
+
 TEST(Generate, SamplingDependsOnTheSeed) {
   const int64_t vocab = 20;
   LogitsFn fn = tableLogits(4242, vocab, kEos, -50.0f, 0.0f, false);
@@ -944,6 +1047,23 @@ TEST(Generate, InvalidOptions) {
   o = options(4);
   o.top_k = -1;
   expectInvalid(o, one, "top_k must be at least 0 (0 = off), got -1");
+
+  o = options(4);
+  o.min_p = 1.5f;
+  expectInvalid(o, one, "min_p must be in [0, 1], got 1.5");
+  o.min_p = -0.1f;
+  expectInvalid(o, one, "min_p must be in [0, 1], got -0.1");
+  o.min_p = std::nanf("");
+  expectInvalid(o, one, "min_p must be in [0, 1], got nan");
+  o = options(4);
+  o.repetition_penalty = 0.0f;
+  expectInvalid(o, one, "repetition_penalty must be positive, got 0");
+  o.repetition_penalty = std::numeric_limits<float>::infinity();
+  expectInvalid(o, one, "repetition_penalty must be positive, got inf");
+  o.repetition_penalty = 1.2f;
+  o.beam = 2;
+  expectInvalid(o, one, "repetition_penalty 1.2 cannot be combined with beam search (beam "
+                        "width 2); greedy search and sampling take it");
 
   o = options(4);
   o.beam = 2;
