@@ -22,14 +22,15 @@ fi
 export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-2}
 cd "$ROOT"
 t0=$(date +%s)
-if ! "$VENV/bin/python" -m pip install --disable-pip-version-check . > "$VENV.log" 2>&1; then
+# With the [serve] extra, as the README's `tfc serve` recipe installs it.
+if ! "$VENV/bin/python" -m pip install --disable-pip-version-check ".[serve]" > "$VENV.log" 2>&1; then
   if grep -q -E "No matching distribution|Could not find a version|NewConnectionError|Failed to establish a new connection|Temporary failure in name resolution" "$VENV.log"; then
-    echo "SKIPPED: PyPI is out of reach (pip install . needs scikit-build-core, nanobind, numpy):"
+    echo "SKIPPED: PyPI is out of reach (pip install .[serve] needs scikit-build-core, nanobind, numpy, ...):"
     tail -5 "$VENV.log"
     exit 77
   fi
   cat "$VENV.log"
-  echo "FAILED: pip install . (log above)"
+  echo "FAILED: pip install .[serve] (log above)"
   exit 1
 fi
 echo "pip install . took $(( $(date +%s) - t0 )) s"
@@ -54,3 +55,10 @@ assert streamed == g[0].ids and len(g[0].ids) > 0, (streamed, g)
 print("import tfc from", os.path.dirname(tfc.__file__), "- compiled, ran", logits.shape,
       "- generated", g[0].ids, "score %.4f" % g[0].score, "- streamed", streamed)
 '
+# The venv's `tfc` command (the package's console script): `tfc serve` is the
+# server's, every other command the bundled compiler's.
+serve_help=$("$VENV/bin/tfc" serve --help)
+[[ "$serve_help" == *"--api-key"* ]] || { echo "FAILED: tfc serve --help: $serve_help"; exit 1; }
+compile_help=$("$VENV/bin/tfc" compile --help)
+[[ "$compile_help" == *"USAGE: tfc compile"* ]] || { echo "FAILED: tfc compile --help"; exit 1; }
+echo "the venv's tfc command: tfc serve --help and tfc compile --help answered"

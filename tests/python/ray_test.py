@@ -5,6 +5,8 @@ raylets, as `ray start` makes them, on 127.0.0.1), runs on it, and tears it down
   - Ray Data: a 10,000-sentence embedding job, ``map_batches(tfc.ray.Embedder, ...,
     concurrency=2)``, written to Parquet and read back, equal to tfc.Encoder in this
     process within 1e-6;
+  - Ray Data's text-to-text classes: ``tfc.ray.Translator`` and ``tfc.ray.Generator``
+    give what tfc.Translator and tfc.Generator give, row for row;
   - Ray Serve: ``tfc.ray.deployment`` with two replicas, both running, answering the
     official openai client with what tfc.Generator gives.
 Every wait is bounded; all traffic stays on 127.0.0.1.
@@ -82,6 +84,29 @@ class OnACluster(unittest.TestCase):
             np.testing.assert_allclose(got, want[ids], atol=1e-6)
         finally:
             shutil.rmtree(out, ignore_errors=True)
+
+    def test_data_translator_and_generator(self):
+        """The text-to-text classes: each row's output equals the helper's, in order."""
+        d, _, _ = tt.marian()
+        texts = [t for t in tt.CORPUS[:24]]
+        ds = ray.data.from_items([{"id": i, "text": t} for i, t in enumerate(texts)])
+        rows = ds.map_batches(tfc.ray.Translator,
+                              fn_constructor_kwargs={"model": str(d), "beam": 2, "max_len": 12,
+                                                     "threads": 1},
+                              concurrency=1, batch_size=8, num_cpus=1).take_all()
+        got = {r["id"]: r["translation"] for r in rows}
+        want = tfc.Translator(d, threads=1).translate(texts, beam=2, max_len=12)
+        self.assertEqual([got[i] for i in range(len(texts))], want)
+        g = st.llama_dir()
+        prompts = texts[:12]
+        rows = ray.data.from_items([{"id": i, "prompt": t} for i, t in enumerate(prompts)]) \
+            .map_batches(tfc.ray.Generator, fn_constructor_kwargs={"model": str(g), "max_len": 8,
+                                                                  "threads": 1},
+                         concurrency=1, batch_size=6, num_cpus=1).take_all()
+        got = {r["id"]: r["generated_text"] for r in rows}
+        want = tfc.Generator(g, threads=1).generate_text(prompts, max_len=8,
+                                                         return_full_text=False)
+        self.assertEqual([got[i] for i in range(len(prompts))], want)
 
     def test_serve_two_replicas_answer_openai(self):
         from ray import serve

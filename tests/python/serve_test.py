@@ -17,7 +17,6 @@ Every loop is bounded in count and time; all traffic goes to 127.0.0.1.
 """
 from __future__ import annotations
 
-import base64
 import http.client
 import json
 import os
@@ -346,6 +345,17 @@ class Encoders(unittest.TestCase):
                                      "encoding_format": "float"})[2]
             np.testing.assert_allclose(floats["data"][0]["embedding"], want[0], atol=1e-6)
             self.assertGreater(floats["usage"]["prompt_tokens"], 0)
+            # A model.bin with --tokenizer DIR serves the same vectors.
+            binp = tt.WORK / "bert-serve.bin"
+            tfc.compile(d).save(binp)
+            from_bin = Server(binp, "--tokenizer", str(d))
+            try:
+                e2 = from_bin.client().embeddings.create(model="bert-serve", input=texts)
+                np.testing.assert_allclose(
+                    np.asarray([x.embedding for x in sorted(e2.data, key=lambda x: x.index)]),
+                    want, atol=1e-6)
+            finally:
+                self.assertEqual(from_bin.stop(), 0)
             code, _, data = server.request("POST", "/v1/completions",
                                            {"model": "bert", "prompt": "x"})
             self.assertEqual(code, 400)

@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional
 
 import numpy as np
 
-from .._errors import Busy, Cancelled, InvalidArgument
+from .._errors import Busy, Cancelled, Error, InvalidArgument
 from ._backend import Backend
 from ._metrics import Metrics
 from ._protocol import (APIError, Sampling, bad, parse_chat, parse_completion,
@@ -313,8 +313,9 @@ class Server:
                 final = dict(last or {}, choices=[], usage=usage())
                 yield _sse(final)
             yield "data: [DONE]\n\n"
-        except Cancelled:
-            yield _sse(APIError(500, "the request was cancelled", type="server_error").body())
+        except Error as e:  # cancelled at shutdown, non-finite logits, ...: said in-band
+            message = "the request was cancelled" if isinstance(e, Cancelled) else str(e)
+            yield _sse(APIError(500, message, type="server_error").body())
             yield "data: [DONE]\n\n"
         finally:
             for c in choices:

@@ -7,7 +7,7 @@ import hmac
 import json
 import time
 import uuid
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Optional
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
