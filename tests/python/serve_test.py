@@ -178,6 +178,17 @@ class Chat(unittest.TestCase):
         # The compile cache holds the model, compiled once.
         self.assertEqual(len(list(CACHE.glob("llama-chat-f32-*.bin"))), 1)
 
+    def test_chat_template_equals_transformers(self):
+        from transformers import AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(self.dir)
+        for msgs in (MESSAGES, MESSAGES + [{"role": "assistant", "content": "a dog runs"},
+                                           {"role": "user", "content": "and then?"}]):
+            text = tok.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
+            self.assertEqual(self.gen.chat_template.render(msgs), text)
+            self.assertEqual(self.gen.chat_ids(msgs),
+                             tok(text, add_special_tokens=False)["input_ids"])
+
     def test_chat_equals_generator(self):
         want = self.gen.chat(MESSAGES, max_len=12)
         got = self.client.chat.completions.create(model="tiny-llama", messages=MESSAGES,
