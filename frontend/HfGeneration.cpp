@@ -198,18 +198,52 @@ bool llamaValues(json &cfg, const std::string &cfgText, const std::string &cfgPa
     return it != j.end() && it->is_number() ? it->get<double>() : dflt;
   };
   const std::string type0 = cfg.value("model_type", std::string("llama"));
-  // Mistral's and Phi-3's sliding window is on every layer. Qwen2's (use_sliding_window)
-  // is on the layers from max_window_layers on, which tfc does not map yet.
+  // The sliding window: which layers have it, as transformers decides. config.json's
+  // layer_types (transformers 5) says so per layer; else Mistral's and Phi-3's
+  // sliding_window is on every layer, and Qwen2's and Qwen3's (with
+  // use_sliding_window) on the layers from max_window_layers on. tfc maps "every
+  // layer from window_from on" (models/hf/llama.yaml).
+  const int64_t layers = cfg.value("num_hidden_layers", (int64_t)1);
+  std::vector<bool> sliding(std::max<int64_t>(layers, 0), false);
+  const char *windowField = "sliding_window";
+  auto win = cfg.find("sliding_window");
+  const bool hasWindow = win != cfg.end() && !win->is_null();
+  if (auto lt = cfg.find("layer_types"); lt != cfg.end() && lt->is_array()) {
+    windowField = "layer_types";
+    if ((int64_t)lt->size() != layers)
+      return fail("layer_types", "has " + std::to_string(lt->size()) + " entries for " +
+                                     std::to_string(layers) + " layers");
+    for (int64_t i = 0; i < layers; ++i) {
+      const json &t = (*lt)[i];
+      if (t != "full_attention" && t != "sliding_attention")
+        return fail("layer_types", t.dump() + " is not full_attention or sliding_attention");
+      sliding[i] = t == "sliding_attention";
+    }
+  } else if (hasWindow && (type0 == "mistral" || type0 == "phi3")) {
+    std::fill(sliding.begin(), sliding.end(), true);
+  } else if (hasWindow && cfg.value("use_sliding_window", false)) {
+    const int64_t from = cfg.value("max_window_layers", layers);
+    for (int64_t i = std::max<int64_t>(from, 0); i < layers; ++i)
+      sliding[i] = true;
+  }
+  int64_t from = layers; // no layer has the window
+  for (int64_t i = 0; i < layers; ++i)
+    if (sliding[i]) {
+      from = i;
+      break;
+    }
+  for (int64_t i = from; i < layers; ++i)
+    if (!sliding[i])
+      return fail(windowField, "layer " + std::to_string(i) + " has no sliding window after "
+                               "layer " + std::to_string(from) + " has one: tfc maps a window "
+                               "on every layer from one on");
   cfg["window"] = 0;
-  if (auto it = cfg.find("sliding_window"); it != cfg.end() && !it->is_null() &&
-                                             cfg.value("use_sliding_window", true)) {
-    if (type0 != "mistral" && type0 != "phi3")
-      return fail("sliding_window", it->dump() + " with use_sliding_window is not supported "
-                                                 "for " + type0 + " yet (its window covers "
-                                                 "some layers only)");
-    if (!it->is_number_integer() || it->get<int64_t>() <= 0)
-      return fail("sliding_window", it->dump() + " is not a positive integer");
-    cfg["window"] = it->get<int64_t>();
+  cfg["window_from"] = from;
+  if (from < layers) {
+    if (!hasWindow || !win->is_number_integer() || win->get<int64_t>() <= 0)
+      return fail("sliding_window", (hasWindow ? win->dump() : std::string("null")) +
+                                        " is not a positive integer");
+    cfg["window"] = win->get<int64_t>();
   }
   // Qwen2's q/k/v projections always have biases, its o_proj never (whatever
   // attention_bias says); Llama's follow attention_bias; Qwen3 norms each head

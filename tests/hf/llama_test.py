@@ -16,6 +16,8 @@ Builds small random-weight decoder-only models with save_pretrained:
     prompts and the generated tokens (every layer masks keys 3 or more back);
   - qwen2: a Qwen2ForCausalLM (q/k/v biases, no o_proj bias, a tied head, a
     sliding_window that use_sliding_window turns off);
+  - qwen2-window: Qwen2's use_sliding_window, a window of 3 on the layers from
+    max_window_layers (1) on;
   - qwen3: a Qwen3ForCausalLM (per-head q/k RMSNorm before RoPE, head_dim 32
     with hidden_size 64 and 4 heads);
   - phi3: a Phi3ForCausalLM (Q, K and V packed in qkv_proj with grouped-query
@@ -45,8 +47,8 @@ with non-trivial norms and biases, compiles each directory with tfc and checks:
 that generation_config.json's do_sample, temperature, top_k and top_p are the
 model's sampling defaults (tfrun --generate samples with them; --greedy does not);
 and that config values tfc does not implement are errors that name them: a
-yarn rope scaling, Phi-3's longrope, Gemma 2's soft-capping and Qwen2's per-layer
-sliding window.
+yarn rope scaling, Phi-3's longrope, Gemma 2's soft-capping and a sliding window
+that is not on every layer from one on.
 Usage: llama_test.py TFC TFRUN WORKDIR   (run by ctest through tests/hf/run.sh)
 """
 import copy
@@ -288,6 +290,13 @@ family("qwen2", perturb(Qwen2ForCausalLM(Qwen2Config(
     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
     rope_theta=1000000.0, tie_word_embeddings=True, use_sliding_window=False,
     sliding_window=64, bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD)).eval()))
+torch.manual_seed(13)
+# Qwen2's own window: on the layers from max_window_layers on (here layer 1 of 2).
+family("qwen2-window", perturb(Qwen2ForCausalLM(Qwen2Config(
+    vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+    use_sliding_window=True, sliding_window=3, max_window_layers=1, initializer_range=0.1,
+    bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD)).eval()))
 torch.manual_seed(7)
 family("qwen3", perturb(Qwen3ForCausalLM(Qwen3Config(
     vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
@@ -384,11 +393,11 @@ expect_error("phi3-longrope", llama(), lambda c: c.update(
     model_type="phi3", rope_scaling={"type": "longrope", "short_factor": [1.0] * 8,
                                      "long_factor": [2.0] * 8}, rope_parameters=None),
     'rope type "longrope" is not supported (tfc implements default, linear and llama3')
-expect_error("qwen2-window", llama(), lambda c: c.update(model_type="qwen2",
-                                                         use_sliding_window=True,
-                                                         sliding_window=32),
-             "sliding_window: 32 with use_sliding_window is not supported for qwen2 yet (its "
-             "window covers some layers only)")
+# A window on some layers that are not "every layer from one on" (layer_types).
+expect_error("window-pattern", llama(), lambda c: c.update(
+    layer_types=["sliding_attention", "full_attention"], sliding_window=3),
+    'layer_types: layer 1 has no sliding window after layer 0 has one: tfc maps a window on '
+    'every layer from one on')
 
 if failures:
     sys.exit("FAILED: " + ", ".join(failures))
