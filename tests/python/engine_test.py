@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+import time
 import unittest
 from pathlib import Path
 
@@ -109,6 +110,12 @@ class EngineTest(unittest.TestCase):
         p = prompts(1, 4, 50, 5, 5)[0]
         engine = tfc.Engine(self.gpt2, threads=2, max_rows=1, max_queue=1)
         running = engine.submit({"tokens": p}, max_len=40)
+        # The queue holds one request: wait (bounded) until the engine has taken the
+        # first into its row, or the second submit would find the queue full already.
+        deadline = time.time() + 30
+        while engine.stats()["requests_queued"] > 0 and time.time() < deadline:
+            time.sleep(0.001)
+        self.assertEqual(engine.stats()["requests_queued"], 0)
         queued = engine.submit({"tokens": p}, max_len=40)
         with self.assertRaises(tfc.Busy) as cm:
             engine.submit({"tokens": p}, max_len=40)
