@@ -245,23 +245,31 @@ async def body_pieces(reader, chunked):
         yield data
 
 
+async def post_json(port, path, body, stream=False):
+    """POSTs |body| to 127.0.0.1:|port||path| over HTTP/1.1 and reads the response's
+    head: (reader, writer, status, chunked). The caller reads the body and closes."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    data = json.dumps(body).encode()
+    accept = b"Accept: text/event-stream\r\n" if stream else b""
+    writer.write(b"POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\n" % path.encode()
+                 + b"Content-Type: application/json\r\n" + accept
+                 + b"Connection: close\r\nContent-Length: %d\r\n\r\n" % len(data) + data)
+    await writer.drain()
+    status = int((await reader.readline()).split()[1])
+    headers = {}
+    while (line := await reader.readline()) not in (b"\r\n", b"\n", b""):
+        k, _, v = line.decode("latin-1").partition(":")
+        headers[k.strip().lower()] = v.strip().lower()
+    return reader, writer, status, "chunked" in headers.get("transfer-encoding", "")
+
+
 async def request(port, body, rec):
     """Sends one streaming chat request and fills |rec|: first/last content chunk
     times, content chunks, usage's completion tokens, done ([DONE] seen), err."""
     writer = None
     try:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        data = json.dumps(body).encode()
-        writer.write(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                     b"Content-Type: application/json\r\nAccept: text/event-stream\r\n"
-                     b"Connection: close\r\nContent-Length: %d\r\n\r\n" % len(data) + data)
-        await writer.drain()
-        status = int((await reader.readline()).split()[1])
-        headers = {}
-        while (line := await reader.readline()) not in (b"\r\n", b"\n", b""):
-            k, _, v = line.decode("latin-1").partition(":")
-            headers[k.strip().lower()] = v.strip().lower()
-        chunked = "chunked" in headers.get("transfer-encoding", "")
+        reader, writer, status, chunked = await post_json(port, "/v1/chat/completions", body,
+                                                          stream=True)
         if status != 200:
             text = b"".join([p async for p in body_pieces(reader, chunked)])
             rec["err"] = f"HTTP {status}: {text[:200].decode(errors='replace')}"

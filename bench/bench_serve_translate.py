@@ -167,18 +167,7 @@ async def post(port, body, rec):
     sentences (choices), done, err (bench_serve.request's record, for run_level)."""
     writer = None
     try:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        data = json.dumps(body).encode()
-        writer.write(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                     b"Content-Type: application/json\r\nConnection: close\r\n"
-                     b"Content-Length: %d\r\n\r\n" % len(data) + data)
-        await writer.drain()
-        status = int((await reader.readline()).split()[1])
-        headers = {}
-        while (line := await reader.readline()) not in (b"\r\n", b"\n", b""):
-            k, _, v = line.decode("latin-1").partition(":")
-            headers[k.strip().lower()] = v.strip().lower()
-        chunked = "chunked" in headers.get("transfer-encoding", "")
+        reader, writer, status, chunked = await bs.post_json(port, "/v1/completions", body)
         text = b"".join([p async for p in bs.body_pieces(reader, chunked)])
         if status != 200:
             rec["err"] = f"HTTP {status}: {text[:200].decode(errors='replace')}"

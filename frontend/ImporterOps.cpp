@@ -591,9 +591,10 @@ FailureOr<Value> Importer::emitFeedForward(const Node &n, Value x) {
   auto fc2 = parseLinear(**fc2n, "fc2");
   if (failed(fc2))
     return failure();
+  // fc2(act(gate(x)) * up(x)) when gated: up is fc1, or with the packed gate_up
+  // (Phi-3's gate_up_proj) its second half, the gate its first.
+  FailureOr<Value> h, gv;
   if (gu) {
-    // The gate and up projections packed along the output, gate first (Phi-3's
-    // gate_up_proj): fc2(act(gate(x)) * up(x)).
     for (const char *key : {"gate", "fc1"})
       if (n.get(key))
         return error(*n.keyNode(key), std::string("'") + key +
@@ -601,33 +602,27 @@ FailureOr<Value> Importer::emitFeedForward(const Node &n, Value x) {
     auto spec = parseLinear(*gu, "gate_up");
     if (failed(spec))
       return failure();
-    auto gv = applyLinear(*spec, x, dModel, dff, 0, 2 * dff);
-    auto up = applyLinear(*spec, x, dModel, dff, dff, 2 * dff);
-    if (failed(gv) || failed(up))
+    gv = applyLinear(*spec, x, dModel, dff, 0, 2 * dff);
+    h = applyLinear(*spec, x, dModel, dff, dff, 2 * dff);
+  } else {
+    auto fc1 = parseLinear(*fc1n, "fc1");
+    if (failed(fc1))
       return failure();
-    auto ga = buildActivation(actName, loc(n), *gv);
-    if (failed(ga))
+    h = applyLinear(*fc1, x, dModel, dff);
+    if (failed(h))
       return failure();
-    auto prod = make<td::MulOp>(loc(n), {*ga, *up});
-    if (failed(prod))
-      return failure();
-    return applyLinear(*fc2, *prod, dff, dModel);
+    if (const Node *gn = n.get("gate")) { // T5 v1.1's wi_0 / wi_1, GLU variants
+      auto gate = parseLinear(*gn, "gate");
+      if (failed(gate))
+        return failure();
+      gv = applyLinear(*gate, x, dModel, dff);
+    } else {
+      gv = Value();
+    }
   }
-  auto fc1 = parseLinear(*fc1n, "fc1");
-  if (failed(fc1))
+  if (failed(h) || failed(gv))
     return failure();
-  auto h = applyLinear(*fc1, x, dModel, dff);
-  if (failed(h))
-    return failure();
-  if (const Node *gn = n.get("gate")) {
-    // A gated feed-forward (T5 v1.1's wi_0 / wi_1, GLU variants):
-    // fc2(act(gate(x)) * fc1(x)).
-    auto gate = parseLinear(*gn, "gate");
-    if (failed(gate))
-      return failure();
-    auto gv = applyLinear(*gate, x, dModel, dff);
-    if (failed(gv))
-      return failure();
+  if (*gv) {
     auto ga = buildActivation(actName, loc(n), *gv);
     if (failed(ga))
       return failure();

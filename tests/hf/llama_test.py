@@ -204,25 +204,24 @@ def family(tag, m, rewrite=None, precisions=False, eos=(EOS,), pad=PAD, penalty=
             rows.append(toks[:-1] if toks and toks[-1] in eos else toks)
         return rows, np.array(scores)
 
-    for beams in (1, 4):
-        got, gs = generated("--beam", str(beams))
-        want, ws = reference(beams)
+    def check(label, flags, beams, **kw):
+        """tfrun --generate with |flags| against generate(num_beams=beams, **kw):
+        tokens equal, scores within 1e-3."""
+        got, gs = generated(*flags)
+        want, ws = reference(beams, **kw)
         serr = float(np.abs(gs - ws).max())
         ok = got == want and serr <= 1e-3
-        print(f"{tag}-beam{beams}: tfc {got}\n    transformers {want}, score difference "
+        print(f"{tag}-{label}: tfc {got}\n    transformers {want}, score difference "
               f"{serr:.2g} ({'ok' if ok else 'FAIL'})")
         if not ok:
-            failures.append(f"{tag}-beam{beams}")
+            failures.append(f"{tag}-{label}")
+
+    for beams in (1, 4):
+        check(f"beam{beams}", ("--beam", str(beams)), beams)
     if penalty:
         # transformers' repetition_penalty, greedy: tokens and the processed scores.
-        got, gs = generated("--repetition-penalty", str(penalty))
-        want, ws = reference(1, repetition_penalty=penalty)
-        serr = float(np.abs(gs - ws).max())
-        ok = got == want and serr <= 1e-3
-        print(f"{tag}-repetition-penalty-{penalty}: tfc {got}\n    transformers {want}, score "
-              f"difference {serr:.2g} ({'ok' if ok else 'FAIL'})")
-        if not ok:
-            failures.append(f"{tag}-repetition-penalty")
+        check(f"repetition-penalty-{penalty}", ("--repetition-penalty", str(penalty)), 1,
+              repetition_penalty=penalty)
 
 
 def expect_error(tag, m, rewrite, want):
