@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 namespace tfc {
 namespace {
@@ -28,6 +29,12 @@ std::string str(const Shape &s) {
   for (size_t i = 0; i < s.size(); ++i)
     t += (i ? ", " : "") + std::to_string(s[i]);
   return t + "]";
+}
+
+std::string str(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", v);
+  return b;
 }
 
 /// The first broken rule of one call.
@@ -398,6 +405,9 @@ std::string checkShapes(const AttentionCall &c) {
                    "a sliding window of " + std::to_string(a.window) +
                        " must be positive and needs a causal mask"))
     return r.err;
+  if (!TFC_REQUIRE(a.softcap >= 0, "the score soft-cap " + str(a.softcap) +
+                                       " is negative"))
+    return r.err;
   if (c.bias_table &&
       !(TFC_REQUIRE(a.mask_kind != TFC_MASK_ADDITIVE, "takes a position bias with an additive mask") &&
         r.relativeBias(*c.bias_table, a.num_heads, a.bidirectional, a.max_distance)))
@@ -432,7 +442,9 @@ std::string checkShapes(const CachedAttentionCall &c) {
   const int64_t heads = c.attrs.num_heads, b = q.shape[0], t = q.shape[1];
   int64_t width = 0;
   if (!TFC_REQUIRE(c.attrs.window >= 0,
-                   "the sliding window " + std::to_string(c.attrs.window) + " is negative"))
+                   "the sliding window " + std::to_string(c.attrs.window) + " is negative") ||
+      !TFC_REQUIRE(c.attrs.softcap >= 0, "the score soft-cap " + str(c.attrs.softcap) +
+                                             " is negative"))
     return r.err;
   if (c.bias_table &&
       !r.relativeBias(*c.bias_table, heads, c.attrs.bidirectional, c.attrs.max_distance))

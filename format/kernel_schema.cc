@@ -72,9 +72,9 @@ struct AttrReader {
 // encode / decode / locate
 //===----------------------------------------------------------------------===//
 
-// Trailing optional ints at their defaults are left out, as the files that
-// predate them: |keep| is the int list's length up to the last one that says
-// something.
+// Trailing optional ints and floats at their defaults are left out, as the
+// files that predate them: |keep| (|keepF|) is the int (float) list's length
+// up to the last one that says something.
 #define TFC_INT(n) ints.push_back(n), keep = ints.size();
 #define TFC_BOOL(n) ints.push_back(n ? 1 : 0), keep = ints.size();
 #define TFC_ENUM(n, T, count) ints.push_back(static_cast<int64_t>(n)), keep = ints.size();
@@ -88,14 +88,18 @@ struct AttrReader {
   if (n)                                                                                 \
     keep = ints.size();
 #define TFC_INTS(n) ints.insert(ints.end(), n.begin(), n.end()), keep = ints.size();
-#define TFC_FLOAT(n) floats.push_back(n);
-#define TFC_FLOAT_NN(n) floats.push_back(n);
+#define TFC_FLOAT(n) floats.push_back(n), keepF = floats.size();
+#define TFC_FLOAT_NN(n) floats.push_back(n), keepF = floats.size();
+#define TFC_FLOAT_OPT(n, dflt)                                                           \
+  floats.push_back(n);                                                                   \
+  if (n != (dflt))                                                                       \
+    keepF = floats.size();
 #define TFC_KERNEL(ENUM, name, Camel, id, flags, oc, ocu, of, attrs, operands)           \
   void Camel##Attrs::encode(std::vector<int64_t> &ints, std::vector<double> &floats) const { \
-    (void)floats;                                                                        \
-    size_t keep = ints.size();                                                           \
+    size_t keep = ints.size(), keepF = floats.size();                                    \
     TFC_SCHEMA_UNPAREN attrs                                                             \
     ints.resize(keep);                                                                   \
+    floats.resize(keepF);                                                                \
   }
 #include "tfc/kernels.def"
 #undef TFC_KERNEL
@@ -108,6 +112,7 @@ struct AttrReader {
 #undef TFC_INTS
 #undef TFC_FLOAT
 #undef TFC_FLOAT_NN
+#undef TFC_FLOAT_OPT
 
 #define TFC_INT(n) r.intAt(#n, a.n) &&
 #define TFC_BOOL(n) r.flag(#n, a.n) &&
@@ -125,6 +130,7 @@ struct AttrReader {
 #define TFC_INTS(n) (a.n.assign(r.ints.begin() + r.i, r.ints.end()), r.i = r.ints.size(), true) &&
 #define TFC_FLOAT(n) r.floatAt(#n, a.n, true) &&
 #define TFC_FLOAT_NN(n) r.floatAt(#n, a.n, false) &&
+#define TFC_FLOAT_OPT(n, dflt) (r.f >= r.floats.size() || r.floatAt(#n, a.n, true)) &&
 #define TFC_KERNEL(ENUM, name, Camel, id, flags, oc, ocu, of, attrs, operands)           \
   std::string Camel##Attrs::decode(const std::vector<int64_t> &ints,                     \
                                    const std::vector<double> &floats, Camel##Attrs &a) { \
@@ -144,6 +150,7 @@ struct AttrReader {
 #undef TFC_INTS
 #undef TFC_FLOAT
 #undef TFC_FLOAT_NN
+#undef TFC_FLOAT_OPT
 
 #define DT(operand) dt(s.operand)
 #define TFC_ARG(n, present, cpu, cuda, flags)                                            \

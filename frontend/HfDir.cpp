@@ -116,12 +116,13 @@ const std::vector<Family> &families() {
        "model.embed_tokens.weight",
        {},
        {{"mlp_bias", {"false"}}}},
-      // Gemma 3's text model (Gemma3ForCausalLM): gemmaValues derives the rest.
-      {"gemma3",
-       {"gemma3_text"},
+      // Gemma 2 (Gemma2ForCausalLM) and Gemma 3's text model
+      // (Gemma3ForCausalLM): gemmaValues derives the rest.
+      {"gemma",
+       {"gemma2", "gemma3_text"},
        "model.embed_tokens.weight",
        {},
-       {}},
+       {{"attention_bias", {"false"}}}},
   };
   return f;
 }
@@ -400,8 +401,8 @@ std::string defaultHead(const std::string &dir, const json &cfg,
 }
 } // namespace
 
-bool describeDirectory(const std::string &dirIn, DirModel &out, DirError &err,
-                       const std::string &headIn) {
+static bool describe(const std::string &dirIn, DirModel &out, DirError &err,
+                     const std::string &headIn) {
   std::string dir = dirIn;
   while (dir.size() > 1 && dir.back() == '/')
     dir.pop_back();
@@ -485,14 +486,14 @@ bool describeDirectory(const std::string &dirIn, DirModel &out, DirError &err,
 
   // Values the family computes from config.json: Marian's embedding scale.
   if (cfg.contains("scale_embedding") && cfg["scale_embedding"].is_boolean()) {
-    const double d = cfg.value("d_model", 512.0);
+    const double d = cfgGet(cfg, "d_model", 512.0);
     cfg["embed_scale"] = cfg["scale_embedding"].get<bool>() ? std::sqrt(d) : 1.0;
   }
 
   // T5: what T5Config derives from feed_forward_proj ("relu", "gated-gelu",
   // ...), the decoder depth, and the tied output's d_model^-0.5 rescale.
   if (std::string(fam->name) == "t5") {
-    std::string ffp = cfg.value("feed_forward_proj", std::string("relu"));
+    std::string ffp = cfgGet(cfg, "feed_forward_proj", std::string("relu"));
     const bool gated = ffp.compare(0, 6, "gated-") == 0;
     std::string act = gated ? ffp.substr(6) : ffp;
     if (act.empty() || act.find('-') != std::string::npos) {
@@ -502,7 +503,7 @@ bool describeDirectory(const std::string &dirIn, DirModel &out, DirError &err,
     cfg["is_gated_act"] = gated;
     cfg["dense_act_fn"] = ffp == "gated-gelu" ? "gelu_new" : act; // as T5Config
     if (!cfg.contains("num_decoder_layers") || cfg["num_decoder_layers"].is_null())
-      cfg["num_decoder_layers"] = cfg.value("num_layers", 6);
+      cfg["num_decoder_layers"] = cfgGet<int64_t>(cfg, "num_layers", 6);
     if (!cfg.contains("tie_word_embeddings") || !cfg["tie_word_embeddings"].is_boolean())
       cfg["tie_word_embeddings"] = true;
     // transformers 5 writes scale_decoder_outputs (and always ties); older
@@ -510,13 +511,13 @@ bool describeDirectory(const std::string &dirIn, DirModel &out, DirError &err,
     bool scaled = cfg["tie_word_embeddings"].get<bool>();
     if (auto it = cfg.find("scale_decoder_outputs"); it != cfg.end() && it->is_boolean())
       scaled = it->get<bool>();
-    cfg["out_scale"] = scaled ? 1.0 / std::sqrt(cfg.value("d_model", 512.0)) : 1.0;
+    cfg["out_scale"] = scaled ? 1.0 / std::sqrt(cfgGet(cfg, "d_model", 512.0)) : 1.0;
   }
 
   // GPT-2: the feed-forward's width, 4 x n_embd unless n_inner says.
   if (std::string(fam->name) == "gpt2" &&
       (!cfg.contains("n_inner") || cfg["n_inner"].is_null()))
-    cfg["n_inner"] = 4 * cfg.value("n_embd", 768);
+    cfg["n_inner"] = 4 * cfgGet<int64_t>(cfg, "n_embd", 768);
 
   // Llama: head_dim and the key/value heads when config.json leaves them out,
   // and the rotary embedding from rope_parameters (transformers 5) or
@@ -524,7 +525,7 @@ bool describeDirectory(const std::string &dirIn, DirModel &out, DirError &err,
   if (std::string(fam->name) == "llama" &&
       !llamaValues(cfg, cfgText, cfgPath, err))
     return false;
-  if (std::string(fam->name) == "gemma3" && !gemmaValues(cfg, cfgText, cfgPath, err))
+  if (std::string(fam->name) == "gemma" && !gemmaValues(cfg, cfgText, cfgPath, err))
     return false;
 
   std::string text = bundledFamilyText(fam->name);
@@ -632,6 +633,28 @@ bool describeDirectory(const std::string &dirIn, DirModel &out, DirError &err,
   out.family = fam->name;
   out.configPath = cfgPath;
   return true;
+}
+
+bool describeDirectory(const std::string &dirIn, DirModel &out, DirError &err,
+                       const std::string &headIn) {
+  // A config field of the wrong type (cfgGet), or one that a step reads with
+  // nlohmann's own typed access: one error at config.json, never an exception
+  // out of the frontend.
+  std::string dir = dirIn;
+  while (dir.size() > 1 && dir.back() == '/')
+    dir.pop_back();
+  const std::string cfgPath = dir + "/config.json";
+  try {
+    return describe(dirIn, out, err, headIn);
+  } catch (const FieldTypeError &e) {
+    std::string text;
+    readText(cfgPath, text);
+    auto [l, c] = keyPos(text, e.field);
+    err = {cfgPath, l, c, e.field + ": must be " + e.want};
+  } catch (const nlohmann::json::exception &e) {
+    err = {cfgPath, 0, 0, std::string("a field has an unexpected type (") + e.what() + ")"};
+  }
+  return false;
 }
 
 } // namespace hf

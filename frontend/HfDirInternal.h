@@ -14,10 +14,39 @@
 #include <nlohmann/json.hpp>
 
 #include <string>
+#include <type_traits>
 #include <utility>
 
 namespace tfc {
 namespace hf {
+
+/// A config.json field of the wrong JSON type; describeDirectory turns it into
+/// one error at the field's line.
+struct FieldTypeError {
+  std::string field, want;
+};
+
+/// config.json's |key| as a T, |dflt| when it is absent or null (as the
+/// configs' classes read them); throws FieldTypeError for any other type
+/// (nlohmann's value() would throw a type_error that names no field).
+template <class T> T cfgGet(const nlohmann::json &cfg, const char *key, T dflt) {
+  auto it = cfg.find(key);
+  if (it == cfg.end() || it->is_null())
+    return dflt;
+  if constexpr (std::is_same_v<T, bool>) {
+    if (!it->is_boolean())
+      throw FieldTypeError{key, "true or false"};
+  } else if constexpr (std::is_integral_v<T>) {
+    if (!it->is_number_integer())
+      throw FieldTypeError{key, "an integer"};
+  } else if constexpr (std::is_floating_point_v<T>) {
+    if (!it->is_number())
+      throw FieldTypeError{key, "a number"};
+  } else if (!it->is_string()) {
+    throw FieldTypeError{key, "a string"};
+  }
+  return it->get<T>();
+}
 
 bool isFile(const std::string &p);
 bool readText(const std::string &p, std::string &out);
@@ -38,10 +67,11 @@ bool readGenerationSettings(const std::string &dir, const std::string &family,
 bool llamaValues(nlohmann::json &cfg, const std::string &cfgText, const std::string &cfgPath,
                  DirError &err);
 
-/// What Gemma3TextConfig derives, into |cfg|: head_dim, num_key_value_heads, the
-/// global and local layers' rope bases and linear factors, the window and
-/// global_every (models/hf/gemma3.yaml). Soft-capping and bidirectional
-/// attention, which tfc does not implement, are errors that name the field.
+/// What Gemma2Config and Gemma3TextConfig derive, into |cfg|: head_dim,
+/// num_key_value_heads, the global and local layers' rope bases and linear
+/// factors, the window, global_every, the soft-caps and qk_norm
+/// (models/hf/gemma.yaml). Bidirectional attention, which tfc does not
+/// implement, is an error that names the field.
 bool gemmaValues(nlohmann::json &cfg, const std::string &cfgText, const std::string &cfgPath,
                  DirError &err);
 

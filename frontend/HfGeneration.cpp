@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "frontend/HfDirInternal.h"
 
+#include <cmath>
 #include <cstdint>
 #include <tuple>
 #include <vector>
@@ -103,7 +104,7 @@ bool readGenerationSettings(const std::string &dir, const std::string &family, j
     }
     // Sampling defaults: the decoder-only descriptions read do_sample (0 or 1),
     // temperature, top_k and top_p (docs/generation.md); the others cannot sample.
-    const bool decoderOnly = family == "llama" || family == "gemma3" || family == "gpt2";
+    const bool decoderOnly = family == "llama" || family == "gemma" || family == "gpt2";
     if (decoderOnly) {
       if (auto it = cfg.find("do_sample"); it != cfg.end() && !it->is_null()) {
         if (!it->is_boolean())
@@ -170,7 +171,7 @@ bool readGenerationSettings(const std::string &dir, const std::string &family, j
       if (!e.is_number_integer() || e.get<int64_t>() < 0)
         return fail(where, "eos_token_id: " + ids.dump() + " holds " + e.dump() +
                                ", not a token id", l, c);
-    if (ids.size() > 1 && family != "llama" && family != "gemma3")
+    if (ids.size() > 1 && family != "llama" && family != "gemma")
       return fail(where, "eos_token_id: " + ids.dump() + " is not supported by tfc's " +
                              family + " description (it takes one token id)", l, c);
     cfg["eos_token_id"] = ids[0];
@@ -197,13 +198,13 @@ bool llamaValues(json &cfg, const std::string &cfgText, const std::string &cfgPa
     auto it = j.find(k);
     return it != j.end() && it->is_number() ? it->get<double>() : dflt;
   };
-  const std::string type0 = cfg.value("model_type", std::string("llama"));
+  const std::string type0 = cfgGet(cfg, "model_type", std::string("llama"));
   // The sliding window: which layers have it, as transformers decides. config.json's
   // layer_types (transformers 5) says so per layer; else Mistral's and Phi-3's
   // sliding_window is on every layer, and Qwen2's and Qwen3's (with
   // use_sliding_window) on the layers from max_window_layers on. tfc maps "every
   // layer from window_from on" (models/hf/llama.yaml).
-  const int64_t layers = cfg.value("num_hidden_layers", (int64_t)1);
+  const int64_t layers = cfgGet<int64_t>(cfg, "num_hidden_layers", 1);
   std::vector<bool> sliding(std::max<int64_t>(layers, 0), false);
   const char *windowField = "sliding_window";
   auto win = cfg.find("sliding_window");
@@ -221,8 +222,8 @@ bool llamaValues(json &cfg, const std::string &cfgText, const std::string &cfgPa
     }
   } else if (hasWindow && (type0 == "mistral" || type0 == "phi3")) {
     std::fill(sliding.begin(), sliding.end(), true);
-  } else if (hasWindow && cfg.value("use_sliding_window", false)) {
-    const int64_t from = cfg.value("max_window_layers", layers);
+  } else if (hasWindow && cfgGet(cfg, "use_sliding_window", false)) {
+    const int64_t from = cfgGet<int64_t>(cfg, "max_window_layers", layers);
     for (int64_t i = std::max<int64_t>(from, 0); i < layers; ++i)
       sliding[i] = true;
   }
@@ -248,7 +249,7 @@ bool llamaValues(json &cfg, const std::string &cfgText, const std::string &cfgPa
   // Qwen2's q/k/v projections always have biases, its o_proj never (whatever
   // attention_bias says); Llama's follow attention_bias; Qwen3 norms each head
   // of the queries and keys.
-  const bool bias = cfg.value("attention_bias", false);
+  const bool bias = cfgGet(cfg, "attention_bias", false);
   cfg["qkv_bias"] = type0 == "qwen2" ? true : bias;
   cfg["o_bias"] = type0 == "qwen2" ? false : bias;
   cfg["qk_norm"] = type0 == "qwen3";
@@ -311,7 +312,7 @@ bool llamaValues(json &cfg, const std::string &cfgText, const std::string &cfgPa
   return true;
 }
 
-/// The rope of one Gemma 3 layer type: its base and its linear factor (1 for
+/// The rope of one Gemma layer type: its base and its linear factor (1 for
 /// the default rope); any other rope type is an error that names it.
 static bool gemmaRope(const json &rope, double theta0, const char *where, double &theta,
                       double &factor, std::string &msg) {
@@ -323,7 +324,7 @@ static bool gemmaRope(const json &rope, double theta0, const char *where, double
     }
   if (type != "default" && type != "linear") {
     msg = std::string(where) + ": rope type \"" + type + "\" is not supported (tfc implements "
-          "default and linear for Gemma 3; it changes the outputs, so it is not ignored)";
+          "default and linear for Gemma; it changes the outputs, so it is not ignored)";
     return false;
   }
   auto it = rope.find("rope_theta");
@@ -347,13 +348,22 @@ bool gemmaValues(json &cfg, const std::string &cfgText, const std::string &cfgPa
     err = {cfgPath, l, c, std::string(field) + ": " + msg};
     return false;
   };
-  for (const char *f : {"attn_logit_softcapping", "final_logit_softcapping"})
-    if (auto it = cfg.find(f); it != cfg.end() && !it->is_null())
-      return fail(f, it->dump() + " is not supported (tanh soft-capping, Gemma 2's, is not "
-                                  "implemented; it changes the outputs, so it is not ignored)");
-  if (cfg.value("use_bidirectional_attention", false))
-    return fail("use_bidirectional_attention", "true is not supported (tfc's Gemma 3 is causal)");
-  const int64_t hidden = cfg.value("hidden_size", 1152), heads = cfg.value("num_attention_heads", 4);
+  const bool gemma2 = cfgGet(cfg, "model_type", std::string()) == "gemma2";
+  // Gemma 2's tanh soft-capping (Gemma 3 leaves both null): 0 is none.
+  for (auto [f, key] : {std::pair<const char *, const char *>{"attn_logit_softcapping",
+                                                              "attn_softcap"},
+                        {"final_logit_softcapping", "final_softcap"}}) {
+    cfg[key] = 0.0;
+    if (auto it = cfg.find(f); it != cfg.end() && !it->is_null()) {
+      if (!it->is_number() || !(it->get<double>() > 0) || !std::isfinite(it->get<double>()))
+        return fail(f, it->dump() + " is not a positive number or null");
+      cfg[key] = it->get<double>();
+    }
+  }
+  cfg["qk_norm"] = !gemma2; // Gemma 3's per-head q/k norms
+  if (cfgGet(cfg, "use_bidirectional_attention", false))
+    return fail("use_bidirectional_attention", "true is not supported (tfc's Gemma is causal)");
+  const int64_t hidden = cfgGet<int64_t>(cfg, "hidden_size", 1152), heads = cfgGet<int64_t>(cfg, "num_attention_heads", 4);
   if (!cfg.contains("head_dim") || cfg["head_dim"].is_null())
     cfg["head_dim"] = hidden / std::max<int64_t>(heads, 1);
   if (!cfg.contains("num_key_value_heads") || cfg["num_key_value_heads"].is_null())
@@ -364,7 +374,7 @@ bool gemmaValues(json &cfg, const std::string &cfgText, const std::string &cfgPa
     cfg["tie_word_embeddings"] = true; // Gemma's default
   // Which layers are global: layer_types (transformers 5), else one layer in
   // sliding_window_pattern. tfc maps "global when i + 1 is a multiple of N".
-  const int64_t layers = cfg.value("num_hidden_layers", 26);
+  const int64_t layers = cfgGet<int64_t>(cfg, "num_hidden_layers", 26);
   std::vector<bool> global(layers);
   if (auto it = cfg.find("layer_types"); it != cfg.end() && it->is_array()) {
     if ((int64_t)it->size() != layers)
@@ -377,7 +387,7 @@ bool gemmaValues(json &cfg, const std::string &cfgText, const std::string &cfgPa
       global[i] = t == "full_attention";
     }
   } else {
-    int64_t pattern = 6;
+    int64_t pattern = gemma2 ? 2 : 6; // Gemma 2's older configs alternate
     if (auto p = cfg.find("sliding_window_pattern"); p != cfg.end() && p->is_number_integer())
       pattern = p->get<int64_t>();
     if (pattern <= 0)
@@ -406,18 +416,27 @@ bool gemmaValues(json &cfg, const std::string &cfgText, const std::string &cfgPa
   }
   // The rope of each layer type: transformers 5's rope_parameters keyed by
   // layer type, or rope_theta + rope_scaling (global) and rope_local_base_freq.
+  // Gemma 2 has one rope for both: rope_parameters (flat) or rope_theta and
+  // rope_scaling.
   json globalRope = json::object(), localRope = json::object();
   const char *where = "rope_scaling";
-  double theta0 = cfg.value("rope_theta", 1000000.0),
-         local0 = cfg.value("rope_local_base_freq", 10000.0);
+  double theta0 = cfgGet(cfg, "rope_theta", gemma2 ? 10000.0 : 1000000.0),
+         local0 = cfgGet(cfg, "rope_local_base_freq", 10000.0);
   if (auto it = cfg.find("rope_parameters"); it != cfg.end() && it->is_object() &&
                                              it->contains("full_attention")) {
     where = "rope_parameters";
     globalRope = (*it)["full_attention"];
     if (it->contains("sliding_attention"))
       localRope = (*it)["sliding_attention"];
+  } else if (it != cfg.end() && it->is_object() && gemma2) {
+    where = "rope_parameters";
+    globalRope = *it;
   } else if (auto it = cfg.find("rope_scaling"); it != cfg.end() && it->is_object()) {
     globalRope = *it;
+  }
+  if (gemma2) {
+    localRope = globalRope;
+    local0 = theta0;
   }
   if (!globalRope.is_object() || !localRope.is_object())
     return fail(where, "has a layer type's rope that is not an object");

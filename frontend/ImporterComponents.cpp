@@ -266,7 +266,7 @@ FailureOr<Value> Importer::emitAttention(const Node &n, Value x,
                        {"type", "mask", "q", "k", "v", "qkv", "out", "heads",
                         "head_dim", "scale", "divide_by", "mask_value", "mask_mode",
                         "position_bias", "name", "kv_heads", "rotary", "q_norm",
-                        "k_norm", "window"})))
+                        "k_norm", "window", "softcap"})))
     return failure();
   Location l = loc(n);
   if (const Node *nm = n.get("name")) {
@@ -426,7 +426,8 @@ FailureOr<Value> Importer::emitAttention(const Node &n, Value x,
     }
   }
 
-  if (rotary || kvHeads != heads || n.get("q_norm") || n.get("k_norm") || n.get("window"))
+  if (rotary || kvHeads != heads || n.get("q_norm") || n.get("k_norm") || n.get("window") ||
+      n.get("softcap"))
     return emitFusedAttention(n, l, q, k, v, heads, kvHeads, dk, rotary, maskKind, maskValue,
                               posBias, env);
 
@@ -580,6 +581,17 @@ FailureOr<Value> Importer::emitFusedAttention(const Node &n, Location l, Value q
       return error(*wn, "a sliding window needs mask: causal");
     window = *w;
   }
+  // Gemma 2's soft-capping of the scaled scores, softcap * tanh(s / softcap)
+  // (transformers' attn_logit_softcapping). 0: none.
+  double softcap = 0;
+  if (const Node *cn = n.get("softcap")) {
+    auto c = evalNum(*cn, "softcap");
+    if (failed(c))
+      return failure();
+    if (!(c->value >= 0) || !std::isfinite(c->value))
+      return error(*cn, "'softcap' must be a finite number, 0 or more");
+    softcap = c->value;
+  }
   // Qwen3: an RMSNorm over each head of the queries and the keys, before RoPE.
   for (auto [key, t, h] : {std::tuple<const char *, Value *, int64_t>{"q_norm", &q, heads},
                            {"k_norm", &k, kvHeads}}) {
@@ -628,7 +640,8 @@ FailureOr<Value> Importer::emitFusedAttention(const Node &n, Location l, Value q
       l, {q, k, v},
       {attr("mask_kind", td::MaskKindAttr::get(&ctx, kind)), i64("num_heads", heads),
        f64("scale", scale), f64("mask_value", maskValue), i64("num_kv_heads", kvHeads),
-       i64("window", window), attr("operand_segment_sizes", b.getDenseI32ArrayAttr({1, 1, 1, 0, 0}))});
+       i64("window", window), f64("softcap", softcap),
+       attr("operand_segment_sizes", b.getDenseI32ArrayAttr({1, 1, 1, 0, 0}))});
   if (failed(o))
     return failure();
   const int64_t inner = heads * dk;

@@ -460,7 +460,8 @@ FailureOr<Value> Importer::emitStack(const Node &n, StringRef which, StackEnv &e
 FailureOr<Value> Importer::emitOutput(const Node &n, Value x, int64_t vocab,
                                       std::string &outName) {
   if (failed(expectMap(n, "output")) ||
-      failed(checkKeys(n, "output", {"ops", "linear", "vocab", "log_softmax", "name"})))
+      failed(checkKeys(n, "output",
+                       {"ops", "linear", "vocab", "softcap", "log_softmax", "name"})))
     return failure();
   Value y = x;
   outName = "hidden";
@@ -493,6 +494,25 @@ FailureOr<Value> Importer::emitOutput(const Node &n, Value x, int64_t vocab,
       return failure();
     y = *r;
     outName = "logits";
+  }
+  // Gemma 2's final_logit_softcapping: softcap * tanh(y / softcap), as
+  // transformers computes it (a division, the tanh, a product). 0: none.
+  if (const Node *cn = n.get("softcap")) {
+    auto c = evalNum(*cn, "softcap");
+    if (failed(c))
+      return failure();
+    if (!(c->value >= 0) || !std::isfinite(c->value))
+      return error(*cn, "'softcap' must be a finite number, 0 or more");
+    if (c->value > 0) {
+      Location cl = loc(*cn);
+      Value cap = constF(cl, c->value);
+      auto d = make<td::DivOp>(cl, {y, cap}, {});
+      auto t = succeeded(d) ? make<td::TanhOp>(cl, {*d}, {}) : d;
+      auto m = succeeded(t) ? make<td::MulOp>(cl, {*t, cap}, {}) : t;
+      if (failed(m))
+        return failure();
+      y = *m;
+    }
   }
   if (const Node *ls = n.get("log_softmax")) {
     auto v = getBool(*ls, "log_softmax");

@@ -108,6 +108,9 @@ LogicalResult AttentionOp::verify() {
                           kind != MaskKind::padding_causal))
     return emitOpError("a sliding window (window ")
            << getWindow() << ") must be positive and needs a causal mask";
+  if (!(getSoftcap().convertToDouble() >= 0) || !getSoftcap().isFinite())
+    return emitOpError("the score soft-cap ")
+           << getSoftcap().convertToDouble() << " must be finite and not negative";
   bool needsOperand = kind == MaskKind::key_padding ||
                       kind == MaskKind::padding_causal ||
                       kind == MaskKind::additive;
@@ -166,6 +169,9 @@ LogicalResult CachedAttentionOp::verify() {
     return emitOpError("the cache length must be static");
   if (getWindow() < 0)
     return emitOpError("the sliding window ") << getWindow() << " is negative";
+  if (!(getSoftcap().convertToDouble() >= 0) || !getSoftcap().isFinite())
+    return emitOpError("the score soft-cap ")
+           << getSoftcap().convertToDouble() << " must be finite and not negative";
   return verifyPositionBias(*this, getPositionBias(), (int64_t)getNumHeads(),
                             (int64_t)getBiasMaxDistance(), getBiasBidirectional());
 }

@@ -146,6 +146,7 @@ void AttentionOp::appendKernelAttributes(std::vector<int64_t> &ints,
   a.window = (int64_t)getWindow();
   a.scale = getScale().convertToDouble();
   a.mask_value = getMaskValue().convertToDouble();
+  a.softcap = getSoftcap().convertToDouble();
   a.encode(ints, floats);
 }
 
@@ -162,6 +163,7 @@ void CachedAttentionOp::appendKernelAttributes(std::vector<int64_t> &ints,
   a.num_kv_heads = (int64_t)getNumKvHeads();
   a.window = (int64_t)getWindow();
   a.scale = getScale().convertToDouble();
+  a.softcap = getSoftcap().convertToDouble();
   a.encode(ints, floats);
 }
 

@@ -557,7 +557,9 @@ def Tfc_AttentionOp : Tfc_KernelAttrOp<"attention", "ATTENTION", [AttrSizedOpera
     value hold that many heads of the same head width, and query head h reads
     key/value head h / (num_heads / num_kv_heads). A `window` W > 0 (a causal
     mask only) is a sliding window: query i sees keys i - W < j <= i, as
-    Mistral's and Gemma's local layers (transformers' sliding_window).
+    Mistral's and Gemma's local layers (transformers' sliding_window). A
+    `softcap` c > 0 soft-caps the scaled scores, c * tanh(s / c), before the
+    mask and bias (Gemma 2's attn_logit_softcapping); 0 is none.
 
     The mask is typed, so a backend never needs a materialized [B, Sq, Sk] mask:
     - `none`: no operand;
@@ -590,7 +592,8 @@ def Tfc_AttentionOp : Tfc_KernelAttrOp<"attention", "ATTENTION", [AttrSizedOpera
                        DefaultValuedAttr<BoolAttr, "false">:$bias_bidirectional,
                        DefaultValuedAttr<I64Attr, "128">:$bias_max_distance,
                        DefaultValuedAttr<I64Attr, "0">:$num_kv_heads,
-                       DefaultValuedAttr<I64Attr, "0">:$window);
+                       DefaultValuedAttr<I64Attr, "0">:$window,
+                       DefaultValuedAttr<F64Attr, "0.0">:$softcap);
   let results = (outs Tfc_FloatTensor:$result);
   let assemblyFormat = [{
     $mask_kind $query `,` $key `,` $value (`,` $mask^)? (`bias` `(` $position_bias^ `)`)? attr-dict `:` functional-type(operands, results)
@@ -647,7 +650,8 @@ def Tfc_CachedAttentionOp : Op<Tfc_Dialect, "cached_attention",
     masks padding: a generated prefix has none. An optional `position_bias`
     table is applied as in `tfc.attention`, with query i at position pos + i;
     `num_kv_heads` is grouped-query attention as there (the caches hold the
-    key/value heads only), and `window` the sliding window.
+    key/value heads only), `window` the sliding window and `softcap` the
+    scores' soft-cap.
 
     ```mlir
     %o = tfc.cached_attention %q, %k, %v, %kc, %vc, %pos {num_heads = 8 : i64, scale = 0.125 : f64} : (tensor<?x?x512xf32>, tensor<?x?x512xf32>, tensor<?x?x512xf32>, tensor<?x64x512xf32>, tensor<?x64x512xf32>, tensor<i64>) -> tensor<?x?x512xf32>
@@ -661,7 +665,8 @@ def Tfc_CachedAttentionOp : Op<Tfc_Dialect, "cached_attention",
                        DefaultValuedAttr<BoolAttr, "false">:$bias_bidirectional,
                        DefaultValuedAttr<I64Attr, "128">:$bias_max_distance,
                        DefaultValuedAttr<I64Attr, "0">:$num_kv_heads,
-                       DefaultValuedAttr<I64Attr, "0">:$window);
+                       DefaultValuedAttr<I64Attr, "0">:$window,
+                       DefaultValuedAttr<F64Attr, "0.0">:$softcap);
   let results = (outs Tfc_FloatTensor:$result);
   let assemblyFormat = [{
     $query `,` $key `,` $value `,` $k_cache `,` $v_cache `,` $pos (`bias` `(` $position_bias^ `)`)? (`blocks` `(` $block_table^ `)`)? attr-dict `:` functional-type(operands, results)

@@ -506,7 +506,8 @@ void Deriver::cloneDecoder(func::FuncOp dec, ArrayRef<unsigned> srcArgPos,
           map.lookup(a.getValue()), kc, vc, pos,
           a.getPositionBias() ? map.lookup(a.getPositionBias()) : Value(), blocks,
           a.getNumHeadsAttr(), a.getScaleAttr(), a.getBiasBidirectionalAttr(),
-          a.getBiasMaxDistanceAttr(), a.getNumKvHeadsAttr(), a.getWindowAttr());
+          a.getBiasMaxDistanceAttr(), a.getNumKvHeadsAttr(), a.getWindowAttr(),
+          a.getSoftcapAttr());
       map.map(a.getResult(), c.getResult());
       continue;
     }

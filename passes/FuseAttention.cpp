@@ -364,7 +364,8 @@ struct FuseAttentionPattern : public OpRewritePattern<SoftmaxOp> {
         rewriter.getF64FloatAttr(m->maskValue), rewriter.getI64IntegerAttr(m->padId),
         rewriter.getBoolAttr(m->bias ? m->bias.getBidirectional() : false),
         rewriter.getI64IntegerAttr(m->bias ? (int64_t)m->bias.getMaxDistance() : 128),
-        /*num_kv_heads=*/rewriter.getI64IntegerAttr(0), /*window=*/rewriter.getI64IntegerAttr(0));
+        /*num_kv_heads=*/rewriter.getI64IntegerAttr(0), /*window=*/rewriter.getI64IntegerAttr(0),
+        /*softcap=*/rewriter.getF64FloatAttr(0));
     return success();
   }
 };

@@ -191,6 +191,10 @@ void processBlock(const Problem &pr, Scratch &sc, int64_t b, int64_t h, int64_t 
   } else {
     const float *K = pr.kRow(b, k0, h);
     scoresBlock(qv, K, p.k_row_stride, nk, sc.qt, pr.dk, st);
+    if (p.softcap > 0)
+      for (int64_t j = 0; j < nk; ++j)
+        for (int64_t c = 0; c < lanes; c += kVec)
+          vstore(st + j * kBlockQ + c, vsoftcap(vload(st + j * kBlockQ + c), p.softcap));
 
     if (pr.additive) {
       const float *a = p.additive + b * p.add_stride_b + h * p.add_stride_h + k0;
@@ -478,6 +482,7 @@ Status run(const AttentionCall &c) {
   p.heads = a.num_heads;
   p.kv_heads = a.num_kv_heads > 0 ? a.num_kv_heads : a.num_heads;
   p.window = a.window;
+  p.softcap = (float)a.softcap;
   p.head_dim = q.shape[2] / p.heads;
   p.v_head_dim = v.shape[2] / p.kv_heads;
   p.q_row_stride = q.shape[2];
@@ -555,6 +560,7 @@ Status run(const CachedAttentionCall &c) {
   p.heads = c.attrs.num_heads;
   p.kv_heads = c.attrs.num_kv_heads > 0 ? c.attrs.num_kv_heads : c.attrs.num_heads;
   p.window = c.attrs.window;
+  p.softcap = (float)c.attrs.softcap;
   p.head_dim = q.shape[2] / p.heads;
   p.v_head_dim = dv / p.kv_heads;
   p.q_row_stride = q.shape[2];

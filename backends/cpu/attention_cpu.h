@@ -68,6 +68,9 @@ struct AttentionParams {
   int64_t window = 0;
   /// Multiplies Q K^T (typically 1/sqrt(head_dim)).
   float scale = 1.0f;
+  /// Soft-capping of the scaled scores (0: none): s = softcap * tanh(s /
+  /// softcap), before the mask and any bias (Gemma 2).
+  float softcap = 0.0f;
   MaskKind mask = TFC_MASK_NONE;
   /// The score given to masked positions (masked_fill semantics: it replaces
   /// the score, it is not added). Typically -1e9 or -inf. Unused for None and

@@ -125,6 +125,14 @@ TFC_INLINE VF vexp(VF x) {
   return under ? vsplat(0.0f) : y;
 }
 
+/// c * tanh(x / c), Gemma 2's soft-capping of attention scores, as
+/// c - 2c / (exp(2x / c) + 1): within a few f32 ulps of c of the exact value
+/// (its absolute error, not its relative one, is what the softmax sees); +-c
+/// at +-inf, NaN for NaN.
+TFC_INLINE VF vsoftcap(VF x, float c) {
+  return vsplat(c) - vsplat(2.0f * c) / (vexp(x * vsplat(2.0f / c)) + vsplat(1.0f));
+}
+
 /// Per-thread buffers, allocated once per call and reused by all the thread's
 /// tasks. They are not initialized: every task writes what it reads. The
 /// tiled path's buffers exist only if some query block takes it, so a

@@ -178,6 +178,9 @@ void rowBlock(const Problem &pr, Scratch &sc, int64_t b, int64_t h, int64_t i, i
     std::fill(s, s + nk, mv);
   } else {
     rowScoresBlock(pr.kRow(b, k0, h), p.k_row_stride, nk, sc.rq, pr.dk, s);
+    if (p.softcap > 0) // the lanes past nk are overwritten below
+      for (int64_t j = 0; j < nk; j += kVec)
+        vstore(s + j, vsoftcap(vload(s + j), p.softcap));
     if (pr.additive) {
       const float *a =
           p.additive + b * p.add_stride_b + h * p.add_stride_h + i * p.add_stride_q + k0;

@@ -200,6 +200,8 @@ __device__ __forceinline__ void tileScores(Tile<DVC> &sh, const AttnArgs &a, con
       s[r] = -INFINITY; // not a key: weighs exactly 0
       continue;
     }
+    if (a.softcap > 0.0f) // Gemma 2: before the masks and biases
+      s[r] = a.softcap * tanhf(s[r] / a.softcap);
     if (c.additive && i < a.qLen)
       s[r] += loadF(a.add, a.addType, c.b * a.addB + c.h * a.addH + i * a.addQ + j);
     if (a.relBias)

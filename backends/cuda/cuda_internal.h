@@ -239,6 +239,7 @@ struct AttnArgs {
   /// reads key/value head h / group.
   int64_t group = 1;
   int64_t window = 0; ///< a sliding window (causal only; 0: none)
+  float softcap = 0.0f; ///< c * tanh(s / c) of the scaled scores (0: none)
   int64_t qRow = 0, kRow = 0, vRow = 0, oRow = 0;
   int64_t qBatch = 0, kBatch = 0, vBatch = 0, oBatch = 0;
   int64_t qPosOffset = 0;

@@ -167,6 +167,7 @@ Status run(Context &ctx, const AttentionCall &c) {
   a.heads = at.num_heads;
   a.group = at.num_kv_heads > 0 ? at.num_heads / at.num_kv_heads : 1;
   a.window = at.window;
+  a.softcap = (float)at.softcap;
   a.dk = q.shape[2] / a.heads;
   a.dv = v.shape[2] * a.group / a.heads;
   a.qRow = q.shape[2];
@@ -251,6 +252,7 @@ Status run(Context &ctx, const CachedAttentionCall &c) {
   a.heads = c.attrs.num_heads;
   a.group = c.attrs.num_kv_heads > 0 ? c.attrs.num_heads / c.attrs.num_kv_heads : 1;
   a.window = c.attrs.window;
+  a.softcap = (float)c.attrs.softcap;
   a.dk = q.shape[2] / a.heads;
   a.dv = v.shape[2] * a.group / a.heads;
   a.qRow = q.shape[2];

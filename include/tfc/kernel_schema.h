@@ -45,6 +45,7 @@ namespace tfc::schema {
 #define TFC_INTS(n) std::vector<int64_t> n;
 #define TFC_FLOAT(n) double n = 0;
 #define TFC_FLOAT_NN(n) double n = 0;
+#define TFC_FLOAT_OPT(n, dflt) double n = dflt;
 #define TFC_KERNEL(ENUM, name, Camel, id, flags, oc, ocu, of, attrs, operands)           \
   struct Camel##Attrs {                                                                  \
     static constexpr uint32_t kKernel = id;                                              \
@@ -66,6 +67,7 @@ namespace tfc::schema {
 #undef TFC_INTS
 #undef TFC_FLOAT
 #undef TFC_FLOAT_NN
+#undef TFC_FLOAT_OPT
 
 //===----------------------------------------------------------------------===//
 // Operand slots

@@ -499,7 +499,7 @@ class Encoder:
 # --- Generator -------------------------------------------------------------------------
 
 #: The decoder-only families `tfc compile DIR` describes (docs/hf.md).
-_DECODER_TYPES = {"gpt2", "llama", "mistral", "qwen2", "qwen3", "phi3", "gemma3_text"}
+_DECODER_TYPES = {"gpt2", "llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3_text"}
 
 
 class Generator:

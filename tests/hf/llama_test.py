@@ -28,6 +28,11 @@ Builds small random-weight decoder-only models with save_pretrained:
     embeddings, query_pre_attn_scalar, q/k norms, local layers with a window of
     3 and their own rope base beside global layers with linear rope scaling,
     GeGLU, a tied head);
+  - gemma2: a Gemma2ForCausalLM (Gemma 3's layout without q/k norms, local and
+    global layers alternating, one rope base) with tanh soft-capping of the
+    attention scores and of the final logits, both small enough to change the
+    logits far beyond the tolerance (checked); gemma2-old: the same weights
+    with the older config layout (rope_theta, no layer_types);
   - gpt2: a GPT2LMHeadModel (learned positions, packed Conv1D c_attn, GELU-tanh,
     a tied head; padded with eos);
 with non-trivial norms and biases, compiles each directory with tfc and checks:
@@ -47,7 +52,7 @@ with non-trivial norms and biases, compiles each directory with tfc and checks:
 that generation_config.json's do_sample, temperature, top_k and top_p are the
 model's sampling defaults (tfrun --generate samples with them; --greedy does not);
 and that config values tfc does not implement are errors that name them: a
-yarn rope scaling, Phi-3's longrope, Gemma 2's soft-capping and a sliding window
+yarn rope scaling, Phi-3's longrope, a negative soft-cap and a sliding window
 that is not on every layer from one on.
 Usage: llama_test.py TFC TFRUN WORKDIR   (run by ctest through tests/hf/run.sh)
 """
@@ -60,7 +65,8 @@ import sys
 import numpy as np
 import torch
 from hfcommon import check_cpu_cap, run
-from transformers import (Gemma3ForCausalLM, Gemma3TextConfig, GPT2Config, GPT2LMHeadModel,
+from transformers import (Gemma2Config, Gemma2ForCausalLM, Gemma3ForCausalLM, Gemma3TextConfig,
+                          GPT2Config, GPT2LMHeadModel,
                           LlamaConfig, LlamaForCausalLM,
                           MistralConfig, MistralForCausalLM, Phi3Config, Phi3ForCausalLM,
                           Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
@@ -329,6 +335,43 @@ family("gemma3", perturb(Gemma3ForCausalLM(Gemma3TextConfig(
                      "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}},
     bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD)).eval()))
 
+torch.manual_seed(13)
+# Gemma 2: soft-caps of 1 on the attention scores and 2 on the logits, both
+# inside the random model's ranges; layers 0 and 2 local (a window of 3).
+gemma2 = perturb(Gemma2ForCausalLM(Gemma2Config(
+    vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=4,
+    num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=128,
+    query_pre_attn_scalar=24, sliding_window=3, attn_logit_softcapping=1.0,
+    final_logit_softcapping=2.0, initializer_range=0.1, bos_token_id=BOS, eos_token_id=EOS,
+    pad_token_id=PAD)).eval())
+family("gemma2", gemma2, penalty=1.3)
+
+
+def gemma2_old_layout(cfg):
+    cfg["rope_theta"] = cfg.pop("rope_parameters")["rope_theta"]
+    del cfg["layer_types"]
+
+
+family("gemma2-old", gemma2, rewrite=gemma2_old_layout)
+# Each soft-cap matters here: without either, the logits move far past the
+# tolerance.
+with torch.no_grad():
+    ids = torch.tensor([[BOS, 5, 9, 23, 44, 17, 60, 3]])
+    capped = gemma2(ids).logits
+    for which in ("attention", "final"):
+        plain = copy.deepcopy(gemma2)
+        if which == "final":
+            plain.config.final_logit_softcapping = None
+        else:
+            for layer in plain.model.layers:
+                layer.self_attn.attn_logit_softcapping = None
+        moved = float((capped - plain(ids).logits).abs().max() / capped.abs().max())
+        ok = moved > 100 * TOL_REL
+        print(f"gemma2-{which}-softcap-matters: without it the logits move {moved:.3g} of the "
+              f"largest ({'ok' if ok else 'FAIL'}, needs > {100 * TOL_REL:.2g})")
+        if not ok:
+            failures.append(f"gemma2-{which}-softcap-matters")
+
 torch.manual_seed(8)
 # GPT-2 has no pad token: tfc pads with eos, as transformers does.
 family("gpt2", perturb(GPT2LMHeadModel(GPT2Config(
@@ -380,13 +423,12 @@ expect_error("llama-yarn", llama(), lambda c: c.update(
 # A repetition_penalty in generation_config.json: per request only.
 expect_error("llama-repetition-default", llama(), lambda c: c.update(repetition_penalty=1.1),
              "repetition_penalty: 1.1 is not supported as the model's default")
-# Gemma 2's soft-capping is not implemented: a Gemma 3 config that asks for it.
-expect_error("gemma3-softcap", Gemma3ForCausalLM(Gemma3TextConfig(
+# A soft-cap that is not a positive number.
+expect_error("gemma2-softcap", Gemma2ForCausalLM(Gemma2Config(
     vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
     num_attention_heads=4, num_key_value_heads=2, head_dim=32)).eval(),
-    lambda c: c.update(attn_logit_softcapping=50.0),
-    'attn_logit_softcapping: 50.0 is not supported (tanh soft-capping, Gemma 2\'s, is not '
-    'implemented')
+    lambda c: c.update(final_logit_softcapping=-30.0),
+    'final_logit_softcapping: -30.0 is not a positive number or null')
 # Phi-3's 128k checkpoints: longrope (short/long factors per frequency).
 expect_error("phi3-longrope", llama(), lambda c: c.update(
     model_type="phi3", rope_scaling={"type": "longrope", "short_factor": [1.0] * 8,

@@ -184,6 +184,8 @@ std::vector<double> attention(const Attention &a) {
           for (int64_t d = 0; d < a.headDim; ++d)
             dot += qi[d] * kj[d];
           double sc = a.scale * dot;
+          if (a.softcap > 0)
+            sc = a.softcap * std::tanh(sc / a.softcap);
           if (a.f32Scores)
             sc = static_cast<float>(sc);
           if (a.bias) { // T5's relative position bias, before the mask

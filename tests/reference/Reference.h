@@ -127,6 +127,9 @@ struct Attention {
   /// Causal and PaddingCausal: a sliding window (0: none); query i also does
   /// not see keys j <= i + qPosOffset - window.
   int64_t window = 0;
+  /// Soft-capping of the scaled scores, softcap * tanh(s / softcap), before
+  /// any bias and mask (Gemma 2); 0: none.
+  double softcap = 0;
   /// Round every score (scaled, then with the additive mask added) to f32, as
   /// unfused f32 code materializes them. Off: scores stay in double.
   bool f32Scores = false;

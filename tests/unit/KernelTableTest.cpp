@@ -88,6 +88,23 @@ TEST(KernelTable, OlderFilesLeaveOutTrailingOptionalAttributes) {
   EXPECT_EQ(p.padding_idx, -1);
   ASSERT_EQ(sc::PositionsAttrs::decode({1, 1}, {}, p), "");
   EXPECT_EQ(p.padding_idx, 1);
+  // A trailing optional float (attention's softcap): absent in older files and
+  // left out at its default; written, and read back, when set.
+  EXPECT_EQ(a.softcap, 0.0);
+  floats.clear();
+  a.encode(ints, floats);
+  EXPECT_EQ(floats, (std::vector<double>{0.5, -1e9}));
+  a.softcap = 50;
+  ints.clear();
+  floats.clear();
+  a.encode(ints, floats);
+  EXPECT_EQ(floats, (std::vector<double>{0.5, -1e9, 50}));
+  sc::AttentionAttrs c;
+  ASSERT_EQ(sc::AttentionAttrs::decode(ints, floats, c), "");
+  EXPECT_EQ(c.softcap, 50);
+  EXPECT_EQ(sc::AttentionAttrs::decode(ints, {0.5, -1e9, INFINITY}, c), "softcap is not finite");
+  EXPECT_EQ(sc::AttentionAttrs::decode(ints, {0.5, -1e9, 1, 2}, c),
+            "has 3 int and 4 float attributes, more than its 3 and 3");
 }
 
 TEST(KernelTable, DecodeNamesTheBadAttribute) {

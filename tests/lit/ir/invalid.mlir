@@ -440,3 +440,11 @@ func.func @rotary_rank(%x: tensor<?x16xf32>, %f: tensor<4xf32>) {
   %0 = tfc.rotary %x, %f {head_dim = 8} : (tensor<?x16xf32>, tensor<4xf32>) -> tensor<?x16xf32>
   return
 }
+
+// -----
+
+func.func @attention_softcap_negative(%q: tensor<?x?x16xf32>) -> tensor<?x?x16xf32> {
+  // expected-error @+1 {{'tfc.attention' op the score soft-cap -2.000000e+00 must be finite and not negative}}
+  %0 = tfc.attention #tfc<mask causal> %q, %q, %q {num_heads = 2, scale = 0.5, softcap = -2.0} : (tensor<?x?x16xf32>, tensor<?x?x16xf32>, tensor<?x?x16xf32>) -> tensor<?x?x16xf32>
+  return %0 : tensor<?x?x16xf32>
+}

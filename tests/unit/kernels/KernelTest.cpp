@@ -1151,6 +1151,7 @@ TEST_P(KernelTest, CachedAttentionPerRow) {
     int64_t T = 2;                         ///< new tokens per row
     int64_t H = 2, Hkv = 0;                ///< query heads, key/value heads (0: H)
     int64_t window = 0;                    ///< a sliding window (0: none)
+    double softcap = 0;                    ///< the scores' soft-cap (0: none)
   };
   // Rows longer than the kernel's key block (64) over blocks of 16 and 64
   // positions (read in place), 6 (gathered), and a prefill of 20 tokens (the
@@ -1175,6 +1176,10 @@ TEST_P(KernelTest, CachedAttentionPerRow) {
       {"a sliding window of 5, one block per row", 96, 3, {80, 2}, {{2}, {0}}, 2, 2, 0, 5},
       {"a sliding window of 70 over a prefill, one block per row", 128, 2, {100, 0}, {{1}, {0}},
        20, 4, 2, 70},
+      {"a soft-cap of 0.5, 4 heads over 2, blocks of 16", 16, 12, {20, 5},
+       {{7, 2, 9}, {4, 0, 11}}, 3, 4, 2, 0, 0.5},
+      {"a soft-cap of 0.3 over a prefill and a window of 9", 128, 2, {100, 0}, {{1}, {0}}, 20, 2,
+       0, 9, 0.3},
   };
   const int64_t dk = 8, dv = 4;
   for (const Case &c : cases) {
@@ -1200,7 +1205,7 @@ TEST_P(KernelTest, CachedAttentionPerRow) {
     const double scale = 1.0 / std::sqrt(static_cast<double>(dk));
     const std::string got = run(TFC_KERNEL_CACHED_ATTENTION,
                                 {&q, &k, &v, &kc, &vc, &pos, &table}, out,
-                                {H, 0, 0, 0, 1, c.Hkv, c.window}, {scale});
+                                {H, 0, 0, 0, 1, c.Hkv, c.window}, {scale, c.softcap});
     if (nb > 1 && backend().name() == "cuda") {
       EXPECT_EQ(got, "cached_attention: a block table of " + std::to_string(nb) +
                          " blocks per row (the CUDA backend reads one cache row per row)");
@@ -1246,6 +1251,7 @@ TEST_P(KernelTest, CachedAttentionPerRow) {
       a.maskValue = -kInf;
       a.qPosOffset = c.pos[b];
       a.window = c.window;
+      a.softcap = c.softcap;
       const std::vector<double> o = ref::attention(a);
       want.insert(want.end(), o.begin(), o.end());
     }
@@ -1261,6 +1267,7 @@ TEST_P(KernelTest, GroupedQueryAttention) {
     int64_t B, Sq, Sk, H, Hkv, dk;
     int mask; ///< tfc_mask_t: none or causal
     int64_t window = 0; ///< a sliding window (causal only; 0: none)
+    double softcap = 0; ///< the scores' soft-cap (0: none)
   };
   const Case cases[] = {
       {"4 heads over 2, no mask", 2, 5, 7, 4, 2, 8, TFC_MASK_NONE},
@@ -1270,6 +1277,9 @@ TEST_P(KernelTest, GroupedQueryAttention) {
       {"a sliding window of 3, 8 over 1", 1, 9, 9, 8, 1, 16, TFC_MASK_CAUSAL, 3},
       {"a sliding window of 20 over 150 keys, 4 over 2", 2, 150, 150, 4, 2, 16, TFC_MASK_CAUSAL,
        20},
+      {"a soft-cap of 0.5, one query, 6 over 3", 3, 1, 70, 6, 3, 16, TFC_MASK_NONE, 0, 0.5},
+      {"a soft-cap of 0.4 and a window of 7 over a prefill of 90", 2, 90, 90, 4, 2, 32,
+       TFC_MASK_CAUSAL, 7, 0.4},
   };
   for (const Case &c : cases) {
     SCOPED_TRACE(c.name);
@@ -1279,7 +1289,7 @@ TEST_P(KernelTest, GroupedQueryAttention) {
     HostTensor out(dt(), {c.B, c.Sq, c.H * c.dk});
     const double scale = 1.0 / std::sqrt(static_cast<double>(c.dk));
     ASSERT_EQ(run(TFC_KERNEL_ATTENTION, {&q, &k, &v}, out,
-                  {c.mask, c.H, 0, 0, 0, 0, c.Hkv, c.window}, {scale, -kInf}),
+                  {c.mask, c.H, 0, 0, 0, 0, c.Hkv, c.window}, {scale, -kInf, c.softcap}),
               "");
     const std::vector<double> qv = q.values(), kv = k.values(), vv = v.values();
     ref::Attention a;
@@ -1296,6 +1306,7 @@ TEST_P(KernelTest, GroupedQueryAttention) {
     a.mask = c.mask == TFC_MASK_CAUSAL ? ref::Mask::Causal : ref::Mask::None;
     a.maskValue = -kInf;
     a.window = c.window;
+    a.softcap = c.softcap;
     expectNear(out, ref::attention(a), "grouped-query attention");
   }
   // A key/value head count that does not divide the heads.
@@ -1309,6 +1320,10 @@ TEST_P(KernelTest, GroupedQueryAttention) {
   EXPECT_EQ(run(TFC_KERNEL_ATTENTION, {&q, &kq, &kq}, out, {TFC_MASK_NONE, 3, 0, 0, 0, 0, 0, 4},
                 {0.5, -1e9}),
             "attention: a sliding window of 4 must be positive and needs a causal mask");
+  // A negative soft-cap.
+  EXPECT_EQ(run(TFC_KERNEL_ATTENTION, {&q, &kq, &kq}, out, {TFC_MASK_NONE, 3, 0},
+                {0.5, -1e9, -2.5}),
+            "attention: the score soft-cap -2.5 is negative");
 }
 
 /// Rotary embeddings against a double reference (the angle a product in f32,
