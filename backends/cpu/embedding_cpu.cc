@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "backends/cpu/broadcast_cpu.h"
 #include "backends/cpu/kernels_cpu.h"
+#include "backends/cpu/linear_dnnl.h"
 #include "tfc/bf16.h"
 #include "tfc/relative_bucket.h"
 
@@ -16,7 +17,9 @@ namespace tfc::cpu {
 namespace {
 
 /// out[i, :] (+)= table[ids[i], :] * scale for an f32, bf16 or i8 table (an
-/// i8 row is dequantized with its |rowScales| entry).
+/// i8 row is dequantized with its |rowScales| entry). A table that is also a
+/// linear's weight (tied to the lm_head) is read from the linear's packed
+/// copy where its layout allows (linear_dnnl.h), the same values.
 Status embeddingRows(const Tensor &table, const Tensor &ids, float scale, const float *rowScales,
                      float *out, bool accumulate) {
   int64_t v = table.shape[0], d = table.shape[1];
@@ -27,6 +30,9 @@ Status embeddingRows(const Tensor &table, const Tensor &ids, float scale, const 
       return Status::invalidArgument("token id " + std::to_string(id) +
                                      " is out of range [0, " + std::to_string(v) + ")");
     float *o = out + i * d;
+    if (table.packed &&
+        packedRowTimes(*static_cast<const PackedLinear *>(table.packed), id, scale, o, accumulate))
+      continue;
     auto emit = [&](auto load, float s) {
       if (accumulate)
         for (int64_t j = 0; j < d; ++j)

@@ -160,6 +160,10 @@ void overBlocks(const PackedS8 &w, int64_t m, int64_t rowBytes, Tile &&tileAt) {
 }
 } // namespace
 
+int8_t PackedS8::at(int64_t j, int64_t i) const {
+  return panels8()[(j / kPanel) * kPad * kPanel + (i / 4) * 4 * kPanel + (j % kPanel) * 4 + i % 4];
+}
+
 std::unique_ptr<PackedS8> packS8(const int8_t *w, int64_t n, int64_t k) {
   auto p = std::make_unique<PackedS8>();
   p->n = n;
@@ -179,6 +183,7 @@ std::unique_ptr<PackedS8> packS8(const int8_t *w, int64_t n, int64_t k) {
     const int64_t col = j % kPanel;
     for (int64_t i = 0; i < k; ++i) {
       const int8_t v = w[j * k + i] == -128 ? -127 : w[j * k + i];
+      p->clipped |= w[j * k + i] == -128;
       // k group i / 4, column col, byte i % 4.
       panel[(i / 4) * 4 * kPanel + col * 4 + i % 4] = v;
       sum += v;

@@ -32,6 +32,10 @@ struct PackedS8 {
   WeightMemory data{nullptr, std::free};
   const int8_t *panels8() const { return static_cast<const int8_t *>(data.get()); }
   std::unique_ptr<int32_t[]> wsum;
+  bool clipped = false; ///< some -128 went in as -127 (the kernel's range)
+
+  /// Element (j, i) as packed: panels of kPanel columns, k in groups of 4.
+  int8_t at(int64_t j, int64_t i) const;
 };
 
 /// Null when out of memory.

@@ -94,7 +94,12 @@ public:
   /// them widened to f32 (exactly), and the GEMM runs in f32 on bf16-rounded
   /// inputs, which is the native path's arithmetic (cpu_isa.h).
   bool bf16Emulated = false;
-  const float *scales = nullptr; ///< i8: per output channel
+  /// i8: per output channel, a copy: the epilogue reads them on every call,
+  /// and a pointer into model.bin's mapping would fault its pages back in
+  /// after the device dropped them (with large page-cache folios, each
+  /// scale's page maps megabytes of the weights around it: measured 116 MB
+  /// of a 135 MB int8 model back in the process).
+  std::vector<float> scales;
   /// i8: sum over k of weight[n, k], to take the activations' zero points out
   /// of the u8 x s8 sums: sum_k (q - z) w = sum_k q w - z * wsum[n].
   std::vector<int32_t> wsum;
@@ -203,7 +208,8 @@ std::shared_ptr<PackedLinear> packLinear(const void *w, uint32_t dtype, int64_t 
     p->n = n;
     p->k = k;
     p->dtype = dtype;
-    p->scales = scales;
+    if (dtype == TFC_DTYPE_I8)
+      p->scales.assign(scales, scales + n);
     if (dtype == TFC_DTYPE_I4) {
       p->q4 = packQ4(static_cast<const uint8_t *>(w), scales, n, k, group);
       if (!p->q4) {
@@ -385,7 +391,7 @@ std::string runInt8(const PackedLinear &w, const GemmCall &c) {
     if (!err.empty())
       return err;
   }
-  const float *sw = w.scales;
+  const float *sw = w.scales.data();
   const int32_t *wsum = w.wsum.data();
   const bool bf16Out = c.yDtype == TFC_DTYPE_BF16;
 #pragma omp parallel for schedule(static) if (rows * n > 32768)
@@ -537,6 +543,27 @@ static std::string runUnfusedEpilogue(const PackedLinear &w, const GemmCall &c) 
   if (!f32Out)
     f32ToBf16(y, static_cast<uint16_t *>(c.y), ny);
   return "";
+}
+
+bool packedRowTimes(const PackedLinear &w, int64_t j, float mul, float *out, bool accumulate) {
+  if (j < 0 || j >= w.n)
+    return false;
+  auto emit = [&](auto load) {
+    for (int64_t i = 0; i < w.k; ++i)
+      out[i] = accumulate ? out[i] + load(i) * mul : load(i) * mul;
+  };
+  if (w.dtype == TFC_DTYPE_I8 && w.s8 && !w.s8->clipped) {
+    mul *= w.scales[j];
+    emit([&](int64_t i) { return (float)w.s8->at(j, i); });
+    return true;
+  }
+  // f32 (and bf16 widened to f32) in the plain [K, N] layout OpenBLAS reads.
+  if ((w.dtype == TFC_DTYPE_F32 || w.bf16Emulated) && w.blas) {
+    const float *kn = static_cast<const float *>(w.weights.get_data_handle());
+    emit([&](int64_t i) { return kn[i * w.n + j]; });
+    return true;
+  }
+  return false;
 }
 
 std::string runPackedLinear(const PackedLinear &w, const GemmCall &c) {

@@ -31,8 +31,8 @@ namespace tfc::cpu {
 class PackedLinear;
 
 /// Packs W [n, k] (row-major, as torch.nn.Linear stores it) of |dtype|
-/// (TFC_DTYPE_F32, _BF16, _I8 or _I4). |scales|: i8 [n], which must outlive
-/// the result; i4 [n, ceil(k / group)], copied. Returns null and sets |err| if
+/// (TFC_DTYPE_F32, _BF16, _I8 or _I4). |scales|: i8 [n] or i4 [n, ceil(k /
+/// group)], copied. Returns null and sets |err| if
 /// it cannot.
 std::shared_ptr<PackedLinear> packLinear(const void *w, uint32_t dtype, int64_t n, int64_t k,
                                          const float *scales, int64_t group, std::string &err);
@@ -53,6 +53,15 @@ struct GemmCall {
 
 /// Returns "" or an error message.
 std::string runPackedLinear(const PackedLinear &w, const GemmCall &c);
+
+/// Row j of W, exactly as stored (an i8 row dequantized with its scale, as
+/// q * scale), times |mul|, into out[k] (or added to it with |accumulate|),
+/// read from the packed copy: a tied token table (an embedding that shares the
+/// lm_head's weight) then reads the copy the lm_head keeps instead of faulting
+/// model.bin's pages back in, so the table is resident once. False, writing
+/// nothing, where the packed layout has no plain rows (oneDNN's blocked ones;
+/// int4; an i8 row the packing clipped).
+bool packedRowTimes(const PackedLinear &w, int64_t j, float mul, float *out, bool accumulate);
 
 } // namespace tfc::cpu
 
