@@ -93,8 +93,9 @@ public:
            fail(std::to_string(t.shape[0]) + " buckets with max_distance " +
                 std::to_string(maxDistance) + " are not a bucketing");
   }
-  /// An i8 weight comes with its descriptor's per-row scales (the loader
-  /// checked their shape); a float one with none.
+  /// An i8 weight comes with its descriptor's scales, one per row or per
+  /// group of a multiple of 32 (the loader checked their shape); a float one
+  /// with none.
   bool quantized(const Tensor &w, const char *what) {
     if (w.dtype == TFC_DTYPE_I4)
       return (w.scales && w.group > 0 && w.group % 32 == 0) ||
@@ -104,10 +105,10 @@ public:
                             : " has no scales"));
     if (w.dtype != TFC_DTYPE_I8)
       return true;
-    return (w.scales && w.group == 0) ||
+    return (w.scales && (w.group == 0 || (w.group > 0 && w.group % 32 == 0))) ||
            fail(std::string("the i8 ") + what + (w.scales ? " has groups of " +
                                                                 std::to_string(w.group) +
-                                                                ", not one scale per row"
+                                                                ", not a multiple of 32"
                                                           : " has no scales"));
   }
   /// q [B, Sq, H*Dk], k [B, Sk, H*Dk], v [B, Sk, H*Dv] -> out [B, Sq, H*Dv].

@@ -30,9 +30,9 @@ vocabulary (llama.cpp's converter is told its pre-tokenizer is 'qwen2').
 (DIR/SHAPE-quick with --quick) and reuses them in later runs; tfc compiles in every run.
 Every engine runs those weights:
   tfc-f32 / tfc-int8 / tfc-int4  `tfc compile DIR [--precision int8 | int4]` (int8:
-           per-row weight scales, activations quantized per row, exact; int4: a scale
-           per 32 weights, activations quantized per 32-block inside the kernel, the
-           lm_head int8; docs/precision.md), run by
+           a scale per 32 weights, as Q8_0; int4: a scale per 32 weights, the lm_head
+           int8 per row; both with the activations quantized per 32-block inside the
+           kernel; docs/precision.md), run by
            `tfrun X.bin --generate --max-len N --input input_ids=P.npy --threads T
            --bench R` ('generate: median X ms'; a warm-up, R timed runs, the model
            load not timed)

@@ -268,33 +268,40 @@ uint32_t Writer::weightOperand(Operation *op, unsigned i, Value v) {
                         h.size() * 2);
   } else {
     // Symmetric per row (= per output channel of a linear weight [N, K], and per
-    // token of an embedding table [V, D]: the same numbers for a tied weight).
+    // token of an embedding table [V, D]: the same numbers for a tied weight),
+    // or per group of opts.int8Group along a row (as llama.cpp's Q8_0).
+    const int64_t group = opts.int8Group > 0 ? opts.int8Group : cols;
+    const int64_t groups = (cols + group - 1) / group;
     std::vector<int8_t> q(t.data.size());
-    std::vector<float> sc(rows);
+    std::vector<float> sc(rows * groups);
     // A row holding NaN or inf is stored as scale NaN and zeros: its outputs
     // (a linear layer's output column, an embedding's token row) are NaN
     // (docs/precision.md, "Non-finite values"). The rest in double, so that
     // 127 / amax cannot overflow and nothing non-finite is cast to int8.
-    for (int64_t r = 0; r < rows; ++r) {
-      const float *w = t.data.data() + r * cols;
-      float amax = 0;
-      bool finite = true;
-      for (int64_t c = 0; c < cols; ++c) {
-        finite &= std::isfinite(w[c]);
-        amax = std::max(amax, std::fabs(w[c]));
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t g = 0; g < groups; ++g) {
+        const int64_t c0 = g * group, c1 = std::min(cols, c0 + group);
+        const float *w = t.data.data() + r * cols;
+        float amax = 0;
+        bool finite = true;
+        for (int64_t c = c0; c < c1; ++c) {
+          finite &= std::isfinite(w[c]);
+          amax = std::max(amax, std::fabs(w[c]));
+        }
+        sc[r * groups + g] = finite ? amax / 127.0f : NAN;
+        const double inv = finite && amax > 0 ? 127.0 / amax : 0.0;
+        for (int64_t c = c0; c < c1; ++c)
+          q[r * cols + c] =
+              finite ? (int8_t)std::clamp(std::nearbyint(w[c] * inv), -127.0, 127.0) : 0;
       }
-      sc[r] = finite ? amax / 127.0f : NAN;
-      const double inv = finite && amax > 0 ? 127.0 / amax : 0.0;
-      for (int64_t c = 0; c < cols; ++c)
-        q[r * cols + c] = finite ? (int8_t)std::clamp(std::nearbyint(w[c] * inv), -127.0, 127.0)
-                                 : 0;
-    }
     id = addWeightBytes(t.shape, TFC_DTYPE_I8, reinterpret_cast<const char *>(q.data()),
                         q.size());
-    sid = addWeightBytes({rows}, TFC_DTYPE_F32, reinterpret_cast<const char *>(sc.data()),
+    const std::vector<int64_t> sshape =
+        opts.int8Group > 0 ? std::vector<int64_t>{rows, groups} : std::vector<int64_t>{rows};
+    sid = addWeightBytes(sshape, TFC_DTYPE_F32, reinterpret_cast<const char *>(sc.data()),
                          sc.size() * 4);
-    values[id].quant.scales = sid; // the weight's descriptor: one scale per row
-    values[id].quant.group = 0;
+    values[id].quant.scales = sid; // the weight's descriptor: per row, or per group
+    values[id].quant.group = (uint32_t)std::max<int64_t>(opts.int8Group, 0);
   }
   reducedWeights[{v, mode}] = {id, sid};
   return id;

@@ -26,8 +26,9 @@ enum class Precision {
         ///< the linear, attention and norm kernels bf16; f32 accumulation, norms
         ///< and softmax statistics, residual stream and outputs
   Int8, ///< as BF16, but linear weights and embedding tables int8 with a
-        ///< symmetric per-row (per output channel) f32 scale; linear inputs
-        ///< quantized per row at run time
+        ///< symmetric f32 scale per row (per output channel; linear inputs
+        ///< quantized per row at run time) or, with PlanOptions::int8Group, per
+        ///< group of that many inputs (llama.cpp's Q8_0; inputs per block of 32)
   Int4, ///< as Int8, but linear weights int4 with one f32 scale per group of
         ///< PlanOptions::groupSize inputs (the weights of 16 levels, as
         ///< llama.cpp's Q4_0); the lm_head (a linear whose result is returned,
@@ -38,6 +39,8 @@ struct PlanOptions {
   Precision precision = Precision::F32;
   /// Int4: the inputs per scale along a weight's row, a multiple of 32.
   int64_t groupSize = 32;
+  /// Int8: the same, or 0 for one scale per row.
+  int64_t int8Group = 0;
 };
 
 /// Figures `tfc compile --report` prints about the plan.

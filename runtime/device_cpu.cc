@@ -100,10 +100,11 @@ public:
         const ValueDesc &w = f.values[wv];
         // A weight the linear kernel's rules reject (backends/kernel_rules.h)
         // is not packed: the call fails with that rule's message at run time.
-        // Nor are int8 weights with grouped scales (the int8 kernels read
-        // one scale per row; int4's read groups).
+        // Nor are float weights that claim groups.
         if (w.storage != Storage::Weight || w.dims.size() != 2 || w.dims[0] < 1 ||
-            w.dims[1] < 1 || (w.quant.group != 0 && w.dtype != TFC_DTYPE_I4) || queued[wv])
+            w.dims[1] < 1 ||
+            (w.quant.group != 0 && w.dtype != TFC_DTYPE_I4 && w.dtype != TFC_DTYPE_I8) ||
+            queued[wv])
           continue;
         queued[wv] = 1;
         jobs.push_back(

@@ -181,6 +181,9 @@ static std::string checkQuant(const Function &f, const ValueDesc &v) {
   if (v.dtype == TFC_DTYPE_I4 && (q.group == 0 || q.group % 32 != 0))
     return "is an int4 weight whose group of " + std::to_string(q.group) +
            " is not a multiple of 32";
+  if (v.dtype == TFC_DTYPE_I8 && q.group % 32 != 0)
+    return "is an int8 weight whose group of " + std::to_string(q.group) +
+           " is not 0 (one scale per row) or a multiple of 32";
   const int64_t rows = v.dims[0], k = v.dims[1];
   const std::vector<int64_t> want =
       q.group == 0 ? std::vector<int64_t>{rows}
@@ -189,8 +192,6 @@ static std::string checkQuant(const Function &f, const ValueDesc &v) {
     return "has scales that are not an f32 weight shaped like its rows and groups";
   if (q.zeros != tfc::format::kNoValue)
     return "has zero points, which this runtime does not read";
-  if (v.dtype == TFC_DTYPE_I8 && q.group != 0 && q.group > (uint64_t)k)
-    return "has a group size larger than its rows";
   return "";
 }
 

@@ -21,7 +21,7 @@ namespace {
 /// linear's weight (tied to the lm_head) is read from the linear's packed
 /// copy where its layout allows (linear_dnnl.h), the same values.
 Status embeddingRows(const Tensor &table, const Tensor &ids, float scale, const float *rowScales,
-                     float *out, bool accumulate) {
+                     int64_t group, float *out, bool accumulate) {
   int64_t v = table.shape[0], d = table.shape[1];
   int64_t n = ids.numel();
   for (int64_t i = 0; i < n; ++i) {
@@ -44,6 +44,13 @@ Status embeddingRows(const Tensor &table, const Tensor &ids, float scale, const 
     if (table.dtype == TFC_DTYPE_BF16) {
       const uint16_t *row = table.as<uint16_t>() + id * d;
       emit([&](int64_t j) { return tfc_bf16_to_f32(row[j]); }, scale);
+    } else if (table.dtype == TFC_DTYPE_I8 && group > 0) { // a scale per group of a row
+      const int8_t *row = table.as<int8_t>() + id * d;
+      const float *sc = rowScales + id * ((d + group - 1) / group);
+      for (int64_t j = 0; j < d; ++j) {
+        const float v = (float)row[j] * (scale * sc[j / group]);
+        o[j] = accumulate ? o[j] + v : v;
+      }
     } else if (table.dtype == TFC_DTYPE_I8) {
       const int8_t *row = table.as<int8_t>() + id * d;
       emit([&](int64_t j) { return (float)row[j]; }, scale * rowScales[id]);
@@ -62,10 +69,10 @@ Status run(const TokenEmbeddingCall &c) {
   const Tensor &ids = *c.ids, &table = *c.table;
   const auto &a = c.attrs;
   float *o = c.out->as<float>();
-  TFC_RETURN_IF_ERROR(embeddingRows(table, ids, (float)a.scale,
-                                    table.scales, o, false));
+  TFC_RETURN_IF_ERROR(embeddingRows(table, ids, (float)a.scale, table.scales, table.group, o,
+                                    false));
   if (c.type_ids)
-    TFC_RETURN_IF_ERROR(embeddingRows(*c.type_table, *c.type_ids, 1.0f, nullptr, o, true));
+    TFC_RETURN_IF_ERROR(embeddingRows(*c.type_table, *c.type_ids, 1.0f, nullptr, 0, o, true));
   if (!c.positions)
     return Status();
   const int64_t b = ids.shape[0], s = ids.shape[1], d = table.shape[1];
@@ -141,7 +148,7 @@ Status run(const RotaryCall &c) {
 }
 
 Status run(const EmbeddingCall &c) {
-  return embeddingRows(*c.table, *c.ids, 1.0f, nullptr, c.out->as<float>(), false);
+  return embeddingRows(*c.table, *c.ids, 1.0f, nullptr, 0, c.out->as<float>(), false);
 }
 
 Status run(const PositionsCall &c) {

@@ -13,105 +13,116 @@ namespace tfc::cpu {
 
 namespace {
 constexpr int64_t kBlock = 32;
-constexpr int64_t kStep = 8; // blocks per step of the kernel: one vector of 8 block sums
+constexpr int64_t kPanel = 16;
+constexpr int64_t kRowBlock = 64; // prefill rows per cache block (a multiple of 4)
 
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-/// Lane i of the result: the sum of the 8 lanes of p[i].
-inline __m256i laneSums(const __m256i p[8]) {
-  const __m256i t0 = _mm256_hadd_epi32(p[0], p[1]), t1 = _mm256_hadd_epi32(p[2], p[3]);
-  const __m256i t2 = _mm256_hadd_epi32(p[4], p[5]), t3 = _mm256_hadd_epi32(p[6], p[7]);
-  const __m256i u0 = _mm256_hadd_epi32(t0, t1), u1 = _mm256_hadd_epi32(t2, t3);
-  return _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20),
-                          _mm256_permute2x128_si256(u0, u1, 0x31));
-}
-
-/// Activation rows [r0, r0 + R) against weight rows [j0, j0 + J): R x J sums.
-/// Each step takes 8 blocks: 4 loads of 32 weight bytes (two blocks each, one
-/// per nibble), per row 8 vpmaddubsw + vpmaddwd, one reduction to a vector of
-/// the 8 block sums, and one FMA by the 8 products scale_w * scale_x.
-template <int R, int J>
+/// Rows [r0, r0 + R) of one panel: R x 16 outputs. Per block: 4 loads of 64
+/// bytes' halves unpacked into 8 vectors of u (0..15), per row 8 vpmaddubsw
+/// summed in s16, 2 vpmaddwd, and the scales: y = sum_b sw * (d S - 8 d sum q).
+template <int R>
 void tile(const PackedQ4 &w, const int8_t *q, const float *d, const float *dsum8, int64_t r0,
-          int64_t j0, float *y) {
-  const int64_t blocks = w.blocks;
+          int64_t panel, float *y) {
+  const int64_t kPad = w.kPad, blocks = w.blocks;
   const __m256i ones = _mm256_set1_epi16(1), low = _mm256_set1_epi8(0x0F);
-  __m256 acc[R][J], corr[R][J];
+  __m256 f[R][2];
   for (int r = 0; r < R; ++r)
-    for (int jj = 0; jj < J; ++jj)
-      acc[r][jj] = corr[r][jj] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < blocks; b += kStep) {
-    for (int jj = 0; jj < J; ++jj) {
-      const uint8_t *wb = w.rowBlocks(j0 + jj) + b * 16;
-      __m256i wv[kStep];
-      for (int i = 0; i < kStep / 2; ++i) {
-        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(wb + 32 * i));
-        wv[2 * i] = _mm256_and_si256(v, low);
-        wv[2 * i + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
-      }
-      const __m256 ws = _mm256_loadu_ps(w.rowScales(j0 + jj) + b);
+    f[r][0] = f[r][1] = _mm256_setzero_ps();
+  const uint8_t *wp = w.panel(panel);
+  const float *ws = w.panelScales(panel);
+  for (int64_t b = 0; b < blocks; ++b) {
+    __m256i s16[R][2];
+    for (int r = 0; r < R; ++r)
+      s16[r][0] = s16[r][1] = _mm256_setzero_si256();
+    for (int64_t kk = b * kBlock; kk < (b + 1) * kBlock; kk += 8) {
+      const uint8_t *g = wp + kk * 8; // 64 bytes per 8 inputs
+      const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(g));
+      const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(g + 32));
+      const __m256i lo0 = _mm256_and_si256(v0, low), lo1 = _mm256_and_si256(v1, low);
+      const __m256i hi0 = _mm256_and_si256(_mm256_srli_epi16(v0, 4), low);
+      const __m256i hi1 = _mm256_and_si256(_mm256_srli_epi16(v1, 4), low);
       for (int r = 0; r < R; ++r) {
-        const int64_t at = (r0 + r) * blocks + b;
-        const int8_t *xb = q + at * kBlock;
-        __m256i p[kStep];
-        for (int i = 0; i < kStep; ++i)
-          p[i] = _mm256_madd_epi16(
-              _mm256_maddubs_epi16(
-                  wv[i], _mm256_loadu_si256(reinterpret_cast<const __m256i *>(xb + i * kBlock))),
-              ones);
-        const __m256 sums = _mm256_cvtepi32_ps(laneSums(p));
-        acc[r][jj] = _mm256_fmadd_ps(_mm256_mul_ps(ws, _mm256_loadu_ps(d + at)), sums, acc[r][jj]);
-        corr[r][jj] = _mm256_fmadd_ps(ws, _mm256_loadu_ps(dsum8 + at), corr[r][jj]);
+        int32_t x0, x1;
+        std::memcpy(&x0, q + (r0 + r) * kPad + kk, 4);
+        std::memcpy(&x1, q + (r0 + r) * kPad + kk + 4, 4);
+        const __m256i a0 = _mm256_set1_epi32(x0), a1 = _mm256_set1_epi32(x1);
+        s16[r][0] = _mm256_add_epi16(
+            s16[r][0], _mm256_add_epi16(_mm256_maddubs_epi16(lo0, a0), _mm256_maddubs_epi16(hi0, a1)));
+        s16[r][1] = _mm256_add_epi16(
+            s16[r][1], _mm256_add_epi16(_mm256_maddubs_epi16(lo1, a0), _mm256_maddubs_epi16(hi1, a1)));
       }
     }
+    const __m256 w0 = _mm256_loadu_ps(ws + b * kPanel), w1 = _mm256_loadu_ps(ws + b * kPanel + 8);
+    for (int r = 0; r < R; ++r) {
+      const int64_t at = (r0 + r) * blocks + b;
+      const __m256 db = _mm256_set1_ps(d[at]), cb = _mm256_set1_ps(dsum8[at]);
+      const __m256 t0 = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16[r][0], ones));
+      const __m256 t1 = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16[r][1], ones));
+      f[r][0] = _mm256_fmadd_ps(w0, _mm256_fmsub_ps(t0, db, cb), f[r][0]);
+      f[r][1] = _mm256_fmadd_ps(w1, _mm256_fmsub_ps(t1, db, cb), f[r][1]);
+    }
   }
-  for (int r = 0; r < R; ++r)
-    for (int jj = 0; jj < J; ++jj)
-      y[(r0 + r) * w.n + j0 + jj] = hsum(_mm256_sub_ps(acc[r][jj], corr[r][jj]));
+  const int64_t n0 = panel * kPanel, cols = std::min(kPanel, w.n - n0);
+  for (int r = 0; r < R; ++r) {
+    float *yr = y + (r0 + r) * w.n + n0;
+    if (cols == kPanel) {
+      _mm256_storeu_ps(yr, f[r][0]);
+      _mm256_storeu_ps(yr + 8, f[r][1]);
+      continue;
+    }
+    alignas(32) float out[16];
+    _mm256_store_ps(out, f[r][0]);
+    _mm256_store_ps(out + 8, f[r][1]);
+    std::memcpy(yr, out, (size_t)cols * sizeof(float));
+  }
 }
 
 using TileFn = void (*)(const PackedQ4 &, const int8_t *, const float *, const float *, int64_t,
                         int64_t, float *);
-/// tile<R, J> for R in 1..4 and J in 1..2: kTiles[R - 1][J - 1].
-constexpr TileFn kTiles[4][2] = {{tile<1, 1>, tile<1, 2>},
-                                 {tile<2, 1>, tile<2, 2>},
-                                 {tile<3, 1>, tile<3, 2>},
-                                 {tile<4, 1>, tile<4, 2>}};
+constexpr TileFn kTiles[4] = {tile<1>, tile<2>, tile<3>, tile<4>};
 } // namespace
+
+int8_t PackedQ4::code(int64_t j, int64_t i) const {
+  const uint8_t byte = panel(j / kPanel)[(i / 8) * 64 + ((j % kPanel) / 8) * 32 +
+                                         (j % 8) * 4 + i % 4];
+  return (int8_t)(((i / 4) % 2 ? byte >> 4 : byte & 0xF) - 8);
+}
 
 std::unique_ptr<PackedQ4> packQ4(const uint8_t *w, const float *scales, int64_t n, int64_t k,
                                  int64_t group) {
   auto p = std::make_unique<PackedQ4>();
   p->n = n;
   p->k = k;
-  p->blocks = ((k + kBlock - 1) / kBlock + kStep - 1) / kStep * kStep;
+  p->kPad = (k + kBlock - 1) / kBlock * kBlock;
+  p->blocks = p->kPad / kBlock;
+  p->panels = (n + kPanel - 1) / kPanel;
   const int64_t groups = (k + group - 1) / group;
-  p->nibbles = allocWeightMemory((size_t)(n * p->blocks * 16));
-  p->scales = allocWeightMemory((size_t)(n * p->blocks) * sizeof(float));
+  p->nibbles = allocWeightMemory((size_t)(p->panels * p->kPad * 8));
+  p->scales = allocWeightMemory((size_t)(p->panels * p->blocks * kPanel) * sizeof(float));
   if (!p->nibbles || !p->scales)
     return nullptr;
-  // u = q + 8 of element c of row j; 8 (zero) past k.
-  auto u = [&](int64_t j, int64_t c) -> uint8_t {
-    if (c >= k)
+  // u = q + 8 of element i of row j; 8 (zero) past n and k.
+  auto u = [&](int64_t j, int64_t i) -> uint8_t {
+    if (j >= n || i >= k)
       return 8;
-    const uint64_t e = (uint64_t)j * (uint64_t)k + (uint64_t)c;
+    const uint64_t e = (uint64_t)j * (uint64_t)k + (uint64_t)i;
     return (uint8_t)(((w[e / 2] >> (e % 2 ? 4 : 0)) & 0xF) ^ 8);
   };
 #pragma omp parallel for schedule(static) if (n * k > (1 << 20))
-  for (int64_t j = 0; j < n; ++j) {
-    uint8_t *out = static_cast<uint8_t *>(p->nibbles.get()) + j * p->blocks * 16;
-    float *sc = static_cast<float *>(p->scales.get()) + j * p->blocks;
-    // Blocks in pairs: byte t of a pair's 32 holds element t of the first
-    // block in its low nibble and of the second in its high one.
-    for (int64_t b = 0; b < p->blocks; b += 2)
-      for (int64_t t = 0; t < kBlock; ++t)
-        out[b * 16 + t] = (uint8_t)(u(j, b * kBlock + t) | u(j, (b + 1) * kBlock + t) << 4);
+  for (int64_t pn = 0; pn < p->panels; ++pn) {
+    uint8_t *out = static_cast<uint8_t *>(p->nibbles.get()) + pn * p->kPad * 8;
+    for (int64_t kk = 0; kk < p->kPad; kk += 8)
+      for (int64_t c = 0; c < kPanel; ++c)
+        for (int64_t t = 0; t < 4; ++t) {
+          const int64_t j = pn * kPanel + c;
+          out[kk * 8 + (c / 8) * 32 + (c % 8) * 4 + t] =
+              (uint8_t)(u(j, kk + t) | u(j, kk + 4 + t) << 4);
+        }
+    float *sc = static_cast<float *>(p->scales.get()) + pn * p->blocks * kPanel;
     for (int64_t b = 0; b < p->blocks; ++b)
-      sc[b] = b * kBlock < k ? scales[j * groups + b * kBlock / group] : 0.0f;
+      for (int64_t c = 0; c < kPanel; ++c) {
+        const int64_t j = pn * kPanel + c;
+        sc[b * kPanel + c] = j < n && b * kBlock < k ? scales[j * groups + b * kBlock / group] : 0.0f;
+      }
   }
   return p;
 }
@@ -165,44 +176,34 @@ void dequantizeQ4Rows(const PackedQ4 &w, int64_t j0, int64_t j1, float *out) {
   const int64_t k = w.k;
 #pragma omp parallel for schedule(static) if ((j1 - j0) * k > 65536)
   for (int64_t j = j0; j < j1; ++j) {
-    const uint8_t *wb = w.rowBlocks(j);
-    const float *sc = w.rowScales(j);
+    const uint8_t *col = w.panel(j / kPanel) + ((j % kPanel) / 8) * 32 + (j % 8) * 4;
     float *o = out + (j - j0) * k;
-    for (int64_t c = 0; c < k; ++c) {
-      const int64_t b = c / kBlock, t = c % kBlock;
-      const uint8_t byte = wb[(b & ~int64_t(1)) * 16 + t];
-      o[c] = sc[b] * (float)((b & 1 ? byte >> 4 : byte & 0xF) - 8);
+    for (int64_t b = 0; b * kBlock < k; ++b) {
+      const float s = w.scale(j, b);
+      for (int64_t i = b * kBlock; i < std::min(k, (b + 1) * kBlock); ++i) {
+        const uint8_t byte = col[(i / 8) * 64 + i % 4];
+        o[i] = s * (float)(((i / 4) % 2 ? byte >> 4 : byte & 0xF) - 8);
+      }
     }
   }
 }
 
 void gemmQ4(const PackedQ4 &w, const int8_t *q, const float *d, const float *dsum8,
             int64_t rows, float *y) {
-  const int64_t n = w.n;
-  if (rows < 4) {
-    // Decode: each weight row read once, two at a time.
-    const int64_t pairs = (n + 1) / 2;
-#pragma omp parallel for schedule(static)
-    for (int64_t t = 0; t < pairs; ++t) {
-      const int64_t j = 2 * t, jn = std::min<int64_t>(2, n - j);
-      for (int64_t r = 0; r < rows; ++r)
-        kTiles[0][jn - 1](w, q, d, dsum8, r, j, y);
-    }
+  const bool par = rows * w.n * w.k > (1 << 18);
+  if (rows < 4) { // decode: each panel read once, against every row
+#pragma omp parallel for schedule(static) if (par)
+    for (int64_t pn = 0; pn < w.panels; ++pn)
+      kTiles[rows - 1](w, q, d, dsum8, 0, pn, y);
     return;
   }
-  // Prefill: chunks of weight rows small enough to stay in cache while every
-  // tile of 4 activation rows passes over them.
-  constexpr int64_t kChunk = 16;
-  const int64_t chunks = (n + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static)
-  for (int64_t c = 0; c < chunks; ++c) {
-    const int64_t j0 = c * kChunk, j1 = std::min(n, j0 + kChunk);
-    for (int64_t r = 0; r < rows; r += 4) {
-      const int64_t rn = std::min<int64_t>(4, rows - r);
-      for (int64_t j = j0; j < j1; j += 2)
-        kTiles[rn - 1][std::min<int64_t>(2, j1 - j) - 1](w, q, d, dsum8, r, j, y);
-    }
-  }
+  // Prefill: row blocks that stay in L2 while the panels stream past them.
+  const int64_t rblocks = (rows + kRowBlock - 1) / kRowBlock;
+#pragma omp parallel for collapse(2) schedule(static) if (par)
+  for (int64_t rb = 0; rb < rblocks; ++rb)
+    for (int64_t pn = 0; pn < w.panels; ++pn)
+      for (int64_t r = rb * kRowBlock; r < std::min(rows, (rb + 1) * kRowBlock); r += 4)
+        kTiles[std::min<int64_t>(4, rows - r) - 1](w, q, d, dsum8, r, pn, y);
 }
 
 } // namespace tfc::cpu

@@ -16,12 +16,15 @@
 // 32767, and the sums are exact. sum u x = sum q x + 8 sum x: the second term
 // is taken out per block with the activations' own sum.
 //
-// Each step of the kernel takes 8 blocks: their 8 vectors of partial sums
-// reduce to one vector of 8 block sums, which one FMA scales by the 8 products
-// scale_w * scale_x (no per-block broadcast or conversion). Decode (a few rows)
-// reads each weight once, 2 weight rows at a time for independent chains;
-// prefill takes tiles of 4 activation rows x 2 weight rows, so each unpacked
-// weight block serves 4 rows. Both are parallel over the weight rows (OpenMP).
+// The weights are laid out as the int8 kernels' (gemm_s8_avx2.h): 16-column
+// panels, 4 consecutive inputs of a column together, two quads per byte (the
+// low nibbles one quad, the high nibbles the next). One 32-byte load gives 8
+// columns x 8 inputs; per row, a block of 32 inputs is 8 vpmaddubsw summed in
+// s16 (at most 8 * 2 * 15 * 128 = 30720 < 32767, still exact), one vpmaddwd,
+// then one FMA by scale_w * scale_x per 8 columns. Unpacking (vpand, vpsrlw)
+// is shared by every row of a tile. Decode (a few rows) reads each weight
+// once; prefill takes tiles of 4 rows over row blocks that stay in L2. Both
+// are parallel over panels (OpenMP).
 //
 //===----------------------------------------------------------------------===//
 #ifndef TFC_BACKENDS_CPU_GEMM_Q4_AVX2_H
@@ -34,21 +37,24 @@
 
 namespace tfc::cpu {
 
-/// W [n, k] int4 repacked for the kernel: per row, |blocks| blocks of 32
-/// inputs (ceil(k / 32) rounded up to a multiple of 8, zero past k) in pairs of
-/// 32 bytes, byte t holding u = q + 8 of element t of the pair's first block in
-/// its low nibble and of its second block in its high one; and one f32 scale
-/// per block (the group's, repeated; 0 past k).
+/// W [n, k] int4 repacked for the kernel: 16-column panels of kPad (k padded
+/// to whole blocks of 32 with zeros) inputs, 64 bytes per 8 inputs (u = q + 8
+/// in nibbles: byte 32 h + 4 c + t of a group of 8 inputs holds input t of
+/// column 8 h + c in its low nibble and input 4 + t in its high one); and one
+/// f32 scale per block of 32 and column, [panel][block][16] (0 past n and k).
 struct PackedQ4 {
-  int64_t n = 0, k = 0, blocks = 0;
+  int64_t n = 0, k = 0, kPad = 0, blocks = 0, panels = 0;
   WeightMemory nibbles{nullptr, std::free};
   WeightMemory scales{nullptr, std::free};
-  const uint8_t *rowBlocks(int64_t j) const {
-    return static_cast<const uint8_t *>(nibbles.get()) + j * blocks * 16;
+  const uint8_t *panel(int64_t p) const {
+    return static_cast<const uint8_t *>(nibbles.get()) + p * kPad * 8;
   }
-  const float *rowScales(int64_t j) const {
-    return static_cast<const float *>(scales.get()) + j * blocks;
+  const float *panelScales(int64_t p) const {
+    return static_cast<const float *>(scales.get()) + p * blocks * 16;
   }
+  /// Element (j, i) as packed: its code q (-8..7) and its scale.
+  int8_t code(int64_t j, int64_t i) const;
+  float scale(int64_t j, int64_t block) const { return panelScales(j / 16)[block * 16 + j % 16]; }
 };
 
 /// Packs W [n, k] stored as tfc's i4 (two's complement, element e in the low
@@ -60,7 +66,7 @@ std::unique_ptr<PackedQ4> packQ4(const uint8_t *w, const float *scales, int64_t 
 /// The activations of |rows| rows quantized per block of 32 inputs: q [rows,
 /// blocks * 32] (zero past k), the blocks' scales d [rows, blocks] and
 /// 8 * d * sum(q) [rows, blocks]. |x| is f32 or bf16 (|bf16|), rows of k;
-/// |blocks| is the packed weight's.
+/// |blocks| is the packed weight's (ceil(k / 32)).
 void quantizeQ8Blocks(const void *x, bool bf16, int64_t rows, int64_t k, int64_t blocks,
                       int8_t *q, float *d, float *dsum8);
 

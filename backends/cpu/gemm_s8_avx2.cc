@@ -164,11 +164,11 @@ int8_t PackedS8::at(int64_t j, int64_t i) const {
   return panels8()[(j / kPanel) * kPad * kPanel + (i / 4) * 4 * kPanel + (j % kPanel) * 4 + i % 4];
 }
 
-std::unique_ptr<PackedS8> packS8(const int8_t *w, int64_t n, int64_t k) {
+std::unique_ptr<PackedS8> packS8(const int8_t *w, int64_t n, int64_t k, int64_t kAlign) {
   auto p = std::make_unique<PackedS8>();
   p->n = n;
   p->k = k;
-  p->kPad = (k + 3) / 4 * 4;
+  p->kPad = (k + kAlign - 1) / kAlign * kAlign;
   p->panels = (n + kPanel - 1) / kPanel;
   const size_t bytes = (size_t)(p->panels * kPanel * p->kPad);
   p->data = allocWeightMemory(bytes);
@@ -232,6 +232,116 @@ void gemmU7S8(const PackedS8 &w, const uint8_t *a, int64_t m, int32_t *c, uint8_
   overBlocks<kRows7>(w, m, w.kPad, [&](auto R, int64_t r0, int64_t panel) {
     tile7<decltype(R)::value>(w, ap, r0, panel, c, w.n);
   });
+}
+
+namespace {
+/// Rows [r0, r0 + R) of one panel of group-wise weights: R x 16 outputs,
+/// each block's s32 sums scaled into f32 accumulators.
+template <int R>
+void tileQ8(const PackedQ8 &q8, const int8_t *a, const float *d, int64_t r0, int64_t panel,
+            float *y) {
+  const PackedS8 &w = *q8.w;
+  const int64_t kPad = w.kPad, blocks = q8.blocks;
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 f[R][2];
+  for (int r = 0; r < R; ++r)
+    f[r][0] = f[r][1] = _mm256_setzero_ps();
+  const int8_t *wp = w.panels8() + panel * kPad * kPanel;
+  const float *ws = static_cast<const float *>(q8.scales.get()) + panel * blocks * kPanel;
+  for (int64_t b = 0; b < blocks; ++b) {
+    __m256i acc[R][2];
+    for (int r = 0; r < R; ++r)
+      acc[r][0] = acc[r][1] = _mm256_setzero_si256();
+    for (int64_t kk = b * 32; kk < b * 32 + 32; kk += 4) {
+      const __m256i w0 = _mm256_load_si256(reinterpret_cast<const __m256i *>(wp + kk * kPanel));
+      const __m256i w1 =
+          _mm256_load_si256(reinterpret_cast<const __m256i *>(wp + kk * kPanel + 32));
+      for (int r = 0; r < R; ++r) {
+        int32_t four, fourAbs;
+        std::memcpy(&four, a + (r0 + r) * 2 * kPad + kk, 4);
+        std::memcpy(&fourAbs, a + ((r0 + r) * 2 + 1) * kPad + kk, 4);
+        const __m256i av = _mm256_set1_epi32(four), aa = _mm256_set1_epi32(fourAbs);
+        acc[r][0] = _mm256_add_epi32(acc[r][0], dot4(aa, av, w0, ones));
+        acc[r][1] = _mm256_add_epi32(acc[r][1], dot4(aa, av, w1, ones));
+      }
+    }
+    const __m256 s0 = _mm256_loadu_ps(ws + b * kPanel), s1 = _mm256_loadu_ps(ws + b * kPanel + 8);
+    for (int r = 0; r < R; ++r) {
+      const __m256 db = _mm256_set1_ps(d[(r0 + r) * blocks + b]);
+      f[r][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][0]), _mm256_mul_ps(s0, db), f[r][0]);
+      f[r][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][1]), _mm256_mul_ps(s1, db), f[r][1]);
+    }
+  }
+  const int64_t n0 = panel * kPanel, cols = std::min(kPanel, w.n - n0);
+  for (int r = 0; r < R; ++r) {
+    float *yr = y + (r0 + r) * w.n + n0;
+    if (cols == kPanel) {
+      _mm256_storeu_ps(yr, f[r][0]);
+      _mm256_storeu_ps(yr + 8, f[r][1]);
+      continue;
+    }
+    alignas(32) float out[2 * 8];
+    _mm256_store_ps(out, f[r][0]);
+    _mm256_store_ps(out + 8, f[r][1]);
+    std::memcpy(yr, out, (size_t)cols * sizeof(float));
+  }
+}
+} // namespace
+
+std::unique_ptr<PackedQ8> packQ8(const int8_t *w, const float *scales, int64_t n, int64_t k,
+                                 int64_t group) {
+  auto p = std::make_unique<PackedQ8>();
+  p->w = packS8(w, n, k, 32);
+  if (!p->w)
+    return nullptr;
+  p->blocks = p->w->kPad / 32;
+  const int64_t groups = (k + group - 1) / group, panels = p->w->panels;
+  p->scales = allocWeightMemory((size_t)(panels * p->blocks * kPanel) * sizeof(float));
+  if (!p->scales)
+    return nullptr;
+  auto *out = static_cast<float *>(p->scales.get());
+  for (int64_t panel = 0; panel < panels; ++panel)
+    for (int64_t b = 0; b < p->blocks; ++b)
+      for (int64_t c = 0; c < kPanel; ++c) {
+        const int64_t j = panel * kPanel + c;
+        out[(panel * p->blocks + b) * kPanel + c] =
+            j < n && b * 32 < k ? scales[j * groups + b * 32 / group] : 0.0f;
+      }
+  return p;
+}
+
+void gemmQ8S8(const PackedQ8 &w, const int8_t *q, const float *d, int64_t m, float *y,
+              int8_t *scratch) {
+  // Per row: q and |q| side by side (|q| is then a broadcast from memory).
+  const int64_t kPad = w.w->kPad;
+#pragma omp parallel for schedule(static) if (m * kPad > (1 << 16))
+  for (int64_t r = 0; r < m; ++r) {
+    int8_t *__restrict dst = scratch + r * 2 * kPad;
+    uint8_t *__restrict abs = reinterpret_cast<uint8_t *>(dst + kPad);
+    const int8_t *__restrict src = q + r * kPad;
+    for (int64_t i = 0; i < kPad; ++i)
+      dst[i] = src[i];
+    for (int64_t i = 0; i < kPad; ++i)
+      abs[i] = (uint8_t)(src[i] < 0 ? -src[i] : src[i]);
+  }
+  overBlocks<kRows>(*w.w, m, 2 * kPad, [&](auto R, int64_t r0, int64_t panel) {
+    tileQ8<decltype(R)::value>(w, scratch, d, r0, panel, y);
+  });
+}
+
+void dequantizeQ8Rows(const PackedQ8 &w, int64_t j0, int64_t j1, float *out) {
+  const PackedS8 &p = *w.w;
+  const int64_t k = p.k;
+#pragma omp parallel for schedule(static) if ((j1 - j0) * k > 65536)
+  for (int64_t j = j0; j < j1; ++j) {
+    const int8_t *col = p.panels8() + (j / kPanel) * p.kPad * kPanel + (j % kPanel) * 4;
+    float *o = out + (j - j0) * k;
+    for (int64_t b = 0; b * 32 < k; ++b) {
+      const float s = w.scale(j, b);
+      for (int64_t i = b * 32; i < std::min(k, b * 32 + 32); ++i)
+        o[i] = s * (float)col[(i / 4) * 4 * kPanel + i % 4];
+    }
+  }
 }
 
 } // namespace tfc::cpu

@@ -38,8 +38,41 @@ struct PackedS8 {
   int8_t at(int64_t j, int64_t i) const;
 };
 
-/// Null when out of memory.
-std::unique_ptr<PackedS8> packS8(const int8_t *w, int64_t n, int64_t k);
+/// Null when out of memory. k is padded to a multiple of |kAlign| (4, or 32
+/// for group-wise weights).
+std::unique_ptr<PackedS8> packS8(const int8_t *w, int64_t n, int64_t k, int64_t kAlign = 4);
+
+/// Group-wise int8 weights (`--precision int8` on decoder-only models; the
+/// arithmetic of llama.cpp's Q8_0): W's panels as above with k padded to
+/// blocks of 32, and one f32 scale per block of 32 inputs and column, laid out
+/// [panel][block][16] (0 past n and k), the group's scale repeated.
+struct PackedQ8 {
+  std::unique_ptr<PackedS8> w;
+  int64_t blocks = 0;
+  WeightMemory scales{nullptr, std::free};
+  float scale(int64_t j, int64_t block) const {
+    return static_cast<const float *>(scales.get())[((j / 16) * blocks + block) * 16 + j % 16];
+  }
+};
+
+/// W [n, k] with |scales| [n, ceil(k / group)] (group a multiple of 32). Null
+/// when out of memory.
+std::unique_ptr<PackedQ8> packQ8(const int8_t *w, const float *scales, int64_t n, int64_t k,
+                                 int64_t group);
+
+/// y [m, n] (row stride n) = x W^T for x quantized per block of 32 as Q8_0
+/// does (quantizeQ8Blocks, gemm_q4_avx2.h): |q| [m, blocks * 32] s8 and |d|
+/// [m, blocks]. Each block's 32 products are summed exactly in s32 (the sign
+/// trick: |q| times w signed by q; -128 weights are clipped to -127) and
+/// scaled once by scale_w * d: per 16 columns, 8 x (vpsignb, vpmaddubsw,
+/// vpmaddwd, vpaddd) per block, then two conversions and FMAs. |scratch| holds
+/// 2 * m * blocks * 32 bytes. Parallel over panels (OpenMP).
+void gemmQ8S8(const PackedQ8 &w, const int8_t *q, const float *d, int64_t m, float *y,
+              int8_t *scratch);
+
+/// Weight rows [j0, j1) as f32 (scale * q), [j1 - j0, k] row-major (prefill's
+/// f32 GEMM, as int4's).
+void dequantizeQ8Rows(const PackedQ8 &w, int64_t j0, int64_t j1, float *out);
 
 /// C [m, n] (row stride n) = A [m, k] (u8, row stride k) x W^T. |scratch| holds
 /// 2 * m * kPad bytes (the recentred A and its absolute values). Parallel over panels (OpenMP).

@@ -108,6 +108,9 @@ public:
   std::unique_ptr<PackedS8> s8;
   /// i4: the weights for our AVX2 kernel (oneDNN 2.6 has no int4 matmul).
   std::unique_ptr<PackedQ4> q4;
+  /// i8 with a scale per group (decoder-only LLMs, as Q8_0): our panel kernel
+  /// (gemm_s8_avx2.h; oneDNN 2.6 has no group-wise scales).
+  std::unique_ptr<PackedQ8> q8;
   dnnl::memory::desc wdesc;
   WeightMemory storage{nullptr, std::free}; ///< what |weights| points into
   dnnl::memory weights;
@@ -193,9 +196,10 @@ std::shared_ptr<PackedLinear> packLinear(const void *w, uint32_t dtype, int64_t 
           " linear weight has no scales";
     return nullptr;
   }
-  if (dtype == TFC_DTYPE_I4 && (group <= 0 || group % 32 != 0)) {
-    err = "an int4 linear weight's group of " + std::to_string(group) +
-          " is not a multiple of 32";
+  if ((dtype == TFC_DTYPE_I4 || (dtype == TFC_DTYPE_I8 && group != 0)) &&
+      (group <= 0 || group % 32 != 0)) {
+    err = std::string("an ") + (dtype == TFC_DTYPE_I8 ? "int8" : "int4") +
+          " linear weight's group of " + std::to_string(group) + " is not a multiple of 32";
     return nullptr;
   }
   const CpuPaths &paths = cpuPaths();
@@ -208,6 +212,14 @@ std::shared_ptr<PackedLinear> packLinear(const void *w, uint32_t dtype, int64_t 
     p->n = n;
     p->k = k;
     p->dtype = dtype;
+    if (dtype == TFC_DTYPE_I8 && group != 0) {
+      p->q8 = packQ8(static_cast<const int8_t *>(w), scales, n, k, group);
+      if (!p->q8) {
+        err = "out of memory packing an int8 linear weight";
+        return nullptr;
+      }
+      return p;
+    }
     if (dtype == TFC_DTYPE_I8)
       p->scales.assign(scales, scales + n);
     if (dtype == TFC_DTYPE_I4) {
@@ -306,39 +318,43 @@ inline void finishRow(const GemmCall &c, int64_t n, int64_t r, float *y) {
     f32ToBf16(y, static_cast<uint16_t *>(c.y) + r * n, n);
 }
 
-/// The int4 path: x quantized per block of 32 and the group-wise int4 GEMM
-/// (gemm_q4_avx2.h) into f32 sums, then the epilogue.
-std::string runInt4(const PackedLinear &w, const GemmCall &c) {
-  const int64_t rows = c.rows, n = w.n, blocks = w.q4->blocks;
+/// The group-wise paths (int4, and int8 with a scale per group): x quantized
+/// per block of 32 and the block GEMM (gemm_q4_avx2.h) into f32 sums, then
+/// the epilogue.
+std::string runBlocks(const PackedLinear &w, const GemmCall &c) {
+  const int64_t rows = c.rows, n = w.n, blocks = w.q4 ? w.q4->blocks : w.q8->blocks;
   thread_local ThreadBuffer ybuf;
   const bool f32Out = c.yDtype == TFC_DTYPE_F32;
   auto *y = f32Out ? static_cast<float *>(c.y)
                    : static_cast<float *>(ybuf.get(rows * n * sizeof(float)));
   if (!y)
-    return "out of memory for an int4 linear layer's buffers";
+    return "out of memory for a group-wise linear layer's buffers";
 #if TFC_HAVE_OPENBLAS
   // Prefill: from kQ4BlasMinRows rows, the weights widened to f32 a slice at
   // a time and OpenBLAS's sgemm on f32 inputs (more exact than the int8
   // blocks, and about 2x faster here: an f32 FMA GEMM reuses each weight over
   // every row, where the integer kernel pays a reduction per 8 blocks and row).
   constexpr int64_t kQ4BlasMinRows = 32, kSlice = 256;
-  if (rows >= kQ4BlasMinRows) {
+  if (rows >= kQ4BlasMinRows && w.q4) {
     thread_local ThreadBuffer xbuf, wbuf;
     const int64_t k = w.k;
     const float *x = static_cast<const float *>(c.x);
     if (c.xDtype == TFC_DTYPE_BF16) {
       auto *xf = static_cast<float *>(xbuf.get(rows * k * sizeof(float)));
       if (!xf)
-        return "out of memory for an int4 linear layer's buffers";
+        return "out of memory for a group-wise linear layer's buffers";
       bf16ToF32(static_cast<const uint16_t *>(c.x), xf, rows * k);
       x = xf;
     }
     auto *wf = static_cast<float *>(wbuf.get(std::min(kSlice, n) * k * sizeof(float)));
     if (!wf)
-      return "out of memory for an int4 linear layer's buffers";
+      return "out of memory for a group-wise linear layer's buffers";
     for (int64_t j0 = 0; j0 < n; j0 += kSlice) {
       const int64_t nc = std::min(kSlice, n - j0);
-      dequantizeQ4Rows(*w.q4, j0, j0 + nc, wf);
+      if (w.q4)
+        dequantizeQ4Rows(*w.q4, j0, j0 + nc, wf);
+      else
+        dequantizeQ8Rows(*w.q8, j0, j0 + nc, wf);
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)nc, (int)k, 1.0f, x,
                   (int)k, wf, (int)k, 0.0f, y + j0, (int)n);
     }
@@ -351,9 +367,17 @@ std::string runInt4(const PackedLinear &w, const GemmCall &c) {
     auto *d = static_cast<float *>(dbuf.get(rows * blocks * sizeof(float)));
     auto *ds = static_cast<float *>(sbuf.get(rows * blocks * sizeof(float)));
     if (!q || !d || !ds)
-      return "out of memory for an int4 linear layer's buffers";
+      return "out of memory for a group-wise linear layer's buffers";
     quantizeQ8Blocks(c.x, c.xDtype == TFC_DTYPE_BF16, rows, w.k, blocks, q, d, ds);
-    gemmQ4(*w.q4, q, d, ds, rows, y);
+    if (w.q4) {
+      gemmQ4(*w.q4, q, d, ds, rows, y);
+    } else {
+      thread_local ThreadBuffer s8buf;
+      auto *scratch = static_cast<int8_t *>(s8buf.get(2 * rows * blocks * 32));
+      if (!scratch)
+        return "out of memory for a group-wise linear layer's buffers";
+      gemmQ8S8(*w.q8, q, d, rows, y, scratch);
+    }
   }
 #pragma omp parallel for schedule(static) if (rows * n > 32768)
   for (int64_t r = 0; r < rows; ++r)
@@ -552,6 +576,13 @@ bool packedRowTimes(const PackedLinear &w, int64_t j, float mul, float *out, boo
     for (int64_t i = 0; i < w.k; ++i)
       out[i] = accumulate ? out[i] + load(i) * mul : load(i) * mul;
   };
+  if (w.q8 && !w.q8->w->clipped) {
+    for (int64_t i = 0; i < w.k; ++i) {
+      const float v = (float)w.q8->w->at(j, i) * (mul * w.q8->scale(j, i / 32));
+      out[i] = accumulate ? out[i] + v : v;
+    }
+    return true;
+  }
   if (w.dtype == TFC_DTYPE_I8 && w.s8 && !w.s8->clipped) {
     mul *= w.scales[j];
     emit([&](int64_t i) { return (float)w.s8->at(j, i); });
@@ -579,10 +610,10 @@ std::string runPackedLinear(const PackedLinear &w, const GemmCall &c) {
       return std::string("a linear layer with ") + tfc_dtype_name(w.dtype) +
              " weights cannot read " + tfc_dtype_name(c.xDtype) + " or write " +
              tfc_dtype_name(c.yDtype);
+    if (w.q4 || w.q8)
+      return runBlocks(w, c);
     if (w.dtype == TFC_DTYPE_I8)
       return runInt8(w, c);
-    if (w.dtype == TFC_DTYPE_I4)
-      return runInt4(w, c);
     if (w.bf16Emulated)
       return runBf16Emulated(w, c);
     const void *x = c.x;

@@ -149,7 +149,7 @@ def family(tag, m, rewrite=None, precisions=False, eos=(EOS,), pad=PAD, penalty=
     if not ok:
         failures.append(f"{tag}-logits")
 
-    # bf16 and int8 (per-row weight scales): relative L2 of the real positions'
+    # bf16 and int8 (a weight scale per 32 inputs): relative L2 of the real positions'
     # logits within docs/precision.md's bounds. int4 (a scale per 32 weights):
     # within 1.25 times the error of llama.cpp's Q4_0 rounding of the same
     # weights, simulated here on the transformers model (q4_0_model).

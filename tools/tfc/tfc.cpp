@@ -98,8 +98,9 @@ cl::opt<::tfc::Precision> precision(
     cl::cat(tfcCategory));
 cl::opt<int64_t> groupSize(
     "group-size",
-    cl::desc("--precision int4: the inputs that share a scale along a weight's row, a "
-             "multiple of 32 (default 32; 128 makes smaller files)"),
+    cl::desc("--precision int4 | int8: the inputs that share a scale along a weight's row, "
+             "a multiple of 32 (default 32; 128 makes smaller files). int8: 0 is one scale per "
+             "row, the default of models that are not decoder-only (docs/precision.md)"),
     cl::init(32), cl::cat(tfcCategory));
 cl::opt<std::string> headOpt(
     "head",
@@ -387,16 +388,30 @@ int runCompile() {
     ::tfc::PlanStats stats;
     ::tfc::PlanOptions planOpts;
     planOpts.precision = precision;
-    if (groupSize.getNumOccurrences() && precision != ::tfc::Precision::Int4) {
-      llvm::errs() << "error: --group-size applies to --precision int4\n";
+    const bool int8 = precision == ::tfc::Precision::Int8;
+    if (groupSize.getNumOccurrences() && precision != ::tfc::Precision::Int4 && !int8) {
+      llvm::errs() << "error: --group-size applies to --precision int4 and int8\n";
       return 1;
     }
-    if (groupSize < 32 || groupSize % 32 != 0 || groupSize > (1 << 20)) {
+    if ((groupSize != 0 || !int8) &&
+        (groupSize < 32 || groupSize % 32 != 0 || groupSize > (1 << 20))) {
       llvm::errs() << "error: --group-size " << groupSize.getValue()
-                   << " is not a multiple of 32 (32, 64, 128, ...)\n";
+                   << " is not a multiple of 32 (32, 64, 128, ...)"
+                   << (int8 ? " or 0 (one scale per row)" : "") << "\n";
       return 1;
     }
     planOpts.groupSize = groupSize;
+    // int8 weights: a scale per group on decoder-only models (a decode_step
+    // and no encode: LLMs, where Q8_0 is the peer's format; half the KL
+    // divergence of per-row scales at the same decode speed), per row
+    // elsewhere (encoders and encoder-decoders: the exact per-row kernels),
+    // unless --group-size says (docs/precision.md). int4's 8-bit lm_head and
+    // token table stay per row: groups measured no closer to f32 there, and
+    // slower.
+    const bool decoderOnly =
+        module.lookupSymbol("decode_step") && !module.lookupSymbol("encode");
+    if (int8 && (groupSize.getNumOccurrences() || decoderOnly))
+      planOpts.int8Group = groupSize;
     auto bin = ::tfc::writeModelBin(module, *model->weights, &stats, planOpts);
     if (failed(bin))
       return 1;

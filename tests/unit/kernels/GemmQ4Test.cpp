@@ -15,6 +15,9 @@
 // - f32 and bf16 inputs and outputs, bias, activation and residual;
 // - NaN and inf inputs give NaN rows, and only those;
 // - bad packs: no scales, a group not a multiple of 32.
+// The group-wise int8 path (gemm_s8_avx2.h's gemmQ8S8, `--precision int8` on
+// decoder-only models) takes the same checks with codes -127..127 (extremes
+// +-127), on its integer kernel at every row count.
 //
 //===----------------------------------------------------------------------===//
 #include "backends/cpu/linear_dnnl.h"
@@ -32,21 +35,28 @@ namespace tfc::cpu {
 namespace {
 
 struct Q4Weight {
-  std::vector<uint8_t> packed; // tfc's i4 layout
+  std::vector<uint8_t> packed; // tfc's i4 layout, or the i8 codes
   std::vector<int8_t> q;       // the codes, for the reference
   std::vector<float> scales;   // [n, groups]
 };
 
-Q4Weight randomQ4(int64_t n, int64_t k, int64_t group, uint32_t seed, bool extreme = false) {
+Q4Weight randomQ4(int64_t n, int64_t k, int64_t group, uint32_t seed, bool extreme = false,
+                   bool int8 = false) {
   std::mt19937 g(seed);
   const int64_t groups = (k + group - 1) / group;
   Q4Weight w;
-  w.packed.assign((n * k + 1) / 2, 0);
+  w.packed.assign(int8 ? n * k : (n * k + 1) / 2, 0);
   w.q.resize(n * k);
   w.scales.resize(n * groups);
   for (auto &s : w.scales)
     s = std::uniform_real_distribution<float>(0.001f, 0.1f)(g);
   for (int64_t e = 0; e < n * k; ++e) {
+    if (int8) {
+      const int8_t q = extreme ? (e % 3 ? 127 : -127) : (int8_t)((int)(g() % 255) - 127);
+      w.q[e] = q;
+      w.packed[e] = (uint8_t)q;
+      continue;
+    }
     const int8_t q = extreme ? (e % 3 ? 7 : -8) : (int8_t)((int)(g() % 16) - 8);
     w.q[e] = q;
     w.packed[e / 2] |= (uint8_t)((q & 0xF) << (e % 2 ? 4 : 0));
@@ -74,14 +84,16 @@ struct Case {
   int64_t rows, n, k, group;
   bool bias = false, residual = false, bf16In = false, bf16Out = false, extreme = false;
   int act = TFC_ACT_NONE;
+  bool int8 = false;
 };
 
 void check(const Case &c, uint32_t seed) {
   SCOPED_TRACE("rows " + std::to_string(c.rows) + " n " + std::to_string(c.n) + " k " +
                std::to_string(c.k) + " group " + std::to_string(c.group));
-  const Q4Weight w = randomQ4(c.n, c.k, c.group, seed, c.extreme);
+  const Q4Weight w = randomQ4(c.n, c.k, c.group, seed, c.extreme, c.int8);
   std::string err;
-  auto p = packLinear(w.packed.data(), TFC_DTYPE_I4, c.n, c.k, w.scales.data(), c.group, err);
+  auto p = packLinear(w.packed.data(), c.int8 ? TFC_DTYPE_I8 : TFC_DTYPE_I4, c.n, c.k,
+                      w.scales.data(), c.group, err);
   ASSERT_TRUE(p) << err;
   std::mt19937 g(seed + 1);
   std::uniform_real_distribution<float> u(-2.0f, 2.0f);
@@ -98,9 +110,9 @@ void check(const Case &c, uint32_t seed) {
       xb[i] = tfc_f32_to_bf16(x[i]);
       x[i] = tfc_bf16_to_f32(xb[i]);
     }
-  // From 32 rows (prefill) the weights are widened to f32 for OpenBLAS's
-  // sgemm, on f32 inputs.
-  const bool blas = TFC_HAVE_OPENBLAS && c.rows >= 32;
+  // int4: from 32 rows (prefill) the weights are widened to f32 for
+  // OpenBLAS's sgemm, on f32 inputs.
+  const bool blas = TFC_HAVE_OPENBLAS && c.rows >= 32 && !c.int8;
   const std::vector<double> xq =
       blas ? std::vector<double>(x.begin(), x.end()) : quantizedX(x, c.rows, c.k);
   std::vector<float> y(c.rows * c.n, -1.0f);
@@ -180,6 +192,69 @@ TEST(GemmQ4, NonFiniteInputsGiveNanRows) {
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t j = 0; j < n; ++j)
       EXPECT_EQ(std::isnan(y[r * n + j]), r < 3) << "r " << r << " j " << j;
+}
+
+TEST(GemmQ8, ShapesOverTheTileEdges) {
+  uint32_t seed = 200;
+  for (int64_t rows : {1, 2, 3, 4, 5, 8, 9, 33})
+    for (int64_t group : {32, 64, 128})
+      for (auto [n, k] : {std::pair<int64_t, int64_t>{1, 32}, {7, 96}, {33, 200}, {16, 256}})
+        check({rows, n, k, group, false, false, false, false, false, TFC_ACT_NONE, true},
+              seed++);
+  check({3, 5, 40, 128, false, false, false, false, false, TFC_ACT_NONE, true}, 299);
+}
+
+TEST(GemmQ8, ExtremeCodesAreExact) {
+  for (int64_t rows : {1, 6})
+    check({rows, 9, 128, 32, false, false, false, false, true, TFC_ACT_NONE, true}, 8);
+}
+
+TEST(GemmQ8, DtypesAndEpilogue) {
+  check({5, 24, 96, 32, true, true, false, false, false, TFC_ACT_NONE, true}, 21);
+  check({2, 24, 96, 64, true, false, true, false, false, TFC_ACT_RELU, true}, 22);
+  check({6, 24, 96, 32, false, true, true, true, false, TFC_ACT_NONE, true}, 23);
+}
+
+TEST(GemmQ8, NonFiniteInputsGiveNanRows) {
+  const int64_t rows = 4, n = 6, k = 64;
+  const Q4Weight w = randomQ4(n, k, 32, 5, false, true);
+  std::string err;
+  auto p = packLinear(w.packed.data(), TFC_DTYPE_I8, n, k, w.scales.data(), 32, err);
+  ASSERT_TRUE(p) << err;
+  std::vector<float> x(rows * k, 0.5f), y(rows * n);
+  x[0 * k + 3] = std::numeric_limits<float>::quiet_NaN();
+  x[1 * k + 40] = INFINITY;
+  x[2 * k + 63] = -INFINITY;
+  GemmCall call;
+  call.x = x.data();
+  call.xDtype = TFC_DTYPE_F32;
+  call.rows = rows;
+  call.y = y.data();
+  call.yDtype = TFC_DTYPE_F32;
+  ASSERT_EQ(runPackedLinear(*p, call), "");
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < n; ++j)
+      EXPECT_EQ(std::isnan(y[r * n + j]), r < 3) << "r " << r << " j " << j;
+  EXPECT_FALSE(packLinear(w.packed.data(), TFC_DTYPE_I8, n, k, w.scales.data(), 48, err));
+  EXPECT_EQ(err, "an int8 linear weight's group of 48 is not a multiple of 32");
+}
+
+/// A token table tied to a group-wise int8 lm_head reads the packed rows: the
+/// same values as model.bin's (q * scale * mul).
+TEST(GemmQ8, PackedRowsAreTheStoredRows) {
+  const int64_t n = 19, k = 200, group = 64, groups = (k + group - 1) / group;
+  const Q4Weight w = randomQ4(n, k, group, 9, false, true);
+  std::string err;
+  auto p = packLinear(w.packed.data(), TFC_DTYPE_I8, n, k, w.scales.data(), group, err);
+  ASSERT_TRUE(p) << err;
+  std::vector<float> row(k, 1.0f);
+  for (int64_t j : {0, 5, 16, 18}) {
+    ASSERT_TRUE(packedRowTimes(*p, j, 0.5f, row.data(), false));
+    for (int64_t i = 0; i < k; ++i)
+      ASSERT_EQ(row[i], (float)w.q[j * k + i] * (0.5f * w.scales[j * groups + i / group]))
+          << "j " << j << " i " << i;
+  }
+  EXPECT_FALSE(packedRowTimes(*p, n, 1.0f, row.data(), false));
 }
 
 TEST(GemmQ4, BadPacks) {
