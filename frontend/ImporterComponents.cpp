@@ -583,15 +583,9 @@ FailureOr<Value> Importer::emitFusedAttention(const Node &n, Location l, Value q
   }
   // Gemma 2's soft-capping of the scaled scores, softcap * tanh(s / softcap)
   // (transformers' attn_logit_softcapping). 0: none.
-  double softcap = 0;
-  if (const Node *cn = n.get("softcap")) {
-    auto c = evalNum(*cn, "softcap");
-    if (failed(c))
-      return failure();
-    if (!(c->value >= 0) || !std::isfinite(c->value))
-      return error(*cn, "'softcap' must be a finite number, 0 or more");
-    softcap = c->value;
-  }
+  auto softcap = evalSoftcap(n);
+  if (failed(softcap))
+    return failure();
   // Qwen3: an RMSNorm over each head of the queries and the keys, before RoPE.
   for (auto [key, t, h] : {std::tuple<const char *, Value *, int64_t>{"q_norm", &q, heads},
                            {"k_norm", &k, kvHeads}}) {
@@ -640,7 +634,7 @@ FailureOr<Value> Importer::emitFusedAttention(const Node &n, Location l, Value q
       l, {q, k, v},
       {attr("mask_kind", td::MaskKindAttr::get(&ctx, kind)), i64("num_heads", heads),
        f64("scale", scale), f64("mask_value", maskValue), i64("num_kv_heads", kvHeads),
-       i64("window", window), f64("softcap", softcap),
+       i64("window", window), f64("softcap", *softcap),
        attr("operand_segment_sizes", b.getDenseI32ArrayAttr({1, 1, 1, 0, 0}))});
   if (failed(o))
     return failure();

@@ -132,6 +132,9 @@ public:
   FailureOr<Number> evalNum(const Node &n, StringRef what);
   /// |n| as an integer in [min, kMaxInt].
   FailureOr<int64_t> evalInt(const Node &n, StringRef what, int64_t min = 1);
+  /// A `softcap:` key of |n| (Gemma 2's tanh soft-capping, c * tanh(x / c)):
+  /// a finite number >= 0, 0 (none) without the key.
+  FailureOr<double> evalSoftcap(const Node &n);
   /// Parameter |name| as an integer in [min, kMaxInt]; errors at |at|.
   FailureOr<int64_t> paramInt(StringRef name, const Node &at, int64_t min = 1);
 

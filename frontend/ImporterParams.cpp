@@ -113,6 +113,18 @@ static std::string quoteNumber(const Number &v) {
   return !v.literal.empty() ? v.literal : llvm::formatv("{0:F0}", v.value).str();
 }
 
+FailureOr<double> Importer::evalSoftcap(const Node &n) {
+  const Node *cn = n.get("softcap");
+  if (!cn)
+    return 0.0;
+  auto c = evalNum(*cn, "softcap");
+  if (failed(c))
+    return failure();
+  if (!(c->value >= 0) || !std::isfinite(c->value))
+    return error(*cn, "'softcap' must be a finite number, 0 or more");
+  return c->value;
+}
+
 FailureOr<int64_t> Importer::evalInt(const Node &n, StringRef what, int64_t min) {
   auto v = evalNum(n, what);
   if (failed(v))

@@ -497,22 +497,18 @@ FailureOr<Value> Importer::emitOutput(const Node &n, Value x, int64_t vocab,
   }
   // Gemma 2's final_logit_softcapping: softcap * tanh(y / softcap), as
   // transformers computes it (a division, the tanh, a product). 0: none.
-  if (const Node *cn = n.get("softcap")) {
-    auto c = evalNum(*cn, "softcap");
-    if (failed(c))
+  auto softcap = evalSoftcap(n);
+  if (failed(softcap))
+    return failure();
+  if (*softcap > 0) {
+    Location cl = loc(*n.get("softcap"));
+    Value cap = constF(cl, *softcap);
+    auto d = make<td::DivOp>(cl, {y, cap}, {});
+    auto t = succeeded(d) ? make<td::TanhOp>(cl, {*d}, {}) : d;
+    auto m = succeeded(t) ? make<td::MulOp>(cl, {*t, cap}, {}) : t;
+    if (failed(m))
       return failure();
-    if (!(c->value >= 0) || !std::isfinite(c->value))
-      return error(*cn, "'softcap' must be a finite number, 0 or more");
-    if (c->value > 0) {
-      Location cl = loc(*cn);
-      Value cap = constF(cl, c->value);
-      auto d = make<td::DivOp>(cl, {y, cap}, {});
-      auto t = succeeded(d) ? make<td::TanhOp>(cl, {*d}, {}) : d;
-      auto m = succeeded(t) ? make<td::MulOp>(cl, {*t, cap}, {}) : t;
-      if (failed(m))
-        return failure();
-      y = *m;
-    }
+    y = *m;
   }
   if (const Node *ls = n.get("log_softmax")) {
     auto v = getBool(*ls, "log_softmax");

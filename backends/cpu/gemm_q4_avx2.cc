@@ -2,6 +2,7 @@
 #include "backends/cpu/gemm_q4_avx2.h"
 
 #include "backends/cpu/convert_cpu.h"
+#include "backends/cpu/gemm_s8_avx2.h"
 
 #include <immintrin.h>
 
@@ -62,18 +63,8 @@ void tile(const PackedQ4 &w, const int8_t *q, const float *d, const float *dsum8
     }
   }
   const int64_t n0 = panel * kPanel, cols = std::min(kPanel, w.n - n0);
-  for (int r = 0; r < R; ++r) {
-    float *yr = y + (r0 + r) * w.n + n0;
-    if (cols == kPanel) {
-      _mm256_storeu_ps(yr, f[r][0]);
-      _mm256_storeu_ps(yr + 8, f[r][1]);
-      continue;
-    }
-    alignas(32) float out[16];
-    _mm256_store_ps(out, f[r][0]);
-    _mm256_store_ps(out + 8, f[r][1]);
-    std::memcpy(yr, out, (size_t)cols * sizeof(float));
-  }
+  for (int r = 0; r < R; ++r)
+    storePanelRow(y + (r0 + r) * w.n + n0, f[r][0], f[r][1], cols);
 }
 
 using TileFn = void (*)(const PackedQ4 &, const int8_t *, const float *, const float *, int64_t,
@@ -168,22 +159,6 @@ void quantizeQ8Blocks(const void *x, bool bf16, int64_t rows, int64_t k, int64_t
       const int32_t total = s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
       d[at] = amax / 127.0f;
       dsum8[at] = 8.0f * d[at] * (float)total;
-    }
-  }
-}
-
-void dequantizeQ4Rows(const PackedQ4 &w, int64_t j0, int64_t j1, float *out) {
-  const int64_t k = w.k;
-#pragma omp parallel for schedule(static) if ((j1 - j0) * k > 65536)
-  for (int64_t j = j0; j < j1; ++j) {
-    const uint8_t *col = w.panel(j / kPanel) + ((j % kPanel) / 8) * 32 + (j % 8) * 4;
-    float *o = out + (j - j0) * k;
-    for (int64_t b = 0; b * kBlock < k; ++b) {
-      const float s = w.scale(j, b);
-      for (int64_t i = b * kBlock; i < std::min(k, (b + 1) * kBlock); ++i) {
-        const uint8_t byte = col[(i / 8) * 64 + i % 4];
-        o[i] = s * (float)(((i / 4) % 2 ? byte >> 4 : byte & 0xF) - 8);
-      }
     }
   }
 }

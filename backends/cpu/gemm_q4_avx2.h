@@ -70,10 +70,6 @@ std::unique_ptr<PackedQ4> packQ4(const uint8_t *w, const float *scales, int64_t 
 void quantizeQ8Blocks(const void *x, bool bf16, int64_t rows, int64_t k, int64_t blocks,
                       int8_t *q, float *d, float *dsum8);
 
-/// Weight rows [j0, j1) as f32 (scale * q), [j1 - j0, k] row-major: prefill's
-/// many rows run on an f32 GEMM over these (linear_dnnl.cc).
-void dequantizeQ4Rows(const PackedQ4 &w, int64_t j0, int64_t j1, float *out);
-
 /// y [rows, n] (row stride n) = x W^T from quantizeQ8Blocks' output.
 void gemmQ4(const PackedQ4 &w, const int8_t *q, const float *d, const float *dsum8,
             int64_t rows, float *y);

@@ -273,18 +273,8 @@ void tileQ8(const PackedQ8 &q8, const int8_t *a, const float *d, int64_t r0, int
     }
   }
   const int64_t n0 = panel * kPanel, cols = std::min(kPanel, w.n - n0);
-  for (int r = 0; r < R; ++r) {
-    float *yr = y + (r0 + r) * w.n + n0;
-    if (cols == kPanel) {
-      _mm256_storeu_ps(yr, f[r][0]);
-      _mm256_storeu_ps(yr + 8, f[r][1]);
-      continue;
-    }
-    alignas(32) float out[2 * 8];
-    _mm256_store_ps(out, f[r][0]);
-    _mm256_store_ps(out + 8, f[r][1]);
-    std::memcpy(yr, out, (size_t)cols * sizeof(float));
-  }
+  for (int r = 0; r < R; ++r)
+    storePanelRow(y + (r0 + r) * w.n + n0, f[r][0], f[r][1], cols);
 }
 } // namespace
 
@@ -327,21 +317,6 @@ void gemmQ8S8(const PackedQ8 &w, const int8_t *q, const float *d, int64_t m, flo
   overBlocks<kRows>(*w.w, m, 2 * kPad, [&](auto R, int64_t r0, int64_t panel) {
     tileQ8<decltype(R)::value>(w, scratch, d, r0, panel, y);
   });
-}
-
-void dequantizeQ8Rows(const PackedQ8 &w, int64_t j0, int64_t j1, float *out) {
-  const PackedS8 &p = *w.w;
-  const int64_t k = p.k;
-#pragma omp parallel for schedule(static) if ((j1 - j0) * k > 65536)
-  for (int64_t j = j0; j < j1; ++j) {
-    const int8_t *col = p.panels8() + (j / kPanel) * p.kPad * kPanel + (j % kPanel) * 4;
-    float *o = out + (j - j0) * k;
-    for (int64_t b = 0; b * 32 < k; ++b) {
-      const float s = w.scale(j, b);
-      for (int64_t i = b * 32; i < std::min(k, b * 32 + 32); ++i)
-        o[i] = s * (float)col[(i / 4) * 4 * kPanel + i % 4];
-    }
-  }
 }
 
 } // namespace tfc::cpu

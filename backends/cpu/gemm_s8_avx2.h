@@ -19,10 +19,27 @@
 
 #include "backends/cpu/weight_memory.h"
 
+#include <immintrin.h>
+
 #include <cstdint>
+#include <cstring>
 #include <memory>
 
 namespace tfc::cpu {
+
+/// One row of a 16-column panel's f32 results (lo: columns 0-7, hi: 8-15) into
+/// y[0, cols): two vector stores for a whole panel, a copy for the last one.
+inline void storePanelRow(float *y, __m256 lo, __m256 hi, int64_t cols) {
+  if (cols == 16) {
+    _mm256_storeu_ps(y, lo);
+    _mm256_storeu_ps(y + 8, hi);
+    return;
+  }
+  alignas(32) float out[16];
+  _mm256_store_ps(out, lo);
+  _mm256_store_ps(out + 8, hi);
+  std::memcpy(y, out, (size_t)cols * sizeof(float));
+}
 
 /// W [n, k] s8 repacked for the kernel: 16-column panels, 4 consecutive k of a
 /// column together (the vpmaddubsw + vpmaddwd reduction order), zero-padded to
@@ -69,10 +86,6 @@ std::unique_ptr<PackedQ8> packQ8(const int8_t *w, const float *scales, int64_t n
 /// 2 * m * blocks * 32 bytes. Parallel over panels (OpenMP).
 void gemmQ8S8(const PackedQ8 &w, const int8_t *q, const float *d, int64_t m, float *y,
               int8_t *scratch);
-
-/// Weight rows [j0, j1) as f32 (scale * q), [j1 - j0, k] row-major (prefill's
-/// f32 GEMM, as int4's).
-void dequantizeQ8Rows(const PackedQ8 &w, int64_t j0, int64_t j1, float *out);
 
 /// C [m, n] (row stride n) = A [m, k] (u8, row stride k) x W^T. |scratch| holds
 /// 2 * m * kPad bytes (the recentred A and its absolute values). Parallel over panels (OpenMP).

@@ -319,8 +319,8 @@ inline void finishRow(const GemmCall &c, int64_t n, int64_t r, float *y) {
 }
 
 /// The group-wise paths (int4, and int8 with a scale per group): x quantized
-/// per block of 32 and the block GEMM (gemm_q4_avx2.h) into f32 sums, then
-/// the epilogue.
+/// per block of 32 and the panel kernels (gemm_q4_avx2.h, gemm_s8_avx2.h) into
+/// f32 sums, then the epilogue.
 std::string runBlocks(const PackedLinear &w, const GemmCall &c) {
   const int64_t rows = c.rows, n = w.n, blocks = w.q4 ? w.q4->blocks : w.q8->blocks;
   thread_local ThreadBuffer ybuf;
@@ -329,39 +329,11 @@ std::string runBlocks(const PackedLinear &w, const GemmCall &c) {
                    : static_cast<float *>(ybuf.get(rows * n * sizeof(float)));
   if (!y)
     return "out of memory for a group-wise linear layer's buffers";
-#if TFC_HAVE_OPENBLAS
-  // Prefill: from kQ4BlasMinRows rows, the weights widened to f32 a slice at
-  // a time and OpenBLAS's sgemm on f32 inputs (more exact than the int8
-  // blocks, and about 2x faster here: an f32 FMA GEMM reuses each weight over
-  // every row, where the integer kernel pays a reduction per 8 blocks and row).
-  constexpr int64_t kQ4BlasMinRows = 32, kSlice = 256;
-  if (rows >= kQ4BlasMinRows && w.q4) {
-    thread_local ThreadBuffer xbuf, wbuf;
-    const int64_t k = w.k;
-    const float *x = static_cast<const float *>(c.x);
-    if (c.xDtype == TFC_DTYPE_BF16) {
-      auto *xf = static_cast<float *>(xbuf.get(rows * k * sizeof(float)));
-      if (!xf)
-        return "out of memory for a group-wise linear layer's buffers";
-      bf16ToF32(static_cast<const uint16_t *>(c.x), xf, rows * k);
-      x = xf;
-    }
-    auto *wf = static_cast<float *>(wbuf.get(std::min(kSlice, n) * k * sizeof(float)));
-    if (!wf)
-      return "out of memory for a group-wise linear layer's buffers";
-    for (int64_t j0 = 0; j0 < n; j0 += kSlice) {
-      const int64_t nc = std::min(kSlice, n - j0);
-      if (w.q4)
-        dequantizeQ4Rows(*w.q4, j0, j0 + nc, wf);
-      else
-        dequantizeQ8Rows(*w.q8, j0, j0 + nc, wf);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)nc, (int)k, 1.0f, x,
-                  (int)k, wf, (int)k, 0.0f, y + j0, (int)n);
-    }
-  } else
-#endif
+  // Every row count on the integer kernels: widening the weights to f32 for
+  // OpenBLAS (int4's first prefill path) measured 1.7x (512 rows) to 7x (32
+  // rows) slower than the panel kernel, the widening itself being most of it.
   {
-    // Decode: the inputs quantized per block of 32 for the integer kernel.
+    // The inputs quantized per block of 32, as Q8_0's.
     thread_local ThreadBuffer qbuf, dbuf, sbuf;
     auto *q = static_cast<int8_t *>(qbuf.get(rows * blocks * 32));
     auto *d = static_cast<float *>(dbuf.get(rows * blocks * sizeof(float)));

@@ -8,8 +8,7 @@
 // the bound is tight: 2e-5 of the sum of |terms|.
 // - shapes over the tiles' edges: rows 1..9 (decode pairs, tiles of 4), n
 //   odd, k not a multiple of 32, groups of 32, 64 and 128 (and one wider than
-//   k); and 32 and 45 rows, which run on OpenBLAS over the weights widened to
-//   f32 (the reference then takes the inputs unquantized);
+//   k); and 32 and 45 rows (prefill's row blocks and tiles of 4);
 // - extreme codes: every weight -8 or 7 against activations at +-amax, where
 //   a saturating vpmaddubsw form would be wrong;
 // - f32 and bf16 inputs and outputs, bias, activation and residual;
@@ -17,7 +16,7 @@
 // - bad packs: no scales, a group not a multiple of 32.
 // The group-wise int8 path (gemm_s8_avx2.h's gemmQ8S8, `--precision int8` on
 // decoder-only models) takes the same checks with codes -127..127 (extremes
-// +-127), on its integer kernel at every row count.
+// +-127). Both run their integer kernels at every row count.
 //
 //===----------------------------------------------------------------------===//
 #include "backends/cpu/linear_dnnl.h"
@@ -110,11 +109,7 @@ void check(const Case &c, uint32_t seed) {
       xb[i] = tfc_f32_to_bf16(x[i]);
       x[i] = tfc_bf16_to_f32(xb[i]);
     }
-  // int4: from 32 rows (prefill) the weights are widened to f32 for
-  // OpenBLAS's sgemm, on f32 inputs.
-  const bool blas = TFC_HAVE_OPENBLAS && c.rows >= 32 && !c.int8;
-  const std::vector<double> xq =
-      blas ? std::vector<double>(x.begin(), x.end()) : quantizedX(x, c.rows, c.k);
+  const std::vector<double> xq = quantizedX(x, c.rows, c.k);
   std::vector<float> y(c.rows * c.n, -1.0f);
   std::vector<uint16_t> yb(c.rows * c.n);
   GemmCall call;
@@ -156,7 +151,7 @@ TEST(GemmQ4, ShapesOverTheTileEdges) {
       for (auto [n, k] : {std::pair<int64_t, int64_t>{1, 32}, {7, 96}, {33, 200}, {16, 256}})
         check({rows, n, k, group}, seed++);
   check({3, 5, 40, 128}, 99); // one group, wider than k
-  for (int64_t rows : {32, 45}) // prefill: OpenBLAS on the widened weights, over slices of 256
+  for (int64_t rows : {32, 45, 130}) // prefill: tiles of 4 over row blocks of 64
     check({rows, 300, 96, 32, true, true}, 100 + rows);
 }
 
@@ -172,11 +167,13 @@ TEST(GemmQ4, DtypesAndEpilogue) {
   check({1, 24, 96, 32, true, true, false, true}, 14);
 }
 
-TEST(GemmQ4, NonFiniteInputsGiveNanRows) {
+/// Rows 0-2 hold NaN, inf and -inf: their outputs are NaN, row 3's are not.
+void expectNanRows(bool int8) {
   const int64_t rows = 4, n = 6, k = 64;
-  const Q4Weight w = randomQ4(n, k, 32, 5);
+  const Q4Weight w = randomQ4(n, k, 32, 5, false, int8);
   std::string err;
-  auto p = packLinear(w.packed.data(), TFC_DTYPE_I4, n, k, w.scales.data(), 32, err);
+  auto p = packLinear(w.packed.data(), int8 ? TFC_DTYPE_I8 : TFC_DTYPE_I4, n, k,
+                      w.scales.data(), 32, err);
   ASSERT_TRUE(p) << err;
   std::vector<float> x(rows * k, 0.5f), y(rows * n);
   x[0 * k + 3] = std::numeric_limits<float>::quiet_NaN();
@@ -193,6 +190,8 @@ TEST(GemmQ4, NonFiniteInputsGiveNanRows) {
     for (int64_t j = 0; j < n; ++j)
       EXPECT_EQ(std::isnan(y[r * n + j]), r < 3) << "r " << r << " j " << j;
 }
+
+TEST(GemmQ4, NonFiniteInputsGiveNanRows) { expectNanRows(false); }
 
 TEST(GemmQ8, ShapesOverTheTileEdges) {
   uint32_t seed = 200;
@@ -216,26 +215,10 @@ TEST(GemmQ8, DtypesAndEpilogue) {
 }
 
 TEST(GemmQ8, NonFiniteInputsGiveNanRows) {
-  const int64_t rows = 4, n = 6, k = 64;
-  const Q4Weight w = randomQ4(n, k, 32, 5, false, true);
+  expectNanRows(true);
+  const Q4Weight w = randomQ4(6, 64, 32, 5, false, true);
   std::string err;
-  auto p = packLinear(w.packed.data(), TFC_DTYPE_I8, n, k, w.scales.data(), 32, err);
-  ASSERT_TRUE(p) << err;
-  std::vector<float> x(rows * k, 0.5f), y(rows * n);
-  x[0 * k + 3] = std::numeric_limits<float>::quiet_NaN();
-  x[1 * k + 40] = INFINITY;
-  x[2 * k + 63] = -INFINITY;
-  GemmCall call;
-  call.x = x.data();
-  call.xDtype = TFC_DTYPE_F32;
-  call.rows = rows;
-  call.y = y.data();
-  call.yDtype = TFC_DTYPE_F32;
-  ASSERT_EQ(runPackedLinear(*p, call), "");
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t j = 0; j < n; ++j)
-      EXPECT_EQ(std::isnan(y[r * n + j]), r < 3) << "r " << r << " j " << j;
-  EXPECT_FALSE(packLinear(w.packed.data(), TFC_DTYPE_I8, n, k, w.scales.data(), 48, err));
+  EXPECT_FALSE(packLinear(w.packed.data(), TFC_DTYPE_I8, 6, 64, w.scales.data(), 48, err));
   EXPECT_EQ(err, "an int8 linear weight's group of 48 is not a multiple of 32");
 }
 
