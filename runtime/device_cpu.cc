@@ -40,7 +40,8 @@ public:
     static PackCache *cache = new PackCache; // never destroyed: sessions may outlive statics
     return *cache;
   }
-  Status pack(const Key &key, std::shared_ptr<tfc::cpu::PackedLinear> &out) {
+  Status pack(const Key &key, std::shared_ptr<tfc::cpu::PackedLinear> &out,
+              const std::function<void(uint64_t, uint64_t)> &done) {
     std::lock_guard<std::mutex> lock(mu);
     std::weak_ptr<tfc::cpu::PackedLinear> &slot = packs[key];
     out = slot.lock();
@@ -48,7 +49,7 @@ public:
       return Status::ok();
     std::string err;
     out = tfc::cpu::packLinear(std::get<0>(key), std::get<3>(key), std::get<1>(key),
-                               std::get<2>(key), std::get<4>(key), std::get<5>(key), err);
+                               std::get<2>(key), std::get<4>(key), std::get<5>(key), err, done);
     if (!out)
       return tfc::cpu::cpuPaths().supported ? Status::internal(err) : Status::unsupported(err);
     slot = out;
@@ -121,9 +122,12 @@ public:
               ? reinterpret_cast<const float *>(m.weights +
                                                 m.functions[j.fn].values[w.quant.scales].offset)
               : nullptr;
+      // The int8 packers report rows they are done with as they go, so a
+      // large weight (a 136 MB tied vocabulary table) is not resident twice.
       TFC_RETURN_IF_ERROR(PackCache::get().pack(
           {m.weights + w.offset, w.dims[0], w.dims[1], w.dtype, scales, (int64_t)w.quant.group},
-          packed[j.fn][j.value]));
+          packed[j.fn][j.value],
+          [&](uint64_t off, uint64_t bytes) { m.dropWeightPages(w.offset + off, bytes); }));
       // The kernels read the packed copy only: the file's pages of this
       // weight leave the process (model.h), so the weights are resident
       // once. A weight that is also read unpacked (a tied embedding table)

@@ -164,7 +164,8 @@ int8_t PackedS8::at(int64_t j, int64_t i) const {
   return panels8()[(j / kPanel) * kPad * kPanel + (i / 4) * 4 * kPanel + (j % kPanel) * 4 + i % 4];
 }
 
-std::unique_ptr<PackedS8> packS8(const int8_t *w, int64_t n, int64_t k, int64_t kAlign) {
+std::unique_ptr<PackedS8> packS8(const int8_t *w, int64_t n, int64_t k, int64_t kAlign,
+                                 const PackProgress &done) {
   auto p = std::make_unique<PackedS8>();
   p->n = n;
   p->k = k;
@@ -189,6 +190,9 @@ std::unique_ptr<PackedS8> packS8(const int8_t *w, int64_t n, int64_t k, int64_t 
       sum += v;
     }
     p->wsum[j] = sum;
+    constexpr int64_t kRowsPerReport = 1024;
+    if (done && (j + 1) % kRowsPerReport == 0)
+      done((uint64_t)(j + 1 - kRowsPerReport) * (uint64_t)k, (uint64_t)kRowsPerReport * (uint64_t)k);
   }
   return p;
 }
@@ -279,9 +283,9 @@ void tileQ8(const PackedQ8 &q8, const int8_t *a, const float *d, int64_t r0, int
 } // namespace
 
 std::unique_ptr<PackedQ8> packQ8(const int8_t *w, const float *scales, int64_t n, int64_t k,
-                                 int64_t group) {
+                                 int64_t group, const PackProgress &done) {
   auto p = std::make_unique<PackedQ8>();
-  p->w = packS8(w, n, k, 32);
+  p->w = packS8(w, n, k, 32, done);
   if (!p->w)
     return nullptr;
   p->blocks = p->w->kPad / 32;

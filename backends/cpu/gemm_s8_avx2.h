@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 
 namespace tfc::cpu {
@@ -55,9 +56,15 @@ struct PackedS8 {
   int8_t at(int64_t j, int64_t i) const;
 };
 
+/// Told, while packing, that the source bytes [offset, offset + bytes) of W
+/// have been read and will not be again (the CPU device drops their pages, so
+/// that packing a large weight does not hold both copies at once).
+using PackProgress = std::function<void(uint64_t offset, uint64_t bytes)>;
+
 /// Null when out of memory. k is padded to a multiple of |kAlign| (4, or 32
 /// for group-wise weights).
-std::unique_ptr<PackedS8> packS8(const int8_t *w, int64_t n, int64_t k, int64_t kAlign = 4);
+std::unique_ptr<PackedS8> packS8(const int8_t *w, int64_t n, int64_t k, int64_t kAlign = 4,
+                                 const PackProgress &done = {});
 
 /// Group-wise int8 weights (`--precision int8` on decoder-only models; the
 /// arithmetic of llama.cpp's Q8_0): W's panels as above with k padded to
@@ -75,7 +82,7 @@ struct PackedQ8 {
 /// W [n, k] with |scales| [n, ceil(k / group)] (group a multiple of 32). Null
 /// when out of memory.
 std::unique_ptr<PackedQ8> packQ8(const int8_t *w, const float *scales, int64_t n, int64_t k,
-                                 int64_t group);
+                                 int64_t group, const PackProgress &done = {});
 
 /// y [m, n] (row stride n) = x W^T for x quantized per block of 32 as Q8_0
 /// does (quantizeQ8Blocks, gemm_q4_avx2.h): |q| [m, blocks * 32] s8 and |d|

@@ -184,7 +184,8 @@ private:
 };
 
 std::shared_ptr<PackedLinear> packLinear(const void *w, uint32_t dtype, int64_t n, int64_t k,
-                                         const float *scales, int64_t group, std::string &err) {
+                                         const float *scales, int64_t group, std::string &err,
+                                         const std::function<void(uint64_t, uint64_t)> &done) {
   if (dtype != TFC_DTYPE_F32 && dtype != TFC_DTYPE_BF16 && dtype != TFC_DTYPE_I8 &&
       dtype != TFC_DTYPE_I4) {
     err = std::string("a linear weight of dtype ") + tfc_dtype_name(dtype) +
@@ -213,7 +214,7 @@ std::shared_ptr<PackedLinear> packLinear(const void *w, uint32_t dtype, int64_t 
     p->k = k;
     p->dtype = dtype;
     if (dtype == TFC_DTYPE_I8 && group != 0) {
-      p->q8 = packQ8(static_cast<const int8_t *>(w), scales, n, k, group);
+      p->q8 = packQ8(static_cast<const int8_t *>(w), scales, n, k, group, done);
       if (!p->q8) {
         err = "out of memory packing an int8 linear weight";
         return nullptr;
@@ -240,7 +241,7 @@ std::shared_ptr<PackedLinear> packLinear(const void *w, uint32_t dtype, int64_t 
     if (dtype == TFC_DTYPE_I8) {
       const int8_t *wq = static_cast<const int8_t *>(w);
       if (!paths.int8Vnni) {
-        p->s8 = packS8(wq, n, k);
+        p->s8 = packS8(wq, n, k, 4, done);
         if (!p->s8) {
           err = "out of memory packing an int8 linear weight";
           return nullptr;

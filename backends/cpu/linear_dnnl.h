@@ -19,6 +19,7 @@
 #define TFC_BACKENDS_CPU_LINEAR_DNNL_H
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -35,7 +36,8 @@ class PackedLinear;
 /// group)], copied. Returns null and sets |err| if
 /// it cannot.
 std::shared_ptr<PackedLinear> packLinear(const void *w, uint32_t dtype, int64_t n, int64_t k,
-                                         const float *scales, int64_t group, std::string &err);
+                                         const float *scales, int64_t group, std::string &err,
+                                         const std::function<void(uint64_t, uint64_t)> &done = {});
 
 /// One call: y[rows, n] = act(x[rows, k] W^T + bias) + residual; act: 0 none,
 /// 1 relu, 2 gelu (erf), 3 gelu (tanh). bias ([n]) and residual ([rows, n]) are

@@ -5,8 +5,9 @@
 // about 150 MB per step, far past the caches, and with 4 KB pages that is one
 // TLB miss every 4 KB. Linux gives huge pages to anonymous memory only where
 // asked when transparent huge pages are in "madvise" mode (Debian's default),
-// so copies of 2 MB or more are 2 MB-aligned, rounded up to whole 2 MB pages
-// and marked MADV_HUGEPAGE. Smaller ones are 64-byte aligned, as before.
+// so copies of 2 MB or more are 2 MB-aligned and their whole 2 MB pages are
+// marked MADV_HUGEPAGE (the tail keeps 4 KB pages, resident only as used).
+// Smaller ones are 64-byte aligned, as before.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TFC_BACKENDS_CPU_WEIGHT_MEMORY_H
