@@ -20,7 +20,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import (Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple,
+from typing import (Any, Dict, List, Mapping, Optional, Sequence, Tuple,
                     Union)
 
 import numpy as np
