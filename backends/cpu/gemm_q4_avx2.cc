@@ -72,12 +72,6 @@ using TileFn = void (*)(const PackedQ4 &, const int8_t *, const float *, const f
 constexpr TileFn kTiles[4] = {tile<1>, tile<2>, tile<3>, tile<4>};
 } // namespace
 
-int8_t PackedQ4::code(int64_t j, int64_t i) const {
-  const uint8_t byte = panel(j / kPanel)[(i / 8) * 64 + ((j % kPanel) / 8) * 32 +
-                                         (j % 8) * 4 + i % 4];
-  return (int8_t)(((i / 4) % 2 ? byte >> 4 : byte & 0xF) - 8);
-}
-
 std::unique_ptr<PackedQ4> packQ4(const uint8_t *w, const float *scales, int64_t n, int64_t k,
                                  int64_t group) {
   auto p = std::make_unique<PackedQ4>();

@@ -52,9 +52,6 @@ struct PackedQ4 {
   const float *panelScales(int64_t p) const {
     return static_cast<const float *>(scales.get()) + p * blocks * 16;
   }
-  /// Element (j, i) as packed: its code q (-8..7) and its scale.
-  int8_t code(int64_t j, int64_t i) const;
-  float scale(int64_t j, int64_t block) const { return panelScales(j / 16)[block * 16 + j % 16]; }
 };
 
 /// Packs W [n, k] stored as tfc's i4 (two's complement, element e in the low
