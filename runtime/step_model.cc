@@ -374,8 +374,15 @@ Status planGeneration(const Model &m, const std::vector<Session::Input> &inputs,
         return Status::invalidArgument((encDec ? "source " : "prompt ") + std::to_string(r) +
                                        " of input '" + fwd.inputs[i].name +
                                        "' is empty (only pad_id " + std::to_string(opt.pad) + ")");
+      // A decoder-only prompt may be left-padded too, as transformers pads
+      // them (padding_side="left"): its leading pad_id tokens go as well,
+      // unless pad_id is the model's bos (GPT-2's), which a prompt may start with.
+      int64_t first = 0;
+      if (!encDec && opt.pad != opt.bos)
+        while (row[first] == opt.pad)
+          ++first;
       if (!encDec)
-        prompts.emplace_back(row, row + n);
+        prompts.emplace_back(row + first, row + n);
     }
   }
   if (batch < 0)

@@ -47,6 +47,8 @@ with non-trivial norms and biases, compiles each directory with tfc and checks:
     the KV cache, the rotary positions of the decode steps);
   - beam search with 4 beams against generate(num_beams=4): tokens and
     length-normalized scores;
+  - greedy generation on the same prompts left-padded (transformers'
+    padding_side="left"): the right-padded batch's tokens and scores;
   - for llama-gqa, the logits of `--precision bf16` and `int8` within relative L2
     0.01 and 0.03 of the float64 model's;
 that generation_config.json's do_sample, temperature, top_k and top_p are the
@@ -181,11 +183,11 @@ def family(tag, m, rewrite=None, precisions=False, eos=(EOS,), pad=PAD, penalty=
 
     N = 10
 
-    def generated(*flags):
-        o = os.path.join(work, f"{tag}-gen{'-'.join(flags)}")
+    def generated(*flags, inp=idsf):
+        o = os.path.join(work, f"{tag}-gen{'-'.join(flags)}{'-left' if inp != idsf else ''}")
         os.makedirs(o, exist_ok=True)
         run(tfrun, binp, "--threads", "1", "--generate", "--max-len", str(N), *flags,
-            "--output-dir", o, "--input", "input_ids=" + idsf)
+            "--output-dir", o, "--input", "input_ids=" + inp)
         toks, lens = np.load(os.path.join(o, "ids.npy")), np.load(os.path.join(o, "lengths.npy"))
         return ([[int(t) for t in toks[b, :lens[b]]] for b in range(len(lengths))],
                 np.load(os.path.join(o, "scores.npy")))
@@ -224,6 +226,20 @@ def family(tag, m, rewrite=None, precisions=False, eos=(EOS,), pad=PAD, penalty=
 
     for beams in (1, 4):
         check(f"beam{beams}", ("--beam", str(beams)), beams)
+    # The same prompts left-padded (transformers' padding_side="left"): the same
+    # tokens and scores, where pad_id is not bos.
+    if pad != BOS:
+        left = np.full_like(ids, pad)
+        for b, n in enumerate(lengths):
+            left[b, S - n:] = ids[b, :n]
+        leftf = os.path.join(work, tag + "-left.npy")
+        np.save(leftf, left)
+        (got, gs), (want, ws) = generated(inp=leftf), generated()
+        ok = got == want and float(np.abs(gs - ws).max()) <= 1e-5
+        print(f"{tag}-left-padded: {'ok' if ok else 'FAIL'} (tokens {'equal' if got == want else 'differ'} "
+              f"to the right-padded batch's)")
+        if not ok:
+            failures.append(f"{tag}-left-padded")
     if penalty:
         # transformers' repetition_penalty, greedy: tokens and the processed scores.
         check(f"repetition-penalty-{penalty}", ("--repetition-penalty", str(penalty)), 1,
