@@ -187,6 +187,21 @@ bool readGenerationSettings(const std::string &dir, const std::string &family, j
 /// partial_rotary_factor) and the scaling's parameters as rope_factor,
 /// rope_low_freq_factor, rope_high_freq_factor, rope_original_max_len. A rope
 /// type tfc does not implement is an error that names it.
+/// config.json's layer_types (transformers 5): per layer, whether it is
+/// sliding_attention (true) or full_attention (false). "" or what is wrong.
+static std::string readLayerTypes(const json &lt, int64_t layers, std::vector<bool> &sliding) {
+  if ((int64_t)lt.size() != layers)
+    return "has " + std::to_string(lt.size()) + " entries for " + std::to_string(layers) +
+           " layers";
+  sliding.assign(lt.size(), false);
+  for (size_t i = 0; i < lt.size(); ++i) {
+    if (lt[i] != "full_attention" && lt[i] != "sliding_attention")
+      return lt[i].dump() + " is not full_attention or sliding_attention";
+    sliding[i] = lt[i] == "sliding_attention";
+  }
+  return "";
+}
+
 bool llamaValues(json &cfg, const std::string &cfgText, const std::string &cfgPath,
                DirError &err) {
   auto fail = [&](const char *field, const std::string &msg) {
@@ -211,15 +226,8 @@ bool llamaValues(json &cfg, const std::string &cfgText, const std::string &cfgPa
   const bool hasWindow = win != cfg.end() && !win->is_null();
   if (auto lt = cfg.find("layer_types"); lt != cfg.end() && lt->is_array()) {
     windowField = "layer_types";
-    if ((int64_t)lt->size() != layers)
-      return fail("layer_types", "has " + std::to_string(lt->size()) + " entries for " +
-                                     std::to_string(layers) + " layers");
-    for (int64_t i = 0; i < layers; ++i) {
-      const json &t = (*lt)[i];
-      if (t != "full_attention" && t != "sliding_attention")
-        return fail("layer_types", t.dump() + " is not full_attention or sliding_attention");
-      sliding[i] = t == "sliding_attention";
-    }
+    if (std::string msg = readLayerTypes(*lt, layers, sliding); !msg.empty())
+      return fail("layer_types", msg);
   } else if (hasWindow && (type0 == "mistral" || type0 == "phi3")) {
     std::fill(sliding.begin(), sliding.end(), true);
   } else if (hasWindow && cfgGet(cfg, "use_sliding_window", false)) {
@@ -375,17 +383,13 @@ bool gemmaValues(json &cfg, const std::string &cfgText, const std::string &cfgPa
   // Which layers are global: layer_types (transformers 5), else one layer in
   // sliding_window_pattern. tfc maps "global when i + 1 is a multiple of N".
   const int64_t layers = cfgGet<int64_t>(cfg, "num_hidden_layers", 26);
+  if (layers < 1)
+    return fail("num_hidden_layers", "must be a positive integer");
   std::vector<bool> global(layers);
   if (auto it = cfg.find("layer_types"); it != cfg.end() && it->is_array()) {
-    if ((int64_t)it->size() != layers)
-      return fail("layer_types", "has " + std::to_string(it->size()) + " entries for " +
-                                     std::to_string(layers) + " layers");
-    for (int64_t i = 0; i < layers; ++i) {
-      const json &t = (*it)[i];
-      if (t != "full_attention" && t != "sliding_attention")
-        return fail("layer_types", t.dump() + " is not full_attention or sliding_attention");
-      global[i] = t == "full_attention";
-    }
+    if (std::string msg = readLayerTypes(*it, layers, global); !msg.empty())
+      return fail("layer_types", msg);
+    global.flip(); // sliding -> global
   } else {
     int64_t pattern = gemma2 ? 2 : 6; // Gemma 2's older configs alternate
     if (auto p = cfg.find("sliding_window_pattern"); p != cfg.end() && p->is_number_integer())

@@ -33,30 +33,29 @@ Status embeddingRows(const Tensor &table, const Tensor &ids, float scale, const 
     if (table.packed &&
         packedRowTimes(*static_cast<const PackedLinear *>(table.packed), id, scale, o, accumulate))
       continue;
-    auto emit = [&](auto load, float s) {
+    // o[j] (+)= value(j): two plain loops, each vectorized.
+    auto emit = [&](auto value) {
       if (accumulate)
         for (int64_t j = 0; j < d; ++j)
-          o[j] += load(j) * s;
+          o[j] += value(j);
       else
         for (int64_t j = 0; j < d; ++j)
-          o[j] = load(j) * s;
+          o[j] = value(j);
     };
     if (table.dtype == TFC_DTYPE_BF16) {
       const uint16_t *row = table.as<uint16_t>() + id * d;
-      emit([&](int64_t j) { return tfc_bf16_to_f32(row[j]); }, scale);
+      emit([&](int64_t j) { return tfc_bf16_to_f32(row[j]) * scale; });
     } else if (table.dtype == TFC_DTYPE_I8 && group > 0) { // a scale per group of a row
       const int8_t *row = table.as<int8_t>() + id * d;
       const float *sc = rowScales + id * ((d + group - 1) / group);
-      for (int64_t j = 0; j < d; ++j) {
-        const float v = (float)row[j] * (scale * sc[j / group]);
-        o[j] = accumulate ? o[j] + v : v;
-      }
+      emit([&](int64_t j) { return (float)row[j] * (scale * sc[j / group]); });
     } else if (table.dtype == TFC_DTYPE_I8) {
       const int8_t *row = table.as<int8_t>() + id * d;
-      emit([&](int64_t j) { return (float)row[j]; }, scale * rowScales[id]);
+      const float s = scale * rowScales[id];
+      emit([&](int64_t j) { return (float)row[j] * s; });
     } else {
       const float *row = table.as<float>() + id * d;
-      emit([&](int64_t j) { return row[j]; }, scale);
+      emit([&](int64_t j) { return row[j] * scale; });
     }
   }
   return Status();

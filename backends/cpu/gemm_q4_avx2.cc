@@ -80,9 +80,8 @@ std::unique_ptr<PackedQ4> packQ4(const uint8_t *w, const float *scales, int64_t 
   p->kPad = (k + kBlock - 1) / kBlock * kBlock;
   p->blocks = p->kPad / kBlock;
   p->panels = (n + kPanel - 1) / kPanel;
-  const int64_t groups = (k + group - 1) / group;
   p->nibbles = allocWeightMemory((size_t)(p->panels * p->kPad * 8));
-  p->scales = allocWeightMemory((size_t)(p->panels * p->blocks * kPanel) * sizeof(float));
+  p->scales = panelBlockScales(scales, n, k, group, p->panels, p->blocks);
   if (!p->nibbles || !p->scales)
     return nullptr;
   // u = q + 8 of element i of row j; 8 (zero) past n and k.
@@ -102,12 +101,6 @@ std::unique_ptr<PackedQ4> packQ4(const uint8_t *w, const float *scales, int64_t 
           out[kk * 8 + (c / 8) * 32 + (c % 8) * 4 + t] =
               (uint8_t)(u(j, kk + t) | u(j, kk + 4 + t) << 4);
         }
-    float *sc = static_cast<float *>(p->scales.get()) + pn * p->blocks * kPanel;
-    for (int64_t b = 0; b < p->blocks; ++b)
-      for (int64_t c = 0; c < kPanel; ++c) {
-        const int64_t j = pn * kPanel + c;
-        sc[b * kPanel + c] = j < n && b * kBlock < k ? scales[j * groups + b * kBlock / group] : 0.0f;
-      }
   }
   return p;
 }

@@ -282,6 +282,23 @@ void tileQ8(const PackedQ8 &q8, const int8_t *a, const float *d, int64_t r0, int
 }
 } // namespace
 
+WeightMemory panelBlockScales(const float *scales, int64_t n, int64_t k, int64_t group,
+                              int64_t panels, int64_t blocks) {
+  WeightMemory m = allocWeightMemory((size_t)(panels * blocks * kPanel) * sizeof(float));
+  if (!m)
+    return m;
+  auto *out = static_cast<float *>(m.get());
+  const int64_t groups = (k + group - 1) / group;
+  for (int64_t panel = 0; panel < panels; ++panel)
+    for (int64_t b = 0; b < blocks; ++b)
+      for (int64_t c = 0; c < kPanel; ++c) {
+        const int64_t j = panel * kPanel + c;
+        out[(panel * blocks + b) * kPanel + c] =
+            j < n && b * 32 < k ? scales[j * groups + b * 32 / group] : 0.0f;
+      }
+  return m;
+}
+
 std::unique_ptr<PackedQ8> packQ8(const int8_t *w, const float *scales, int64_t n, int64_t k,
                                  int64_t group, const PackProgress &done) {
   auto p = std::make_unique<PackedQ8>();
@@ -289,18 +306,9 @@ std::unique_ptr<PackedQ8> packQ8(const int8_t *w, const float *scales, int64_t n
   if (!p->w)
     return nullptr;
   p->blocks = p->w->kPad / 32;
-  const int64_t groups = (k + group - 1) / group, panels = p->w->panels;
-  p->scales = allocWeightMemory((size_t)(panels * p->blocks * kPanel) * sizeof(float));
+  p->scales = panelBlockScales(scales, n, k, group, p->w->panels, p->blocks);
   if (!p->scales)
     return nullptr;
-  auto *out = static_cast<float *>(p->scales.get());
-  for (int64_t panel = 0; panel < panels; ++panel)
-    for (int64_t b = 0; b < p->blocks; ++b)
-      for (int64_t c = 0; c < kPanel; ++c) {
-        const int64_t j = panel * kPanel + c;
-        out[(panel * p->blocks + b) * kPanel + c] =
-            j < n && b * 32 < k ? scales[j * groups + b * 32 / group] : 0.0f;
-      }
   return p;
 }
 

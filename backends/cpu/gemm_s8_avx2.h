@@ -79,6 +79,13 @@ struct PackedQ8 {
   }
 };
 
+/// The group-wise kernels' scales (int8 here, int4 in gemm_q4_avx2.h): one
+/// f32 per panel, block of 32 inputs and column, [panel][block][16], from
+/// |scales| [n, ceil(k / group)] (group a multiple of 32; 0 past n and k).
+/// Null when out of memory.
+WeightMemory panelBlockScales(const float *scales, int64_t n, int64_t k, int64_t group,
+                              int64_t panels, int64_t blocks);
+
 /// W [n, k] with |scales| [n, ceil(k / group)] (group a multiple of 32). Null
 /// when out of memory.
 std::unique_ptr<PackedQ8> packQ8(const int8_t *w, const float *scales, int64_t n, int64_t k,

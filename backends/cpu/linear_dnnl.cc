@@ -330,27 +330,25 @@ std::string runBlocks(const PackedLinear &w, const GemmCall &c) {
                    : static_cast<float *>(ybuf.get(rows * n * sizeof(float)));
   if (!y)
     return "out of memory for a group-wise linear layer's buffers";
-  // Every row count on the integer kernels: widening the weights to f32 for
-  // OpenBLAS (int4's first prefill path) measured 1.7x (512 rows) to 7x (32
-  // rows) slower than the panel kernel, the widening itself being most of it.
-  {
-    // The inputs quantized per block of 32, as Q8_0's.
-    thread_local ThreadBuffer qbuf, dbuf, sbuf;
-    auto *q = static_cast<int8_t *>(qbuf.get(rows * blocks * 32));
-    auto *d = static_cast<float *>(dbuf.get(rows * blocks * sizeof(float)));
-    auto *ds = static_cast<float *>(sbuf.get(rows * blocks * sizeof(float)));
-    if (!q || !d || !ds)
+  // Every row count runs on the integer kernels: widening the weights to f32
+  // for OpenBLAS (int4's first prefill path) measured 1.7x (512 rows) to 7x
+  // (32 rows) slower than the panel kernel, the widening itself being most of
+  // it. The inputs are quantized per block of 32, as Q8_0's.
+  thread_local ThreadBuffer qbuf, dbuf, sbuf;
+  auto *q = static_cast<int8_t *>(qbuf.get(rows * blocks * 32));
+  auto *d = static_cast<float *>(dbuf.get(rows * blocks * sizeof(float)));
+  auto *ds = static_cast<float *>(sbuf.get(rows * blocks * sizeof(float)));
+  if (!q || !d || !ds)
+    return "out of memory for a group-wise linear layer's buffers";
+  quantizeQ8Blocks(c.x, c.xDtype == TFC_DTYPE_BF16, rows, w.k, blocks, q, d, ds);
+  if (w.q4) {
+    gemmQ4(*w.q4, q, d, ds, rows, y);
+  } else {
+    thread_local ThreadBuffer s8buf;
+    auto *scratch = static_cast<int8_t *>(s8buf.get(2 * rows * blocks * 32));
+    if (!scratch)
       return "out of memory for a group-wise linear layer's buffers";
-    quantizeQ8Blocks(c.x, c.xDtype == TFC_DTYPE_BF16, rows, w.k, blocks, q, d, ds);
-    if (w.q4) {
-      gemmQ4(*w.q4, q, d, ds, rows, y);
-    } else {
-      thread_local ThreadBuffer s8buf;
-      auto *scratch = static_cast<int8_t *>(s8buf.get(2 * rows * blocks * 32));
-      if (!scratch)
-        return "out of memory for a group-wise linear layer's buffers";
-      gemmQ8S8(*w.q8, q, d, rows, y, scratch);
-    }
+    gemmQ8S8(*w.q8, q, d, rows, y, scratch);
   }
 #pragma omp parallel for schedule(static) if (rows * n > 32768)
   for (int64_t r = 0; r < rows; ++r)
@@ -545,27 +543,21 @@ static std::string runUnfusedEpilogue(const PackedLinear &w, const GemmCall &c) 
 bool packedRowTimes(const PackedLinear &w, int64_t j, float mul, float *out, bool accumulate) {
   if (j < 0 || j >= w.n)
     return false;
-  auto emit = [&](auto load) {
+  auto emit = [&](auto value) {
     for (int64_t i = 0; i < w.k; ++i)
-      out[i] = accumulate ? out[i] + load(i) * mul : load(i) * mul;
+      out[i] = accumulate ? out[i] + value(i) : value(i);
+    return true;
   };
-  if (w.q8 && !w.q8->w->clipped) {
-    for (int64_t i = 0; i < w.k; ++i) {
-      const float v = (float)w.q8->w->at(j, i) * (mul * w.q8->scale(j, i / 32));
-      out[i] = accumulate ? out[i] + v : v;
-    }
-    return true;
-  }
+  if (w.q8 && !w.q8->w->clipped)
+    return emit([&](int64_t i) { return (float)w.q8->w->at(j, i) * (mul * w.q8->scale(j, i / 32)); });
   if (w.dtype == TFC_DTYPE_I8 && w.s8 && !w.s8->clipped) {
-    mul *= w.scales[j];
-    emit([&](int64_t i) { return (float)w.s8->at(j, i); });
-    return true;
+    const float s = mul * w.scales[j];
+    return emit([&](int64_t i) { return (float)w.s8->at(j, i) * s; });
   }
   // f32 (and bf16 widened to f32) in the plain [K, N] layout OpenBLAS reads.
   if ((w.dtype == TFC_DTYPE_F32 || w.bf16Emulated) && w.blas) {
     const float *kn = static_cast<const float *>(w.weights.get_data_handle());
-    emit([&](int64_t i) { return kn[i * w.n + j]; });
-    return true;
+    return emit([&](int64_t i) { return kn[i * w.n + j] * mul; });
   }
   return false;
 }
