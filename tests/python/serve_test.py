@@ -17,10 +17,12 @@ Every loop is bounded in count and time; all traffic goes to 127.0.0.1.
 """
 from __future__ import annotations
 
+import atexit
 import http.client
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -41,6 +43,7 @@ import tfc  # noqa: E402
 
 KEY = "sk-tfc-test"
 CACHE = Path(tempfile.mkdtemp(prefix="tfc-serve-cache-"))
+atexit.register(shutil.rmtree, CACHE, True)
 MESSAGES = [{"role": "system", "content": "the teacher reads"},
             {"role": "user", "content": "the cat sleeps under the tree"}]
 
