@@ -1,9 +1,12 @@
 //===- gemm_s8_avx2.cc - exact u8 x s8 GEMM for CPUs without VNNI ---------===//
 #include "backends/cpu/gemm_s8_avx2.h"
 
+#include "backends/cpu/convert_cpu.h"
+
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <type_traits>
@@ -109,7 +112,7 @@ void tile7(const PackedS8 &w, const uint8_t *a, int64_t r0, int64_t panel, int32
 
 /// Rows [r0, r1) of one panel: whole Rows-row tiles, then the tail.
 template <int Rows, typename Tile>
-void panelRows(int64_t r0, int64_t r1, int64_t panel, Tile &tileAt) {
+void panelRows(int64_t r0, int64_t r1, int64_t panel, Tile &&tileAt) {
   const int64_t full = r0 + (r1 - r0) / Rows * Rows;
   for (int64_t r = r0; r < full; r += Rows)
     tileAt(std::integral_constant<int, Rows>{}, r, panel);
@@ -136,8 +139,8 @@ void panelRows(int64_t r0, int64_t r1, int64_t panel, Tile &tileAt) {
 
 /// Every panel over every row, with tileAt(R, r0, panel) for each R-row tile
 /// (R = Rows, or fewer at a tail). |rowBytes| is what one row of A occupies.
-template <int Rows, typename Tile>
-void overBlocks(const PackedS8 &w, int64_t m, int64_t rowBytes, Tile &&tileAt) {
+template <int Rows, typename Packed, typename Tile>
+void overBlocks(const Packed &w, int64_t m, int64_t rowBytes, Tile &&tileAt) {
   const bool par = m * w.n * w.k > (1 << 18);
   if (m * rowBytes <= (int64_t{1} << 18)) {
     // A fits in L2 (a decoding step's rows): each panel is read from memory
@@ -164,12 +167,12 @@ int8_t PackedS8::at(int64_t j, int64_t i) const {
   return panels8()[(j / kPanel) * kPad * kPanel + (i / 4) * 4 * kPanel + (j % kPanel) * 4 + i % 4];
 }
 
-std::unique_ptr<PackedS8> packS8(const int8_t *w, int64_t n, int64_t k, int64_t kAlign,
+std::unique_ptr<PackedS8> packS8(const int8_t *w, int64_t n, int64_t k,
                                  const PackProgress &done) {
   auto p = std::make_unique<PackedS8>();
   p->n = n;
   p->k = k;
-  p->kPad = (k + kAlign - 1) / kAlign * kAlign;
+  p->kPad = (k + 3) / 4 * 4;
   p->panels = (n + kPanel - 1) / kPanel;
   const size_t bytes = (size_t)(p->panels * kPanel * p->kPad);
   p->data = allocWeightMemory(bytes);
@@ -239,47 +242,61 @@ void gemmU7S8(const PackedS8 &w, const uint8_t *a, int64_t m, int32_t *c, uint8_
 }
 
 namespace {
-/// Rows [r0, r0 + R) of one panel of group-wise weights: R x 16 outputs,
-/// each block's s32 sums scaled into f32 accumulators.
+constexpr int kRows16 = 4; // gemmQ8S16's rows per tile: 4 x 2 s32 accumulators
+
+/// Rows [r0, r0 + R) of one panel of group-wise weights against s16
+/// activations: R x 16 outputs. Each block's s32 sums, scaled by scale_w * d,
+/// go to f32 sums kept in L1 (|yt|), not in registers: the inner loop then
+/// holds only the 2R s32 accumulators, two weight vectors, a broadcast and a
+/// product (with the f32 sums in registers too, GCC spilled an accumulator and
+/// every step waited on a store). The weights are widened here (vpmovsxbw);
+/// widening a panel once per row block instead measured no faster.
 template <int R>
-void tileQ8(const PackedQ8 &q8, const int8_t *a, const float *d, int64_t r0, int64_t panel,
-            float *y) {
-  const PackedS8 &w = *q8.w;
-  const int64_t kPad = w.kPad, blocks = q8.blocks;
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256 f[R][2];
-  for (int r = 0; r < R; ++r)
-    f[r][0] = f[r][1] = _mm256_setzero_ps();
+void tileQ8S16(const PackedQ8 &w, const int16_t *a, const float *d, int64_t r0, int64_t panel,
+               float *y) {
+  const int64_t kPad = w.kPad, blocks = w.blocks;
+  alignas(32) float yt[R][kPanel] = {};
   const int8_t *wp = w.panels8() + panel * kPad * kPanel;
-  const float *ws = static_cast<const float *>(q8.scales.get()) + panel * blocks * kPanel;
+  const float *ws = static_cast<const float *>(w.scales.get()) + panel * blocks * kPanel;
+  const int16_t *ar = a + r0 * kPad;
   for (int64_t b = 0; b < blocks; ++b) {
     __m256i acc[R][2];
     for (int r = 0; r < R; ++r)
       acc[r][0] = acc[r][1] = _mm256_setzero_si256();
-    for (int64_t kk = b * 32; kk < b * 32 + 32; kk += 4) {
-      const __m256i w0 = _mm256_load_si256(reinterpret_cast<const __m256i *>(wp + kk * kPanel));
-      const __m256i w1 =
-          _mm256_load_si256(reinterpret_cast<const __m256i *>(wp + kk * kPanel + 32));
+    for (int64_t kk = b * 32; kk < b * 32 + 32; kk += 2) {
+      // 16 columns x 2 inputs: columns 0-7 and 8-15 as s16.
+      const __m256i w0 = _mm256_cvtepi8_epi16(
+          _mm_load_si128(reinterpret_cast<const __m128i *>(wp + kk * kPanel)));
+      const __m256i w1 = _mm256_cvtepi8_epi16(
+          _mm_load_si128(reinterpret_cast<const __m128i *>(wp + kk * kPanel + 16)));
       for (int r = 0; r < R; ++r) {
-        int32_t four, fourAbs;
-        std::memcpy(&four, a + (r0 + r) * 2 * kPad + kk, 4);
-        std::memcpy(&fourAbs, a + ((r0 + r) * 2 + 1) * kPad + kk, 4);
-        const __m256i av = _mm256_set1_epi32(four), aa = _mm256_set1_epi32(fourAbs);
-        acc[r][0] = _mm256_add_epi32(acc[r][0], dot4(aa, av, w0, ones));
-        acc[r][1] = _mm256_add_epi32(acc[r][1], dot4(aa, av, w1, ones));
+        int32_t two;
+        std::memcpy(&two, ar + r * kPad + kk, 4);
+        const __m256i av = _mm256_set1_epi32(two);
+        // The sum into the accumulator's own register (vpaddd acc, p, acc):
+        // as plain intrinsics GCC adds into the product's register and then
+        // copies it back, 8 vmovdqa per step (16% more uops).
+        const __m256i p0 = _mm256_madd_epi16(w0, av), p1 = _mm256_madd_epi16(w1, av);
+        asm("vpaddd %1, %0, %0" : "+x"(acc[r][0]) : "x"(p0));
+        asm("vpaddd %1, %0, %0" : "+x"(acc[r][1]) : "x"(p1));
       }
     }
     const __m256 s0 = _mm256_loadu_ps(ws + b * kPanel), s1 = _mm256_loadu_ps(ws + b * kPanel + 8);
     for (int r = 0; r < R; ++r) {
       const __m256 db = _mm256_set1_ps(d[(r0 + r) * blocks + b]);
-      f[r][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][0]), _mm256_mul_ps(s0, db), f[r][0]);
-      f[r][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][1]), _mm256_mul_ps(s1, db), f[r][1]);
+      _mm256_store_ps(yt[r], _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][0]),
+                                             _mm256_mul_ps(s0, db), _mm256_load_ps(yt[r])));
+      _mm256_store_ps(yt[r] + 8, _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][1]),
+                                                 _mm256_mul_ps(s1, db),
+                                                 _mm256_load_ps(yt[r] + 8)));
     }
   }
   const int64_t n0 = panel * kPanel, cols = std::min(kPanel, w.n - n0);
   for (int r = 0; r < R; ++r)
-    storePanelRow(y + (r0 + r) * w.n + n0, f[r][0], f[r][1], cols);
+    storePanelRow(y + (r0 + r) * w.n + n0, _mm256_load_ps(yt[r]), _mm256_load_ps(yt[r] + 8),
+                  cols);
 }
+
 } // namespace
 
 WeightMemory panelBlockScales(const float *scales, int64_t n, int64_t k, int64_t group,
@@ -302,33 +319,84 @@ WeightMemory panelBlockScales(const float *scales, int64_t n, int64_t k, int64_t
 std::unique_ptr<PackedQ8> packQ8(const int8_t *w, const float *scales, int64_t n, int64_t k,
                                  int64_t group, const PackProgress &done) {
   auto p = std::make_unique<PackedQ8>();
-  p->w = packS8(w, n, k, 32, done);
-  if (!p->w)
+  p->n = n;
+  p->k = k;
+  p->kPad = (k + 31) / 32 * 32;
+  p->panels = (n + kPanel - 1) / kPanel;
+  p->blocks = p->kPad / 32;
+  const size_t bytes = (size_t)(p->panels * kPanel * p->kPad);
+  p->data = allocWeightMemory(bytes);
+  if (!p->data)
     return nullptr;
-  p->blocks = p->w->kPad / 32;
-  p->scales = panelBlockScales(scales, n, k, group, p->w->panels, p->blocks);
+  auto *base = static_cast<int8_t *>(p->data.get());
+  std::memset(base, 0, bytes);
+  constexpr int64_t kRowsPerReport = 1024;
+  for (int64_t j = 0; j < n; ++j) {
+    int8_t *panel = base + (j / kPanel) * p->kPad * kPanel + (j % kPanel) * 2;
+    for (int64_t i = 0; i < k; ++i) // k pair i / 2, column j % 16, element i % 2
+      panel[(i / 2) * 2 * kPanel + i % 2] = w[j * k + i];
+    if (done && (j + 1) % kRowsPerReport == 0)
+      done((uint64_t)(j + 1 - kRowsPerReport) * (uint64_t)k, (uint64_t)kRowsPerReport * (uint64_t)k);
+  }
+  p->scales = panelBlockScales(scales, n, k, group, p->panels, p->blocks);
   if (!p->scales)
     return nullptr;
   return p;
 }
 
-void gemmQ8S8(const PackedQ8 &w, const int8_t *q, const float *d, int64_t m, float *y,
-              int8_t *scratch) {
-  // Per row: q and |q| side by side (|q| is then a broadcast from memory).
-  const int64_t kPad = w.w->kPad;
-#pragma omp parallel for schedule(static) if (m * kPad > (1 << 16))
-  for (int64_t r = 0; r < m; ++r) {
-    int8_t *__restrict dst = scratch + r * 2 * kPad;
-    uint8_t *__restrict abs = reinterpret_cast<uint8_t *>(dst + kPad);
-    const int8_t *__restrict src = q + r * kPad;
-    for (int64_t i = 0; i < kPad; ++i)
-      dst[i] = src[i];
-    for (int64_t i = 0; i < kPad; ++i)
-      abs[i] = (uint8_t)(src[i] < 0 ? -src[i] : src[i]);
+void quantizeS16Blocks(const void *x, bool bf16, int64_t rows, int64_t k, int64_t blocks,
+                       int16_t *q, float *d) {
+  const __m256i order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
+#pragma omp parallel for schedule(static) if (rows * k > 65536)
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      alignas(32) float v[32];
+      const int64_t c0 = b * 32, len = std::max<int64_t>(0, std::min<int64_t>(32, k - c0));
+      if (len > 0 && bf16)
+        bf16ToF32(static_cast<const uint16_t *>(x) + r * k + c0, v, len);
+      else if (len > 0)
+        std::memcpy(v, static_cast<const float *>(x) + r * k + c0, len * sizeof(float));
+      std::fill(v + len, v + 32, 0.0f);
+      __m256 amax8 = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
+      const __m256 absMask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+      const __m256 inf = _mm256_set1_ps(INFINITY);
+      for (int h = 0; h < 4; ++h) {
+        const __m256 a = _mm256_and_ps(_mm256_load_ps(v + 8 * h), absMask);
+        // NaN compares unordered: not less than infinity.
+        bad = _mm256_or_ps(bad, _mm256_cmp_ps(a, inf, _CMP_NLT_UQ));
+        amax8 = _mm256_max_ps(amax8, a);
+      }
+      int16_t *qb = q + (r * blocks + b) * 32;
+      const int64_t at = r * blocks + b;
+      if (_mm256_movemask_ps(bad)) { // the row's outputs are NaN (docs/precision.md, "Non-finite values")
+        std::memset(qb, 0, 32 * sizeof(int16_t));
+        d[at] = NAN;
+        continue;
+      }
+      alignas(32) float m8[8];
+      _mm256_store_ps(m8, amax8);
+      float amax = 0.0f;
+      for (float m : m8)
+        amax = std::max(amax, m);
+      const __m256 inv = _mm256_set1_ps(amax > 0.0f ? 32767.0f / amax : 0.0f);
+      __m256i i[4];
+      for (int h = 0; h < 4; ++h)
+        i[h] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_load_ps(v + 8 * h), inv));
+      // vpackssdw packs within 128-bit lanes; the permute restores the order.
+      _mm256_storeu_si256(reinterpret_cast<__m256i *>(qb),
+                          _mm256_permutevar8x32_epi32(_mm256_packs_epi32(i[0], i[1]), order));
+      _mm256_storeu_si256(reinterpret_cast<__m256i *>(qb + 16),
+                          _mm256_permutevar8x32_epi32(_mm256_packs_epi32(i[2], i[3]), order));
+      d[at] = amax / 32767.0f;
+    }
   }
-  overBlocks<kRows>(*w.w, m, 2 * kPad, [&](auto R, int64_t r0, int64_t panel) {
-    tileQ8<decltype(R)::value>(w, scratch, d, r0, panel, y);
-  });
+}
+
+void gemmQ8S16(const PackedQ8 &w, const int16_t *q, const float *d, int64_t m, float *y) {
+  overBlocks<kRows16>(w, m, w.kPad * (int64_t)sizeof(int16_t),
+                      [&](auto R, int64_t r0, int64_t panel) {
+                        tileQ8S16<decltype(R)::value>(w, q, d, r0, panel, y);
+                      });
 }
 
 } // namespace tfc::cpu

@@ -13,6 +13,10 @@
 // saturating form; an int8 encoder runs 1.5x faster than f32 on OpenBLAS with it
 // (docs/precision.md).
 //
+// Group-wise int8 weights (decoder-only LLMs) take s16 activations instead
+// (gemmQ8S16): vpmaddwd on the weights widened to s16 forms each pair of
+// products exactly, with no saturation and no sign trick.
+//
 //===----------------------------------------------------------------------===//
 #ifndef TFC_BACKENDS_CPU_GEMM_S8_AVX2_H
 #define TFC_BACKENDS_CPU_GEMM_S8_AVX2_H
@@ -61,19 +65,24 @@ struct PackedS8 {
 /// that packing a large weight does not hold both copies at once).
 using PackProgress = std::function<void(uint64_t offset, uint64_t bytes)>;
 
-/// Null when out of memory. k is padded to a multiple of |kAlign| (4, or 32
-/// for group-wise weights).
-std::unique_ptr<PackedS8> packS8(const int8_t *w, int64_t n, int64_t k, int64_t kAlign = 4,
+/// Null when out of memory. k is padded to a multiple of 4.
+std::unique_ptr<PackedS8> packS8(const int8_t *w, int64_t n, int64_t k,
                                  const PackProgress &done = {});
 
 /// Group-wise int8 weights (`--precision int8` on decoder-only models; the
-/// arithmetic of llama.cpp's Q8_0): W's panels as above with k padded to
-/// blocks of 32, and one f32 scale per block of 32 inputs and column, laid out
-/// [panel][block][16] (0 past n and k), the group's scale repeated.
+/// weights of llama.cpp's Q8_0): 16-column panels with 2 consecutive k of a
+/// column together (the vpmaddwd pair order), [panel][k / 2][16][2], k padded
+/// to blocks of 32 with zeros; and one f32 scale per block of 32 inputs and
+/// column, [panel][block][16] (0 past n and k), the group's scale repeated.
+/// Every s8 value is kept, -128 included.
 struct PackedQ8 {
-  std::unique_ptr<PackedS8> w;
-  int64_t blocks = 0;
+  int64_t n = 0, k = 0, kPad = 0, panels = 0, blocks = 0;
+  WeightMemory data{nullptr, std::free};
   WeightMemory scales{nullptr, std::free};
+  const int8_t *panels8() const { return static_cast<const int8_t *>(data.get()); }
+  int8_t at(int64_t j, int64_t i) const {
+    return panels8()[(j / 16) * kPad * 16 + (i / 2) * 32 + (j % 16) * 2 + i % 2];
+  }
   float scale(int64_t j, int64_t block) const {
     return static_cast<const float *>(scales.get())[((j / 16) * blocks + block) * 16 + j % 16];
   }
@@ -91,15 +100,20 @@ WeightMemory panelBlockScales(const float *scales, int64_t n, int64_t k, int64_t
 std::unique_ptr<PackedQ8> packQ8(const int8_t *w, const float *scales, int64_t n, int64_t k,
                                  int64_t group, const PackProgress &done = {});
 
-/// y [m, n] (row stride n) = x W^T for x quantized per block of 32 as Q8_0
-/// does (quantizeQ8Blocks, gemm_q4_avx2.h): |q| [m, blocks * 32] s8 and |d|
-/// [m, blocks]. Each block's 32 products are summed exactly in s32 (the sign
-/// trick: |q| times w signed by q; -128 weights are clipped to -127) and
-/// scaled once by scale_w * d: per 16 columns, 8 x (vpsignb, vpmaddubsw,
-/// vpmaddwd, vpaddd) per block, then two conversions and FMAs. |scratch| holds
-/// 2 * m * blocks * 32 bytes. Parallel over panels (OpenMP).
-void gemmQ8S8(const PackedQ8 &w, const int8_t *q, const float *d, int64_t m, float *y,
-              int8_t *scratch);
+/// The activations of |rows| rows quantized per block of 32 inputs to s16:
+/// q [rows, blocks * 32] (zero past k) and the blocks' scales d [rows, blocks]
+/// (amax / 32767; a block with a NaN or an infinity gets d = NaN, so its row's
+/// outputs are NaN). |x| is f32 or bf16 (|bf16|), rows of k.
+void quantizeS16Blocks(const void *x, bool bf16, int64_t rows, int64_t k, int64_t blocks,
+                       int16_t *q, float *d);
+
+/// y [m, n] (row stride n) = x W^T for x from quantizeS16Blocks. Each block's
+/// 32 products s16 x s8 are summed exactly in s32 (vpmaddwd: a pair is at most
+/// 2 * 32767 * 128, a block 2^27) and scaled once by scale_w * d: per 16
+/// columns and 2 inputs, two weight widenings (vpmovsxbw, shared by the rows
+/// of a tile) and per row one broadcast, two vpmaddwd and two vpaddd.
+/// Parallel over panels (OpenMP).
+void gemmQ8S16(const PackedQ8 &w, const int16_t *q, const float *d, int64_t m, float *y);
 
 /// C [m, n] (row stride n) = A [m, k] (u8, row stride k) x W^T. |scratch| holds
 /// 2 * m * kPad bytes (the recentred A and its absolute values). Parallel over panels (OpenMP).

@@ -14,9 +14,10 @@
 // - f32 and bf16 inputs and outputs, bias, activation and residual;
 // - NaN and inf inputs give NaN rows, and only those;
 // - bad packs: no scales, a group not a multiple of 32.
-// The group-wise int8 path (gemm_s8_avx2.h's gemmQ8S8, `--precision int8` on
-// decoder-only models) takes the same checks with codes -127..127 (extremes
-// +-127). Both run their integer kernels at every row count.
+// The group-wise int8 path (gemm_s8_avx2.h's gemmQ8S16, `--precision int8` on
+// decoder-only models) takes the same checks with codes -128..127 (extremes
+// -128 and 127) and activations quantized to s16 (scale amax / 32767). Both
+// run their integer kernels at every row count.
 //
 //===----------------------------------------------------------------------===//
 #include "backends/cpu/linear_dnnl.h"
@@ -51,7 +52,7 @@ Q4Weight randomQ4(int64_t n, int64_t k, int64_t group, uint32_t seed, bool extre
     s = std::uniform_real_distribution<float>(0.001f, 0.1f)(g);
   for (int64_t e = 0; e < n * k; ++e) {
     if (int8) {
-      const int8_t q = extreme ? (e % 3 ? 127 : -127) : (int8_t)((int)(g() % 255) - 127);
+      const int8_t q = extreme ? (e % 3 ? 127 : -128) : (int8_t)((int)(g() % 256) - 128);
       w.q[e] = q;
       w.packed[e] = (uint8_t)q;
       continue;
@@ -63,8 +64,10 @@ Q4Weight randomQ4(int64_t n, int64_t k, int64_t group, uint32_t seed, bool extre
   return w;
 }
 
-/// The activations as the kernel quantizes them: per row, per block of 32.
-std::vector<double> quantizedX(const std::vector<float> &x, int64_t rows, int64_t k) {
+/// The activations as the kernel quantizes them: per row, per block of 32,
+/// to +-|levels| (127 for int4's s8, 32767 for group-wise int8's s16).
+std::vector<double> quantizedX(const std::vector<float> &x, int64_t rows, int64_t k,
+                               float levels) {
   std::vector<double> out(x.size());
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c0 = 0; c0 < k; c0 += 32) {
@@ -72,7 +75,7 @@ std::vector<double> quantizedX(const std::vector<float> &x, int64_t rows, int64_
       float amax = 0;
       for (int64_t c = c0; c < c1; ++c)
         amax = std::max(amax, std::fabs(x[r * k + c]));
-      const float inv = amax > 0 ? 127.0f / amax : 0.0f, d = amax / 127.0f;
+      const float inv = amax > 0 ? levels / amax : 0.0f, d = amax / levels;
       for (int64_t c = c0; c < c1; ++c)
         out[r * k + c] = (double)d * std::nearbyint(x[r * k + c] * inv);
     }
@@ -109,7 +112,7 @@ void check(const Case &c, uint32_t seed) {
       xb[i] = tfc_f32_to_bf16(x[i]);
       x[i] = tfc_bf16_to_f32(xb[i]);
     }
-  const std::vector<double> xq = quantizedX(x, c.rows, c.k);
+  const std::vector<double> xq = quantizedX(x, c.rows, c.k, c.int8 ? 32767.0f : 127.0f);
   std::vector<float> y(c.rows * c.n, -1.0f);
   std::vector<uint16_t> yb(c.rows * c.n);
   GemmCall call;
@@ -201,6 +204,8 @@ TEST(GemmQ8, ShapesOverTheTileEdges) {
         check({rows, n, k, group, false, false, false, false, false, TFC_ACT_NONE, true},
               seed++);
   check({3, 5, 40, 128, false, false, false, false, false, TFC_ACT_NONE, true}, 299);
+  // Prefill: 130 rows of 1,056 s16 inputs (268 KB) take the row blocks of 48.
+  check({130, 40, 1056, 32, true, false, false, false, false, TFC_ACT_NONE, true}, 300);
 }
 
 TEST(GemmQ8, ExtremeCodesAreExact) {
