@@ -31,3 +31,31 @@ def check_cpu_cap(tfrun, binp):
     print(dev)
     if (f"TFC_CPU_ISA={cap}" not in dev) if cap else ("TFC_CPU_ISA" in dev):
         sys.exit(f"FAILED: TFC_CPU_ISA={cap!r} in the environment, but tfrun --info says {dev}")
+
+
+def check_padded_logits(tag, tfrun, binp, idsf, ids, lengths, model, tol_rel, failures,
+                        threads=1, ref="f64"):
+    """tfrun's logits of the right-padded batch |ids| (saved at |idsf|) at each row's
+    real positions, against |model| run on each prompt alone: within |tol_rel| of
+    the largest logit. Prints the result; a failure goes to |failures|. Returns the
+    tolerance in logits."""
+    import numpy as np
+    import torch
+    out = os.path.splitext(idsf)[0] + "-out"
+    os.makedirs(out, exist_ok=True)
+    run(tfrun, binp, "--threads", str(threads), "--output-dir", out, "--input",
+        "input_ids=" + idsf)
+    got = np.load(os.path.join(out, "logits.npy"))
+    err, top = 0.0, 0.0
+    for b, n in enumerate(lengths):
+        with torch.no_grad():
+            want = model(torch.from_numpy(ids[b:b + 1, :n])).logits.numpy()[0]
+        err = max(err, float(np.abs(got[b, :n] - want).max()))
+        top = max(top, float(np.abs(want).max()))
+    tol = tol_rel * top
+    ok = got.shape == (len(lengths), ids.shape[1], model.config.vocab_size) and err <= tol
+    print(f"{tag}-logits: max |tfc - transformers {ref}| = {err:.3g} "
+          f"({'ok' if ok else 'FAIL'}, tolerance {tol:.2g})")
+    if not ok:
+        failures.append(f"{tag}-logits")
+    return tol

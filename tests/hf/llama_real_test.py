@@ -36,7 +36,7 @@ import sys
 
 import numpy as np
 import torch
-from hfcommon import check_cpu_cap, run
+from hfcommon import check_cpu_cap, check_padded_logits, run
 from transformers import (Gemma2Config, Gemma2ForCausalLM, LlamaConfig, LlamaForCausalLM,
                           MistralConfig, MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM,
                           Qwen3Config, Qwen3ForCausalLM)
@@ -88,22 +88,8 @@ def shape(tag, make):
     np.save(idsf, ids)
     np.save(leftf, left)
 
-    out = os.path.join(work, tag + "-out")
-    os.makedirs(out, exist_ok=True)
-    run(tfrun, binp, "--threads", "2", "--output-dir", out, "--input", "input_ids=" + idsf)
-    got = np.load(os.path.join(out, "logits.npy"))
-    err, top = 0.0, 0.0
-    for b, n in enumerate(LENGTHS):
-        with torch.no_grad():
-            want = m(torch.from_numpy(ids[b:b + 1, :n])).logits.numpy()[0]
-        err = max(err, float(np.abs(got[b, :n] - want).max()))
-        top = max(top, float(np.abs(want).max()))
-    tol = TOL_REL * top
-    ok = got.shape == (len(LENGTHS), S, V) and err <= tol
-    print(f"{tag}-logits: max |tfc - transformers f32| = {err:.3g} "
-          f"({'ok' if ok else 'FAIL'}, tolerance {tol:.2g})")
-    if not ok:
-        failures.append(f"{tag}-logits")
+    tol = check_padded_logits(tag, tfrun, binp, idsf, ids, LENGTHS, m, TOL_REL, failures,
+                              threads=2, ref="f32")
 
     def generated(name, inp, *flags, new=N):
         o = os.path.join(work, f"{tag}-{name}")

@@ -66,7 +66,7 @@ import sys
 
 import numpy as np
 import torch
-from hfcommon import check_cpu_cap, run
+from hfcommon import check_cpu_cap, check_padded_logits, run
 from transformers import (Gemma2Config, Gemma2ForCausalLM, Gemma3ForCausalLM, Gemma3TextConfig,
                           GPT2Config, GPT2LMHeadModel,
                           LlamaConfig, LlamaForCausalLM,
@@ -134,22 +134,7 @@ def family(tag, m, rewrite=None, precisions=False, eos=(EOS,), pad=PAD, penalty=
     np.save(idsf, ids)
 
     # Logits of the real positions.
-    out = os.path.join(work, tag + "-out")
-    os.makedirs(out, exist_ok=True)
-    run(tfrun, binp, "--threads", "1", "--output-dir", out, "--input", "input_ids=" + idsf)
-    got = np.load(os.path.join(out, "logits.npy"))
-    err, top = 0.0, 0.0
-    for b, n in enumerate(lengths):
-        with torch.no_grad():
-            want = m64(torch.from_numpy(ids[b:b + 1, :n])).logits.numpy()[0]
-        err = max(err, float(np.abs(got[b, :n] - want).max()))
-        top = max(top, float(np.abs(want).max()))
-    tol = TOL_REL * top
-    ok = got.shape == (len(lengths), S, V) and err <= tol
-    print(f"{tag}-logits: max |tfc - transformers f64| = {err:.3g} "
-          f"({'ok' if ok else 'FAIL'}, tolerance {tol:.2g})")
-    if not ok:
-        failures.append(f"{tag}-logits")
+    check_padded_logits(tag, tfrun, binp, idsf, ids, lengths, m64, TOL_REL, failures)
 
     # bf16 and int8 (a weight scale per 32 inputs): relative L2 of the real positions'
     # logits within docs/precision.md's bounds. int4 (a scale per 32 weights):
