@@ -378,6 +378,10 @@ void quantizeS16Blocks(const void *x, bool bf16, int64_t rows, int64_t k, int64_
       float amax = 0.0f;
       for (float m : m8)
         amax = std::max(amax, m);
+      // Below 1e-30 a block counts as zeros: 32767 / amax would overflow to
+      // inf near FLT_MIN, and 0 * inf to NaN codes.
+      if (amax < 1e-30f)
+        amax = 0.0f;
       const __m256 inv = _mm256_set1_ps(amax > 0.0f ? 32767.0f / amax : 0.0f);
       __m256i i[4];
       for (int h = 0; h < 4; ++h)
