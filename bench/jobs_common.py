@@ -291,10 +291,12 @@ def run_rounds(engines_by_th, rounds, runs, log=None):
             k = r % max(1, len(es))
             for e in es[k:] + es[:k]:
                 try:
-                    samples.setdefault((e.name, th), []).append(e.time_round(runs))
+                    ms = e.time_round(runs)
                 except Exception as err:  # noqa: BLE001
                     errors.append((e.name, th, f"timing error: {first_line(str(err))}"))
-                    es.remove(e)
+                    es.remove(e)  # no sample: a failed engine has no figures
+                else:
+                    samples.setdefault((e.name, th), []).append(ms)
                 time.sleep(SETTLE_S)
         if log:
             log(f"  round {r + 1}/{rounds}: " + "; ".join(
