@@ -182,11 +182,6 @@ bool readGenerationSettings(const std::string &dir, const std::string &family, j
   return true;
 }
 
-/// What LlamaConfig derives, into |cfg|: head_dim, num_key_value_heads,
-/// rope_type (default, linear, llama3), rope_theta, rope_dim (head_dim times
-/// partial_rotary_factor) and the scaling's parameters as rope_factor,
-/// rope_low_freq_factor, rope_high_freq_factor, rope_original_max_len. A rope
-/// type tfc does not implement is an error that names it.
 /// config.json's layer_types (transformers 5): per layer, whether it is
 /// sliding_attention (true) or full_attention (false). "" or what is wrong.
 static std::string readLayerTypes(const json &lt, int64_t layers, std::vector<bool> &sliding) {
@@ -202,6 +197,11 @@ static std::string readLayerTypes(const json &lt, int64_t layers, std::vector<bo
   return "";
 }
 
+/// What LlamaConfig derives, into |cfg|: head_dim, num_key_value_heads,
+/// rope_type (default, linear, llama3), rope_theta, rope_dim (head_dim times
+/// partial_rotary_factor) and the scaling's parameters as rope_factor,
+/// rope_low_freq_factor, rope_high_freq_factor, rope_original_max_len. A rope
+/// type tfc does not implement is an error that names it.
 bool llamaValues(json &cfg, const std::string &cfgText, const std::string &cfgPath,
                DirError &err) {
   auto fail = [&](const char *field, const std::string &msg) {

@@ -112,18 +112,8 @@ void quantizeQ8Blocks(const void *x, bool bf16, int64_t rows, int64_t k, int64_t
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t b = 0; b < blocks; ++b) {
       alignas(32) float v[kBlock];
-      const int64_t c0 = b * kBlock, len = std::max<int64_t>(0, std::min(kBlock, k - c0));
-      if (len > 0 && bf16)
-        bf16ToF32(static_cast<const uint16_t *>(x) + r * k + c0, v, len);
-      else if (len > 0)
-        std::memcpy(v, static_cast<const float *>(x) + r * k + c0, len * sizeof(float));
-      std::fill(v + len, v + kBlock, 0.0f);
-      float amax = 0.0f;
-      bool finite = true;
-      for (int64_t i = 0; i < kBlock; ++i) {
-        finite &= std::isfinite(v[i]);
-        amax = std::max(amax, std::fabs(v[i]));
-      }
+      float amax;
+      const bool finite = loadBlock32(x, bf16, r, k, b, v, amax);
       int8_t *qb = q + (r * blocks + b) * kBlock;
       const int64_t at = r * blocks + b;
       if (!finite) { // the row's outputs are NaN (docs/precision.md, "Non-finite values")

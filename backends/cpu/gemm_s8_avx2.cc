@@ -344,6 +344,33 @@ std::unique_ptr<PackedQ8> packQ8(const int8_t *w, const float *scales, int64_t n
   return p;
 }
 
+bool loadBlock32(const void *x, bool bf16, int64_t r, int64_t k, int64_t b, float *v,
+                 float &amax) {
+  const int64_t c0 = b * 32, len = std::max<int64_t>(0, std::min<int64_t>(32, k - c0));
+  if (len > 0 && bf16)
+    bf16ToF32(static_cast<const uint16_t *>(x) + r * k + c0, v, len);
+  else if (len > 0)
+    std::memcpy(v, static_cast<const float *>(x) + r * k + c0, len * sizeof(float));
+  std::fill(v + len, v + 32, 0.0f);
+  __m256 amax8 = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
+  const __m256 absMask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256 inf = _mm256_set1_ps(INFINITY);
+  for (int h = 0; h < 4; ++h) {
+    const __m256 a = _mm256_and_ps(_mm256_loadu_ps(v + 8 * h), absMask);
+    // NaN compares unordered: not less than infinity.
+    bad = _mm256_or_ps(bad, _mm256_cmp_ps(a, inf, _CMP_NLT_UQ));
+    amax8 = _mm256_max_ps(amax8, a);
+  }
+  if (_mm256_movemask_ps(bad))
+    return false;
+  alignas(32) float m8[8];
+  _mm256_store_ps(m8, amax8);
+  amax = 0.0f;
+  for (float m : m8)
+    amax = std::max(amax, m);
+  return true;
+}
+
 void quantizeS16Blocks(const void *x, bool bf16, int64_t rows, int64_t k, int64_t blocks,
                        int16_t *q, float *d) {
   const __m256i order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
@@ -351,33 +378,15 @@ void quantizeS16Blocks(const void *x, bool bf16, int64_t rows, int64_t k, int64_
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t b = 0; b < blocks; ++b) {
       alignas(32) float v[32];
-      const int64_t c0 = b * 32, len = std::max<int64_t>(0, std::min<int64_t>(32, k - c0));
-      if (len > 0 && bf16)
-        bf16ToF32(static_cast<const uint16_t *>(x) + r * k + c0, v, len);
-      else if (len > 0)
-        std::memcpy(v, static_cast<const float *>(x) + r * k + c0, len * sizeof(float));
-      std::fill(v + len, v + 32, 0.0f);
-      __m256 amax8 = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
-      const __m256 absMask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-      const __m256 inf = _mm256_set1_ps(INFINITY);
-      for (int h = 0; h < 4; ++h) {
-        const __m256 a = _mm256_and_ps(_mm256_load_ps(v + 8 * h), absMask);
-        // NaN compares unordered: not less than infinity.
-        bad = _mm256_or_ps(bad, _mm256_cmp_ps(a, inf, _CMP_NLT_UQ));
-        amax8 = _mm256_max_ps(amax8, a);
-      }
+      float amax;
+      const bool finite = loadBlock32(x, bf16, r, k, b, v, amax);
       int16_t *qb = q + (r * blocks + b) * 32;
       const int64_t at = r * blocks + b;
-      if (_mm256_movemask_ps(bad)) { // the row's outputs are NaN (docs/precision.md, "Non-finite values")
+      if (!finite) { // the row's outputs are NaN (docs/precision.md, "Non-finite values")
         std::memset(qb, 0, 32 * sizeof(int16_t));
         d[at] = NAN;
         continue;
       }
-      alignas(32) float m8[8];
-      _mm256_store_ps(m8, amax8);
-      float amax = 0.0f;
-      for (float m : m8)
-        amax = std::max(amax, m);
       // Below 1e-30 a block counts as zeros: 32767 / amax would overflow to
       // inf near FLT_MIN, and 0 * inf to NaN codes.
       if (amax < 1e-30f)

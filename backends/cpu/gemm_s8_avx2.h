@@ -100,6 +100,13 @@ WeightMemory panelBlockScales(const float *scales, int64_t n, int64_t k, int64_t
 std::unique_ptr<PackedQ8> packQ8(const int8_t *w, const float *scales, int64_t n, int64_t k,
                                  int64_t group, const PackProgress &done = {});
 
+/// Block |b| (32 inputs) of row |r| of x (f32 or bf16 |bf16|, rows of k) into
+/// v[32] as f32, zeros past k, and its largest magnitude into |amax|. False
+/// (amax unset) when the block holds a NaN or an infinity. The group-wise
+/// kernels' activation quantizers (s8 here for int4, s16 for int8) share it.
+bool loadBlock32(const void *x, bool bf16, int64_t r, int64_t k, int64_t b, float *v,
+                 float &amax);
+
 /// The activations of |rows| rows quantized per block of 32 inputs to s16:
 /// q [rows, blocks * 32] (zero past k) and the blocks' scales d [rows, blocks]
 /// (amax / 32767; a block with a NaN or an infinity gets d = NaN, so its row's
