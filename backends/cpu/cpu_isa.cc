@@ -186,6 +186,8 @@ CpuPaths choose() {
   // below avx512_core_vnni takes our exact AVX2 GEMM.
   p.int8Vnni = (eff & dnnl_cpu_isa_avx512_core_vnni) == dnnl_cpu_isa_avx512_core_vnni &&
                (f.avx512vnni || f.amxint8);
+  p.avx512Vnni = p.avx512 && f.avx512vnni &&
+                 (eff & dnnl_cpu_isa_avx512_core_vnni) == dnnl_cpu_isa_avx512_core_vnni;
   // Without VNNI: the exact 8-bit GEMM by default, or on request the 7-bit
   // activations (faster, but outside int8's accuracy bounds on the bundled
   // models: docs/precision.md).

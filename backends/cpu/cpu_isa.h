@@ -55,6 +55,9 @@ struct CpuPaths {
   /// oneDNN sums u8 x s8 products exactly (VNNI or AMX); otherwise the int8
   /// GEMMs run on gemm_s8_avx2.h.
   bool int8Vnni = false;
+  /// The group-wise int8 and int4 kernels' VNNI forms (gemm_q_avx512.h):
+  /// |avx512| and AVX512_VNNI, within the cap.
+  bool avx512Vnni = false;
   /// Without VNNI: false (the default) keeps 8-bit activations and the exact
   /// gemmU8S8; true (TFC_INT8_AVX2=u7) quantizes the activations to 7 bits
   /// (0..127) for gemmU7S8, 1.2-1.45x faster GEMMs on a Zen 3 but outside

@@ -2,6 +2,8 @@
 #include "backends/cpu/gemm_q4_avx2.h"
 
 #include "backends/cpu/convert_cpu.h"
+#include "backends/cpu/cpu_isa.h"
+#include "backends/cpu/gemm_q_avx512.h"
 #include "backends/cpu/gemm_s8_avx2.h"
 
 #include <immintrin.h>
@@ -142,6 +144,13 @@ void quantizeQ8Blocks(const void *x, bool bf16, int64_t rows, int64_t k, int64_t
 
 void gemmQ4(const PackedQ4 &w, const int8_t *q, const float *d, const float *dsum8,
             int64_t rows, float *y) {
+  if (cpuPaths().avx512Vnni)
+    return avx512::gemmQ4(w, q, d, dsum8, rows, y);
+  gemmQ4Avx2(w, q, d, dsum8, rows, y);
+}
+
+void gemmQ4Avx2(const PackedQ4 &w, const int8_t *q, const float *d, const float *dsum8,
+                int64_t rows, float *y) {
   const bool par = rows * w.n * w.k > (1 << 18);
   if (rows < 4) { // decode: each panel read once, against every row
 #pragma omp parallel for schedule(static) if (par)

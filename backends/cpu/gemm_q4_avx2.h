@@ -67,9 +67,14 @@ std::unique_ptr<PackedQ4> packQ4(const uint8_t *w, const float *scales, int64_t 
 void quantizeQ8Blocks(const void *x, bool bf16, int64_t rows, int64_t k, int64_t blocks,
                       int8_t *q, float *d, float *dsum8);
 
-/// y [rows, n] (row stride n) = x W^T from quantizeQ8Blocks' output.
+/// y [rows, n] (row stride n) = x W^T from quantizeQ8Blocks' output. Where
+/// the CPU has AVX512_VNNI this is avx512::gemmQ4 (gemm_q_avx512.h), which
+/// gives the same bits.
 void gemmQ4(const PackedQ4 &w, const int8_t *q, const float *d, const float *dsum8,
             int64_t rows, float *y);
+/// The AVX2 form, whatever the CPU (for the tests that compare the two).
+void gemmQ4Avx2(const PackedQ4 &w, const int8_t *q, const float *d, const float *dsum8,
+                int64_t rows, float *y);
 
 } // namespace tfc::cpu
 

@@ -2,6 +2,8 @@
 #include "backends/cpu/gemm_s8_avx2.h"
 
 #include "backends/cpu/convert_cpu.h"
+#include "backends/cpu/cpu_isa.h"
+#include "backends/cpu/gemm_q_avx512.h"
 
 #include <immintrin.h>
 
@@ -406,6 +408,12 @@ void quantizeS16Blocks(const void *x, bool bf16, int64_t rows, int64_t k, int64_
 }
 
 void gemmQ8S16(const PackedQ8 &w, const int16_t *q, const float *d, int64_t m, float *y) {
+  if (cpuPaths().avx512Vnni)
+    return avx512::gemmQ8S16(w, q, d, m, y);
+  gemmQ8S16Avx2(w, q, d, m, y);
+}
+
+void gemmQ8S16Avx2(const PackedQ8 &w, const int16_t *q, const float *d, int64_t m, float *y) {
   overBlocks<kRows16>(w, m, w.kPad * (int64_t)sizeof(int16_t),
                       [&](auto R, int64_t r0, int64_t panel) {
                         tileQ8S16<decltype(R)::value>(w, q, d, r0, panel, y);

@@ -119,8 +119,11 @@ void quantizeS16Blocks(const void *x, bool bf16, int64_t rows, int64_t k, int64_
 /// 2 * 32767 * 128, a block 2^27) and scaled once by scale_w * d: per 16
 /// columns and 2 inputs, two weight widenings (vpmovsxbw, shared by the rows
 /// of a tile) and per row one broadcast, two vpmaddwd and two vpaddd.
-/// Parallel over panels (OpenMP).
+/// Parallel over panels (OpenMP). Where the CPU has AVX512_VNNI this is
+/// avx512::gemmQ8S16 (gemm_q_avx512.h), which gives the same bits.
 void gemmQ8S16(const PackedQ8 &w, const int16_t *q, const float *d, int64_t m, float *y);
+/// The AVX2 form, whatever the CPU (for the tests that compare the two).
+void gemmQ8S16Avx2(const PackedQ8 &w, const int16_t *q, const float *d, int64_t m, float *y);
 
 /// C [m, n] (row stride n) = A [m, k] (u8, row stride k) x W^T. |scratch| holds
 /// 2 * m * kPad bytes (the recentred A and its absolute values). Parallel over panels (OpenMP).

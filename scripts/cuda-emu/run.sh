@@ -50,6 +50,8 @@ for f in runtime/model.cc runtime/capi.cc runtime/session.cc runtime/executor.cc
 done
 compile "$ROOT/backends/cpu/convert_avx512.cc" rt_convert_avx512.o -march=x86-64-v3 \
   -mavx512f -mavx512bw -mavx512vl -mavx512dq
+compile "$ROOT/backends/cpu/gemm_q_avx512.cc" rt_gemm_q_avx512.o -march=x86-64-v3 \
+  -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni
 compile "$ROOT/runtime/device_cuda.cc" rt_device_cuda.o -DTFC_HAVE_CUDA=1
 rt=("${objs[@]}")
 objs=()

@@ -18,8 +18,14 @@
 // decoder-only models) takes the same checks with codes -128..127 (extremes
 // -128 and 127) and activations quantized to s16 (scale amax / 32767). Both
 // run their integer kernels at every row count.
+// Where the CPU has AVX512_VNNI both run their VNNI forms (gemm_q_avx512.h),
+// which promise the AVX2 forms' bits: checked directly, shape by shape.
 //
 //===----------------------------------------------------------------------===//
+#include "backends/cpu/cpu_isa.h"
+#include "backends/cpu/gemm_q4_avx2.h"
+#include "backends/cpu/gemm_q_avx512.h"
+#include "backends/cpu/gemm_s8_avx2.h"
 #include "backends/cpu/linear_dnnl.h"
 #include "tfc/abi.h"
 #include "tfc/bf16.h"
@@ -27,6 +33,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -243,6 +250,49 @@ TEST(GemmQ8, PackedRowsAreTheStoredRows) {
           << "j " << j << " i " << i;
   }
   EXPECT_FALSE(packedRowTimes(*p, n, 1.0f, row.data(), false));
+}
+
+/// The VNNI forms give the AVX2 forms' bits, at decoding's row counts, over
+/// the 8-row tiles' edges and over prefill's row blocks.
+TEST(GemmVnni, SameBitsAsAvx2) {
+  if (!cpuPaths().avx512Vnni)
+    GTEST_SKIP() << "no AVX512_VNNI within the cap: " << describeCpuPaths();
+  uint32_t seed = 400;
+  for (int64_t rows : {1, 2, 3, 7, 8, 9, 16, 63, 64, 65, 300})
+    for (auto [n, k] : {std::pair<int64_t, int64_t>{5, 32}, {33, 200}, {48, 1056}}) {
+      SCOPED_TRACE("rows " + std::to_string(rows) + " n " + std::to_string(n) + " k " +
+                   std::to_string(k));
+      std::mt19937 g(seed);
+      std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+      std::vector<float> x(rows * k);
+      for (float &f : x)
+        f = u(g);
+      for (bool int8 : {false, true}) {
+        const Q4Weight w = randomQ4(n, k, 64, seed++, false, int8);
+        std::vector<float> a(rows * n), b(rows * n);
+        if (int8) {
+          auto p = packQ8(reinterpret_cast<const int8_t *>(w.packed.data()), w.scales.data(), n,
+                          k, 64);
+          ASSERT_TRUE(p);
+          std::vector<int16_t> q(rows * p->kPad);
+          std::vector<float> d(rows * p->blocks);
+          quantizeS16Blocks(x.data(), false, rows, k, p->blocks, q.data(), d.data());
+          gemmQ8S16Avx2(*p, q.data(), d.data(), rows, a.data());
+          avx512::gemmQ8S16(*p, q.data(), d.data(), rows, b.data());
+        } else {
+          auto p = packQ4(w.packed.data(), w.scales.data(), n, k, 64);
+          ASSERT_TRUE(p);
+          std::vector<int8_t> q(rows * p->kPad);
+          std::vector<float> d(rows * p->blocks), ds(rows * p->blocks);
+          quantizeQ8Blocks(x.data(), false, rows, k, p->blocks, q.data(), d.data(), ds.data());
+          gemmQ4Avx2(*p, q.data(), d.data(), ds.data(), rows, a.data());
+          avx512::gemmQ4(*p, q.data(), d.data(), ds.data(), rows, b.data());
+        }
+        for (int64_t i = 0; i < rows * n; ++i)
+          ASSERT_EQ(std::memcmp(&a[i], &b[i], sizeof(float)), 0)
+              << (int8 ? "int8" : "int4") << " element " << i << ": " << a[i] << " vs " << b[i];
+      }
+    }
 }
 
 TEST(GemmQ4, BadPacks) {
