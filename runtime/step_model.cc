@@ -168,34 +168,25 @@ public:
           std::memcpy(tmp.data() + r * ri.rowBytes, ri.data.data() + from[r] * ri.rowBytes,
                       ri.rowBytes);
         ri.data.swap(tmp);
+        // The old rows go back at once (encoder memory: 31 MB for 32 rows of
+        // a Marian batch) rather than stay as the next gather's buffer.
+        std::vector<char>().swap(tmp);
       }
       rowItem.swap(newItem);
     }
     // The caches: only positions [0, lastPos] hold data. A row that changes
-    // (from[r] != r) takes its source row's data. A source that is itself
-    // overwritten is saved to scratch memory on the device first, all saves
-    // before any write; every other source is a row that does not change, read
-    // in place: one copy per changed row, plus one per saved row.
+    // (from[r] != r) takes its source row's data, in place, in an order where
+    // no row is overwritten before every row that reads it has read it
+    // (planMoves): one copy per changed row, and scratch memory for one row
+    // per cycle of rows that read each other (two beams that swap), which
+    // beam search seldom makes. (Saving every overwritten source first, as
+    // this did before, held up to a whole cache's used rows as scratch: 100
+    // MB at beam 4 over 128 rows, a sixth of the process's peak RSS.)
     int64_t used = lastPos + 1;
     if (n > s->stateRows && s->state)
       return Status::internal(std::to_string(n) + " rows exceed the KV cache's " +
                               std::to_string(s->stateRows));
-    moved.clear();
-    for (int64_t r = 0; r < n; ++r)
-      if (from[r] != r)
-        moved.push_back(r);
-    if (used > 0 && s->state && !moved.empty()) {
-      slot.assign(rows, -1);
-      saved.clear();
-      std::vector<char> overwritten(rows, 0);
-      for (int64_t r : moved)
-        if (r < rows)
-          overwritten[r] = 1;
-      for (int64_t r : moved)
-        if (overwritten[from[r]] && slot[from[r]] < 0) {
-          slot[from[r]] = static_cast<int64_t>(saved.size());
-          saved.push_back(from[r]);
-        }
+    if (used > 0 && s->state && planMoves(from, n)) {
       for (const StateCache &c : caches)
         TFC_RETURN_IF_ERROR(moveCacheRows(c, from, used));
     }
@@ -231,15 +222,66 @@ private:
     return runFunction(*s, decIdx, ins);
   }
 
-  /// select()'s copies for one cache (see there). On a host device the
-  /// copies are split across the OpenMP threads: at beam 4 over 128 rows they
-  /// move about 100 MB a step, which one thread took 0.3 s a batch to do.
+  /// The order of select()'s row copies, the same for every cache: |waves|
+  /// of rows (split by |waveEnd|), each row of a wave read by no row that is
+  /// still to be written, so a wave's copies can run at once; then |cycles|
+  /// (split by |cycleEnd|), rows that read each other in a ring, each cycle
+  /// started by saving its first row. False when no row changes.
+  bool planMoves(const int64_t *from, int64_t n) {
+    waves.clear();
+    waveEnd.clear();
+    cycles.clear();
+    cycleEnd.clear();
+    const int64_t all = std::max(n, rows);
+    readers.assign(static_cast<size_t>(all), 0);
+    state.assign(static_cast<size_t>(all), 0); // 1: to write, 2: written
+    bool any = false;
+    for (int64_t r = 0; r < n; ++r)
+      if (from[r] != r) {
+        state[r] = 1;
+        ++readers[from[r]];
+        any = true;
+      }
+    if (!any)
+      return false;
+    for (int64_t r = 0; r < n; ++r)
+      if (state[r] == 1 && readers[r] == 0)
+        waves.push_back(r);
+    for (size_t begin = 0; begin < waves.size();) {
+      const size_t end = waves.size();
+      waveEnd.push_back(end);
+      for (size_t i = begin; i < end; ++i) {
+        state[waves[i]] = 2;
+        const int64_t f = from[waves[i]];
+        if (--readers[f] == 0 && state[f] == 1)
+          waves.push_back(f);
+      }
+      begin = end;
+    }
+    // What is left to write is rings: each row read only by the next.
+    for (int64_t r = 0; r < n; ++r) {
+      if (state[r] != 1)
+        continue;
+      for (int64_t at = r; state[at] == 1; at = from[at]) {
+        state[at] = 2;
+        cycles.push_back(at);
+      }
+      cycleEnd.push_back(cycles.size());
+    }
+    return true;
+  }
+
+  /// select()'s copies for one cache (see there), in planMoves' order. On a
+  /// host device the copies of a wave (and the cycles) are split across the
+  /// OpenMP threads: at beam 4 over 128 rows they move about 100 MB a step,
+  /// which one thread took 0.3 s a batch to do.
   Status moveCacheRows(const StateCache &c, const int64_t *from, int64_t used) {
     Device &d = *s->dev;
     const uint64_t es = c.elemSize(*s, decIdx);
     const uint64_t rowBytes = (uint64_t)s->stateLen * c.width * es;
     const uint64_t usedBytes = (uint64_t)used * c.width * es;
-    const uint64_t need = usedBytes * saved.size();
+    const int64_t nCycles = static_cast<int64_t>(cycleEnd.size());
+    const uint64_t need = usedBytes * static_cast<uint64_t>(nCycles);
     if (need > scratchBytes) {
       if (scratch)
         d.release(scratch);
@@ -250,27 +292,42 @@ private:
     }
     char *base = static_cast<char *>(s->state) + s->stateSlots.at(c.offset);
     char *tmpRows = static_cast<char *>(scratch);
-    auto source = [&](int64_t r) -> const char * {
-      const int64_t f = from[r];
-      return slot[f] >= 0 ? tmpRows + slot[f] * usedBytes : base + f * rowBytes;
-    };
-    const int64_t nSaved = static_cast<int64_t>(saved.size());
-    const int64_t nMoved = static_cast<int64_t>(moved.size());
+    // Cycle i's rows: cycles[cycleBegin(i), cycleEnd[i]); its first row is
+    // saved, each row takes the next's data, and the last the saved copy.
+    auto cycleBegin = [&](int64_t i) { return i == 0 ? size_t{0} : cycleEnd[i - 1]; };
     if (d.hostMemory()) {
-      const bool par = (nSaved + nMoved) * usedBytes >= (1u << 20);
-#pragma omp parallel for schedule(static) if (par)
-      for (int64_t i = 0; i < nSaved; ++i)
-        std::memcpy(tmpRows + i * usedBytes, base + saved[i] * rowBytes, usedBytes);
-#pragma omp parallel for schedule(static) if (par)
-      for (int64_t i = 0; i < nMoved; ++i)
-        std::memcpy(base + moved[i] * rowBytes, source(moved[i]), usedBytes);
+      const bool par = static_cast<uint64_t>(waves.size() + cycles.size()) * usedBytes >=
+                       (1u << 20);
+      for (size_t w = 0, begin = 0; w < waveEnd.size(); begin = waveEnd[w++]) {
+        const int64_t b = static_cast<int64_t>(begin), e = static_cast<int64_t>(waveEnd[w]);
+#pragma omp parallel for schedule(static) if (par && e - b > 1)
+        for (int64_t i = b; i < e; ++i)
+          std::memcpy(base + waves[i] * rowBytes, base + from[waves[i]] * rowBytes, usedBytes);
+      }
+#pragma omp parallel for schedule(static) if (par && nCycles > 1)
+      for (int64_t i = 0; i < nCycles; ++i) {
+        const size_t b = cycleBegin(i), e = cycleEnd[i];
+        char *keep = tmpRows + i * usedBytes;
+        std::memcpy(keep, base + cycles[b] * rowBytes, usedBytes);
+        for (size_t j = b; j + 1 < e; ++j)
+          std::memcpy(base + cycles[j] * rowBytes, base + cycles[j + 1] * rowBytes, usedBytes);
+        std::memcpy(base + cycles[e - 1] * rowBytes, keep, usedBytes);
+      }
       return Status::ok();
     }
+    // A device copies in stream order: the same order, one copy at a time.
     Status st;
-    for (int64_t i = 0; i < nSaved && st.isOk(); ++i)
-      st = d.copy(tmpRows + i * usedBytes, base + saved[i] * rowBytes, usedBytes);
-    for (int64_t i = 0; i < nMoved && st.isOk(); ++i)
-      st = d.copy(base + moved[i] * rowBytes, source(moved[i]), usedBytes);
+    for (size_t i = 0; i < waves.size() && st.isOk(); ++i)
+      st = d.copy(base + waves[i] * rowBytes, base + from[waves[i]] * rowBytes, usedBytes);
+    for (int64_t i = 0; i < nCycles && st.isOk(); ++i) {
+      const size_t b = cycleBegin(i), e = cycleEnd[i];
+      char *keep = tmpRows + i * usedBytes;
+      st = d.copy(keep, base + cycles[b] * rowBytes, usedBytes);
+      for (size_t j = b; j + 1 < e && st.isOk(); ++j)
+        st = d.copy(base + cycles[j] * rowBytes, base + cycles[j + 1] * rowBytes, usedBytes);
+      if (st.isOk())
+        st = d.copy(base + cycles[e - 1] * rowBytes, keep, usedBytes);
+    }
     if (st.isOk())
       st = d.sync();
     return st;
@@ -297,7 +354,9 @@ private:
   std::vector<RowInput> rowInputs;
   std::vector<StateCache> caches;
   /// The batch item of each row; buffers select() reuses across steps.
-  std::vector<int64_t> rowItem, newItem, moved, slot, saved;
+  std::vector<int64_t> rowItem, newItem, readers, waves, cycles;
+  std::vector<char> state;
+  std::vector<size_t> waveEnd, cycleEnd; ///< planMoves' order of the cache copies
   std::vector<char> tmp;
   void *scratch = nullptr;
   uint64_t scratchBytes = 0;

@@ -9,6 +9,7 @@
 #include "backends/cpu/gemm_s8_avx2.h"
 #include "backends/cpu/weight_memory.h"
 #include "tfc/abi.h"
+#include "tfc/bf16.h"
 
 #include <oneapi/dnnl/dnnl.hpp>
 #include <omp.h>
@@ -562,7 +563,41 @@ bool packedRowTimes(const PackedLinear &w, int64_t j, float mul, float *out, boo
     const float *kn = static_cast<const float *>(w.weights.get_data_handle());
     return emit([&](int64_t i) { return kn[i * w.n + j] * mul; });
   }
-  return false;
+  // f32, bf16 or int8 in oneDNN's own layout (AVX-512; VNNI for int8):
+  // element (i, j) of the [K, N] weights where its blocked format puts it, by
+  // oneDNN's formula (memory_desc_wrapper::off_v: the inner blocks innermost,
+  // then the strides of what is left of each index). Not where oneDNN keeps
+  // extra data that changes the values (an s8 weight's scale adjustment).
+  const dnnl_memory_desc_t &md = w.wdesc.data;
+  const bool i8 = w.dtype == TFC_DTYPE_I8 && md.data_type == dnnl_s8 &&
+                  (int64_t)w.scales.size() == w.n;
+  if (!w.weights || md.format_kind != dnnl_blocked || md.ndims != 2 ||
+      md.extra.flags != dnnl_memory_extra_flag_none ||
+      !((w.dtype == TFC_DTYPE_F32 && md.data_type == dnnl_f32) ||
+        (w.dtype == TFC_DTYPE_BF16 && (md.data_type == dnnl_bf16 || md.data_type == dnnl_f32)) ||
+        i8))
+    return false;
+  const dnnl_blocking_desc_t &b = md.format_desc.blocking;
+  auto offset = [&](int64_t i) {
+    dnnl_dim_t pos[2] = {i, j}, off = md.offset0, inner = 1;
+    for (int blk = b.inner_nblks - 1; blk >= 0; --blk) {
+      const int d = b.inner_idxs[blk];
+      off += pos[d] % b.inner_blks[blk] * inner;
+      pos[d] /= b.inner_blks[blk];
+      inner *= b.inner_blks[blk];
+    }
+    return off + pos[0] * b.strides[0] + pos[1] * b.strides[1];
+  };
+  const void *data = w.weights.get_data_handle();
+  if (i8) {
+    const float s = mul * w.scales[j];
+    return emit([&](int64_t i) { return (float)static_cast<const int8_t *>(data)[offset(i)] * s; });
+  }
+  if (md.data_type == dnnl_f32)
+    return emit([&](int64_t i) { return static_cast<const float *>(data)[offset(i)] * mul; });
+  return emit([&](int64_t i) {
+    return tfc_bf16_to_f32(static_cast<const uint16_t *>(data)[offset(i)]) * mul;
+  });
 }
 
 std::string runPackedLinear(const PackedLinear &w, const GemmCall &c) {

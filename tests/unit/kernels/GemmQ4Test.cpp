@@ -252,6 +252,56 @@ TEST(GemmQ8, PackedRowsAreTheStoredRows) {
   EXPECT_FALSE(packedRowTimes(*p, n, 1.0f, row.data(), false));
 }
 
+/// Every dense layout a linear weight is packed in (OpenBLAS's plain [K, N],
+/// oneDNN's blocked formats for f32, bf16 and int8 with VNNI, our AVX2 int8
+/// panels) gives back a row's stored values, so that a tied token table reads
+/// its rows from the packed copy on every CPU path (the file's pages of the
+/// weight are dropped after packing: runtime/device_cpu.cc).
+TEST(PackedRows, EveryDenseLayoutGivesTheStoredRows) {
+  for (auto [n, k] : {std::pair<int64_t, int64_t>{70, 40}, {130, 96}, {3, 600}}) {
+    std::mt19937 g(n * 1000 + k);
+    std::vector<float> f32(n * k), scales(n);
+    std::vector<uint16_t> bf16(n * k);
+    std::vector<int8_t> i8(n * k);
+    for (int64_t e = 0; e < n * k; ++e) {
+      f32[e] = std::uniform_real_distribution<float>(-1.0f, 1.0f)(g);
+      bf16[e] = tfc_f32_to_bf16(f32[e]);
+      i8[e] = (int8_t)((int)(g() % 255) - 127); // -128 is clipped by the AVX2 panels
+    }
+    for (float &s : scales)
+      s = std::uniform_real_distribution<float>(0.001f, 0.1f)(g);
+    for (uint32_t dtype : {TFC_DTYPE_F32, TFC_DTYPE_BF16, TFC_DTYPE_I8}) {
+      SCOPED_TRACE(std::string(tfc_dtype_name(dtype)) + " n " + std::to_string(n) + " k " +
+                   std::to_string(k));
+      const void *data = dtype == TFC_DTYPE_F32    ? (const void *)f32.data()
+                         : dtype == TFC_DTYPE_BF16 ? (const void *)bf16.data()
+                                                   : (const void *)i8.data();
+      std::string err;
+      auto p = packLinear(data, dtype, n, k, dtype == TFC_DTYPE_I8 ? scales.data() : nullptr, 0,
+                          err);
+      ASSERT_TRUE(p) << err;
+      std::vector<float> row(k);
+      for (int64_t j : {int64_t{0}, n / 2, n - 1}) {
+        ASSERT_TRUE(packedRowTimes(*p, j, 0.5f, row.data(), false)) << describeCpuPaths();
+        for (int64_t i = 0; i < k; ++i) {
+          const float want = dtype == TFC_DTYPE_F32    ? f32[j * k + i] * 0.5f
+                             : dtype == TFC_DTYPE_BF16 ? tfc_bf16_to_f32(bf16[j * k + i]) * 0.5f
+                                                       : (float)i8[j * k + i] * (0.5f * scales[j]);
+          ASSERT_EQ(row[i], want) << "j " << j << " i " << i;
+        }
+        // accumulate: (+)= the same values (the compiler may fuse the
+        // product and the sum into one rounding)
+        std::vector<float> acc(k, 1.0f);
+        ASSERT_TRUE(packedRowTimes(*p, j, 0.5f, acc.data(), true));
+        for (int64_t i = 0; i < k; ++i)
+          ASSERT_NEAR(acc[i], 1.0f + row[i], 1e-6f * std::max(1.0f, std::fabs(row[i])))
+              << "j " << j << " i " << i;
+      }
+      EXPECT_FALSE(packedRowTimes(*p, n, 1.0f, row.data(), false));
+    }
+  }
+}
+
 /// The VNNI forms give the AVX2 forms' bits, at decoding's row counts, over
 /// the 8-row tiles' edges and over prefill's row blocks.
 TEST(GemmVnni, SameBitsAsAvx2) {
