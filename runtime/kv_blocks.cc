@@ -90,4 +90,50 @@ uint64_t BlockAllocator::length(SeqId seq) const {
   return it == seqs_.end() ? 0 : it->second.length;
 }
 
+bool RowMoves::plan(const int64_t *from, int64_t n, int64_t rows) {
+  waves.clear();
+  waveEnd.clear();
+  cycles.clear();
+  cycleEnd.clear();
+  const size_t all = static_cast<size_t>(std::max(n, rows));
+  readers_.assign(all, 0); // rows still to be written that read this one
+  state_.assign(all, 0);   // 1: to write, 2: written
+  bool any = false;
+  for (int64_t r = 0; r < n; ++r)
+    if (from[r] != r) {
+      state_[r] = 1;
+      ++readers_[from[r]];
+      any = true;
+    }
+  if (!any)
+    return false;
+  for (int64_t r = 0; r < n; ++r)
+    if (state_[r] == 1 && readers_[r] == 0)
+      waves.push_back(r);
+  for (size_t begin = 0; begin < waves.size();) {
+    const size_t end = waves.size();
+    waveEnd.push_back(end);
+    for (size_t i = begin; i < end; ++i) {
+      state_[waves[i]] = 2;
+      const int64_t f = from[waves[i]];
+      if (--readers_[f] == 0 && state_[f] == 1)
+        waves.push_back(f);
+    }
+    begin = end;
+  }
+  // What is left to write is rings: each row read only by the one before it
+  // (every row left has a reader left and reads one row, so each has exactly
+  // one, and reads a row that is left).
+  for (int64_t r = 0; r < n; ++r) {
+    if (state_[r] != 1)
+      continue;
+    for (int64_t at = r; state_[at] == 1; at = from[at]) {
+      state_[at] = 2;
+      cycles.push_back(at);
+    }
+    cycleEnd.push_back(cycles.size());
+  }
+  return true;
+}
+
 } // namespace tfrun::rt

@@ -86,6 +86,28 @@ private:
   SeqId next_ = 1;
 };
 
+/// A contiguous cache's row moves, in place (a session's beam search: new row
+/// r takes old row from[r]): an order in which no row is overwritten before
+/// every row that reads it has read it. First |waves| of rows, split by
+/// |waveEnd|, each row of a wave read by no row still to be written, so a
+/// wave's copies can run at once; then |cycles|, split by |cycleEnd|, rings
+/// of rows that read each other (two beams that swap): each is started by
+/// saving its first row, each row then takes the next one's data, and the
+/// last the saved copy. So the scratch memory is one row per ring, which beam
+/// search seldom makes, where saving every overwritten source first held up
+/// to a whole cache's used rows.
+struct RowMoves {
+  std::vector<int64_t> waves, cycles;
+  std::vector<size_t> waveEnd, cycleEnd;
+  /// Plans the moves of |n| new rows out of |rows| old ones (from[r] in [0,
+  /// rows), checked by the caller). False when no row changes.
+  bool plan(const int64_t *from, int64_t n, int64_t rows);
+
+private:
+  std::vector<int64_t> readers_;
+  std::vector<char> state_;
+};
+
 } // namespace tfrun::rt
 
 #endif // TFC_RUNTIME_KV_BLOCKS_H

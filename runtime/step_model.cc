@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/executor.h"
 #include "runtime/generate.h"
+#include "runtime/kv_blocks.h"
 #include "runtime/session.h"
 #include "tfrun/tfrun.h"
 
@@ -177,7 +178,7 @@ public:
     // The caches: only positions [0, lastPos] hold data. A row that changes
     // (from[r] != r) takes its source row's data, in place, in an order where
     // no row is overwritten before every row that reads it has read it
-    // (planMoves): one copy per changed row, and scratch memory for one row
+    // (RowMoves, kv_blocks.h): one copy per changed row, and scratch memory for one row
     // per cycle of rows that read each other (two beams that swap), which
     // beam search seldom makes. (Saving every overwritten source first, as
     // this did before, held up to a whole cache's used rows as scratch: 100
@@ -186,7 +187,7 @@ public:
     if (n > s->stateRows && s->state)
       return Status::internal(std::to_string(n) + " rows exceed the KV cache's " +
                               std::to_string(s->stateRows));
-    if (used > 0 && s->state && planMoves(from, n)) {
+    if (used > 0 && s->state && moves.plan(from, n, rows)) {
       for (const StateCache &c : caches)
         TFC_RETURN_IF_ERROR(moveCacheRows(c, from, used));
     }
@@ -222,56 +223,7 @@ private:
     return runFunction(*s, decIdx, ins);
   }
 
-  /// The order of select()'s row copies, the same for every cache: |waves|
-  /// of rows (split by |waveEnd|), each row of a wave read by no row that is
-  /// still to be written, so a wave's copies can run at once; then |cycles|
-  /// (split by |cycleEnd|), rows that read each other in a ring, each cycle
-  /// started by saving its first row. False when no row changes.
-  bool planMoves(const int64_t *from, int64_t n) {
-    waves.clear();
-    waveEnd.clear();
-    cycles.clear();
-    cycleEnd.clear();
-    const int64_t all = std::max(n, rows);
-    readers.assign(static_cast<size_t>(all), 0);
-    state.assign(static_cast<size_t>(all), 0); // 1: to write, 2: written
-    bool any = false;
-    for (int64_t r = 0; r < n; ++r)
-      if (from[r] != r) {
-        state[r] = 1;
-        ++readers[from[r]];
-        any = true;
-      }
-    if (!any)
-      return false;
-    for (int64_t r = 0; r < n; ++r)
-      if (state[r] == 1 && readers[r] == 0)
-        waves.push_back(r);
-    for (size_t begin = 0; begin < waves.size();) {
-      const size_t end = waves.size();
-      waveEnd.push_back(end);
-      for (size_t i = begin; i < end; ++i) {
-        state[waves[i]] = 2;
-        const int64_t f = from[waves[i]];
-        if (--readers[f] == 0 && state[f] == 1)
-          waves.push_back(f);
-      }
-      begin = end;
-    }
-    // What is left to write is rings: each row read only by the next.
-    for (int64_t r = 0; r < n; ++r) {
-      if (state[r] != 1)
-        continue;
-      for (int64_t at = r; state[at] == 1; at = from[at]) {
-        state[at] = 2;
-        cycles.push_back(at);
-      }
-      cycleEnd.push_back(cycles.size());
-    }
-    return true;
-  }
-
-  /// select()'s copies for one cache (see there), in planMoves' order. On a
+  /// select()'s copies for one cache (see there), in |moves|' order. On a
   /// host device the copies of a wave (and the cycles) are split across the
   /// OpenMP threads: at beam 4 over 128 rows they move about 100 MB a step,
   /// which one thread took 0.3 s a batch to do.
@@ -280,6 +232,8 @@ private:
     const uint64_t es = c.elemSize(*s, decIdx);
     const uint64_t rowBytes = (uint64_t)s->stateLen * c.width * es;
     const uint64_t usedBytes = (uint64_t)used * c.width * es;
+    const std::vector<int64_t> &waves = moves.waves, &cycles = moves.cycles;
+    const std::vector<size_t> &waveEnd = moves.waveEnd, &cycleEnd = moves.cycleEnd;
     const int64_t nCycles = static_cast<int64_t>(cycleEnd.size());
     const uint64_t need = usedBytes * static_cast<uint64_t>(nCycles);
     if (need > scratchBytes) {
@@ -354,9 +308,8 @@ private:
   std::vector<RowInput> rowInputs;
   std::vector<StateCache> caches;
   /// The batch item of each row; buffers select() reuses across steps.
-  std::vector<int64_t> rowItem, newItem, readers, waves, cycles;
-  std::vector<char> state;
-  std::vector<size_t> waveEnd, cycleEnd; ///< planMoves' order of the cache copies
+  std::vector<int64_t> rowItem, newItem;
+  RowMoves moves; ///< the order of select()'s cache copies
   std::vector<char> tmp;
   void *scratch = nullptr;
   uint64_t scratchBytes = 0;

@@ -3,7 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
+#include <random>
 
 namespace tfrun::rt {
 namespace {
@@ -147,6 +149,66 @@ TEST(KvBlocks, ManyBeamsKeepTheRefcountsExact) {
   for (auto s : live)
     ASSERT_TRUE(a.release(s).isOk());
   EXPECT_EQ(a.freeBlocks(), 64u);
+}
+
+/// Applies |m|'s plan to rows holding their own index, as a cache would
+/// (one saved row per ring), and returns the rows.
+std::vector<int64_t> applyMoves(const RowMoves &m, const std::vector<int64_t> &from,
+                                int64_t rows) {
+  std::vector<int64_t> data(std::max<size_t>(from.size(), rows), -1);
+  std::iota(data.begin(), data.begin() + rows, 0);
+  for (int64_t r : m.waves)
+    data[r] = data[from[r]];
+  for (size_t i = 0, b = 0; i < m.cycleEnd.size(); b = m.cycleEnd[i++]) {
+    const int64_t keep = data[m.cycles[b]];
+    for (size_t j = b; j + 1 < m.cycleEnd[i]; ++j) {
+      EXPECT_EQ(from[m.cycles[j]], m.cycles[j + 1]);
+      data[m.cycles[j]] = data[m.cycles[j + 1]];
+    }
+    EXPECT_EQ(from[m.cycles[m.cycleEnd[i] - 1]], m.cycles[b]);
+    data[m.cycles[m.cycleEnd[i] - 1]] = keep;
+  }
+  data.resize(from.size());
+  return data;
+}
+
+TEST(RowMoves, InPlaceOrderGivesTheGather) {
+  RowMoves m;
+  // Beam search's shapes: fan-outs, a drop, a swap (a ring of 2), a ring of 3.
+  struct Case {
+    std::vector<int64_t> from;
+    int64_t rows;
+    size_t rings;
+  };
+  for (const Case &c : {Case{{0, 0, 1, 2}, 4, 0}, Case{{1, 0, 2, 3}, 4, 1},
+                        Case{{1, 2, 0, 0, 4}, 5, 1}, Case{{0, 1, 2}, 3, 0},
+                        Case{{4, 5, 6, 7}, 8, 0}, Case{{3, 3, 3, 3, 0, 1, 2}, 4, 0},
+                        Case{{1, 0, 3, 2, 2}, 4, 2}}) {
+    const bool any = m.plan(c.from.data(), (int64_t)c.from.size(), c.rows);
+    bool changes = false;
+    for (size_t r = 0; r < c.from.size(); ++r)
+      changes |= c.from[r] != (int64_t)r;
+    EXPECT_EQ(any, changes);
+    if (any) {
+      EXPECT_EQ(applyMoves(m, c.from, c.rows), c.from);
+      EXPECT_EQ(m.cycleEnd.size(), c.rings);
+    }
+  }
+  // Random selections, 1 to 40 new rows out of 1 to 40 old ones.
+  std::mt19937 g(5);
+  for (int t = 0; t < 2000; ++t) {
+    const int64_t rows = 1 + g() % 40, n = t % 2 ? rows : 1 + g() % 40;
+    std::vector<int64_t> from(n);
+    if (t % 2) { // a permutation: rings only
+      std::iota(from.begin(), from.end(), 0);
+      std::shuffle(from.begin(), from.end(), g);
+    } else { // mostly in place, a third from anywhere
+      for (int64_t r = 0; r < n; ++r)
+        from[r] = g() % 3 == 0 ? (int64_t)(g() % rows) : std::min(r, rows - 1);
+    }
+    if (m.plan(from.data(), n, rows))
+      ASSERT_EQ(applyMoves(m, from, rows), from) << "case " << t;
+  }
 }
 
 } // namespace
