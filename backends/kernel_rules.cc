@@ -138,9 +138,11 @@ public:
 };
 
 /// The linear kernels: x [..., K], weight [N, K] -> [..., N]; bias [N];
-/// residual like the output; an i8 weight brings its per-row scales.
+/// residual and multiplier like the output; an i8 weight brings its per-row
+/// scales.
 template <typename CallT>
-std::string linearShapes(const CallT &c, const Tensor *residual) {
+std::string linearShapes(const CallT &c, const Tensor *residual,
+                         const Tensor *multiplier = nullptr) {
   Rules r(c.kName, *c.out);
   const Tensor &x = *c.x, &w = *c.weight;
   if (!r.rank(w, "the weight", 2))
@@ -156,6 +158,7 @@ std::string linearShapes(const CallT &c, const Tensor *residual) {
   (void)(r.same(*c.out, "the output", want) &&
          (!c.bias || r.numel(*c.bias, "the bias", n)) &&
          (!residual || r.same(*residual, "the residual", c.out->shape)) &&
+         (!multiplier || r.same(*multiplier, "the multiplier", c.out->shape)) &&
          r.quantized(w, "weight"));
   return r.err;
 }
@@ -252,7 +255,9 @@ std::string checkShapes(const EmbeddingCall &c) {
 }
 
 std::string checkShapes(const LinearCall &c) { return linearShapes(c, nullptr); }
-std::string checkShapes(const FusedLinearCall &c) { return linearShapes(c, c.residual); }
+std::string checkShapes(const FusedLinearCall &c) {
+  return linearShapes(c, c.residual, c.multiplier);
+}
 
 std::string checkShapes(const MatmulCall &c) {
   Rules r(c.kName, *c.out);

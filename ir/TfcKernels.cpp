@@ -50,6 +50,7 @@ void FusedLinearOp::appendKernelAttributes(std::vector<int64_t> &ints,
   a.has_bias = (bool)getBias();
   a.has_residual = (bool)getResidual();
   a.activation = static_cast<tfc_act_t>(getActivation());
+  a.has_multiplier = (bool)getMultiplier();
   a.encode(ints, floats);
 }
 

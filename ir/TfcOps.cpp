@@ -464,6 +464,10 @@ TFC_INFER(FusedLinearOp) {
   if (a.getResidual() && !succeeded(verifyCompatibleShape(types[0], a.getResidual().getType())))
     return emitOptionalError(loc, "fused_linear residual ", a.getResidual().getType(),
                              " does not match the result ", types[0]);
+  if (a.getMultiplier() &&
+      !succeeded(verifyCompatibleShape(types[0], a.getMultiplier().getType())))
+    return emitOptionalError(loc, "fused_linear multiplier ", a.getMultiplier().getType(),
+                             " does not match the result ", types[0]);
   return success();
 }
 

@@ -502,10 +502,12 @@ def Tfc_LayerNormOp : Tfc_KernelAttrOp<"layer_norm", "LAYER_NORM"> {
 }
 
 def Tfc_FusedLinearOp : Tfc_KernelAttrOp<"fused_linear", "FUSED_LINEAR", [AttrSizedOperandSegments]> {
-  let summary = "y = act(x W^T + b) + residual, one GEMM with its epilogue";
+  let summary = "y = act(x W^T + b) * multiplier + residual, one GEMM with its epilogue";
   let description = [{
-    The projection fusion's result: a linear layer with its bias, activation and a
-    residual add folded into the GEMM epilogue. `bias` and `residual` are optional.
+    The projection fusion's result: a linear layer with its bias, activation, a
+    product with another tensor of its shape (a gated FFN's SwiGLU or GeGLU:
+    act(x W_gate^T) * (x W_up^T)) and a residual add folded into the GEMM
+    epilogue. `bias`, `multiplier` and `residual` are optional.
 
     ```mlir
     %y = tfc.fused_linear %x, %w bias(%b) {activation = #tfc<act relu>} : (tensor<?x?x64xf32>, tensor<128x64xf32>, tensor<128xf32>) -> tensor<?x?x128xf32>
@@ -514,10 +516,11 @@ def Tfc_FusedLinearOp : Tfc_KernelAttrOp<"fused_linear", "FUSED_LINEAR", [AttrSi
   let arguments = (ins Tfc_FloatTensor:$input, Tfc_FloatTensor:$weight,
                        Optional<Tfc_FloatTensor>:$bias,
                        Optional<Tfc_FloatTensor>:$residual,
+                       Optional<Tfc_FloatTensor>:$multiplier,
                        DefaultValuedAttr<Tfc_ActivationAttr, "Activation::none">:$activation);
   let results = (outs Tfc_FloatTensor:$result);
   let assemblyFormat = [{
-    $input `,` $weight (`bias` `(` $bias^ `)`)? (`residual` `(` $residual^ `)`)? attr-dict `:` functional-type(operands, results)
+    $input `,` $weight (`bias` `(` $bias^ `)`)? (`residual` `(` $residual^ `)`)? (`multiplier` `(` $multiplier^ `)`)? attr-dict `:` functional-type(operands, results)
   }];
 }
 

@@ -3,7 +3,7 @@
 // Turns the frontend's one-linear-per-projection form into what a GEMM library
 // runs well: Q, K and V of one attention in one GEMM over a packed weight, and
 // bias + activation + residual add in the GEMM's epilogue (oneDNN post-ops, or a
-// cuBLASLt epilogue). Each step only rewrites values with a single user, so no
+// cuBLASLt epilogue), and a gated FFN's product (SwiGLU, GeGLU) in the gate's. Each step only rewrites values with a single user, so no
 // intermediate anyone else reads disappears. Each step is an OpRewritePattern
 // built from the ops' generated builders (DRR does not fit them: see the
 // patterns), applied by the greedy driver.
@@ -173,12 +173,54 @@ struct FuseEpilogue : public OpRewritePattern<LinearOp> {
     rewriter.setInsertionPoint(root);
     auto fused = rewriter.create<FusedLinearOp>(
         l.getLoc(), root->getResult(0).getType(), l.getInput(), l.getWeight(), l.getBias(),
-        residual, ActivationAttr::get(getContext(), act));
+        residual, Value(), ActivationAttr::get(getContext(), act));
     rewriter.replaceOp(root, fused.getResult());
     if (last != root && last != l.getOperation())
       rewriter.eraseOp(last); // the activation, when the add was the root
     rewriter.eraseOp(l);
     return success();
+  }
+};
+
+/// mul(linear, m) with m of the linear's shape, the linear plain or fused with
+/// an activation (a gated FFN, SwiGLU or GeGLU: act(x W_gate^T) * (x
+/// W_up^T)) -> fused_linear with m as its multiplier: the product joins the
+/// GEMM's epilogue instead of a pass that reads both tensors and writes a
+/// third. The product is the same f32 multiplication, so the fused form gives
+/// the unfused one's bits.
+struct FuseMultiplier : public OpRewritePattern<MulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(MulOp mul, PatternRewriter &rewriter) const override {
+    for (auto [a, m] : {std::pair<Value, Value>{mul.getLhs(), mul.getRhs()},
+                        {mul.getRhs(), mul.getLhs()}}) {
+      if (a == m || !a.hasOneUse() || a.getType() != mul.getType() ||
+          m.getType() != mul.getType())
+        continue;
+      Value input, weight, bias;
+      Activation act = Activation::none;
+      if (auto f = a.getDefiningOp<FusedLinearOp>()) {
+        if (f.getResidual() || f.getMultiplier())
+          continue;
+        input = f.getInput(), weight = f.getWeight(), bias = f.getBias();
+        act = f.getActivation();
+      } else if (auto l = a.getDefiningOp<LinearOp>()) {
+        input = l.getInput(), weight = l.getWeight(), bias = l.getBias();
+      } else {
+        continue;
+      }
+      // Built where the mul is, so the multiplier (an operand of the mul)
+      // dominates it wherever it was defined.
+      Operation *linear = a.getDefiningOp();
+      rewriter.setInsertionPoint(mul);
+      auto fused = rewriter.create<FusedLinearOp>(linear->getLoc(), mul.getType(), input, weight,
+                                                  bias, Value(), m,
+                                                  ActivationAttr::get(getContext(), act));
+      rewriter.replaceOp(mul, fused.getResult());
+      rewriter.eraseOp(linear);
+      return success();
+    }
+    return rewriter.notifyMatchFailure(mul, "no linear of the product's shape used only by it");
   }
 };
 
@@ -236,6 +278,9 @@ struct FuseProjectionsPass
     applyInOrder<PackAttentionProjections>(f);
     applyInOrder<FoldLinearBias>(f);
     applyInOrder<FuseEpilogue>(f);
+    // After the activations are in their linears: a gate's act(x W^T) then
+    // takes the product with the up projection.
+    applyInOrder<FuseMultiplier>(f);
   }
 };
 

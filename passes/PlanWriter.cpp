@@ -122,7 +122,8 @@ LogicalResult Writer::inferSymbolicShapes(
 ///   first one (attention's k and v, a view's output) are bf16 all together or
 ///   not at all.
 /// One precision policy on top: the residual stream stays f32, so a kernel
-/// that adds a residual operand writes f32. Everything else stays f32:
+/// that adds a residual operand writes f32; so does one that multiplies by a
+/// multiplier operand (a gated FFN's product, f32 as the mul it replaces). Everything else stays f32:
 /// softmax/log_softmax, elementwise ops, the KV caches and cached_attention,
 /// and every function output. Starting from all writers, values that break a
 /// rule are cleared until nothing changes.
@@ -148,8 +149,9 @@ void Writer::assignActivations(const std::vector<Instr> &plan,
     if (!(info(plan[i])->out.cpu & kBf16))
       return false;
     for (const schema::OperandInfo *row : rows[i])
-      if (row && std::string(row->name) == "residual")
-        return false; // the residual stream stays f32
+      if (row && (std::string(row->name) == "residual" || std::string(row->name) == "multiplier"))
+        return false; // the residual stream stays f32, and so does a gated FFN's
+                      // product, as the elementwise mul it replaces wrote it
     return true;
   };
   auto reads = [&](size_t i, size_t p) { return rows[i][p] && rows[i][p]->cpu & kBf16; };

@@ -14,10 +14,10 @@
 namespace tfc::cpu {
 namespace {
 
-/// y[r, n] = act(sum_k x[r, k] w[n, k] + b[n]) + res[r, n]. W is [N, K] row-major,
-/// so every dot product reads two contiguous rows.
-void referenceLinear(const float *x, const float *w, const float *b, const float *res, float *y,
-                     int64_t rows, int64_t k, int64_t n, int act) {
+/// y[r, n] = act(sum_k x[r, k] w[n, k] + b[n]) * mul[r, n] + res[r, n]. W is
+/// [N, K] row-major, so every dot product reads two contiguous rows.
+void referenceLinear(const float *x, const float *w, const float *b, const float *res,
+                     const float *mul, float *y, int64_t rows, int64_t k, int64_t n, int act) {
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
     const float *xr = x + r * k;
@@ -31,6 +31,9 @@ void referenceLinear(const float *x, const float *w, const float *b, const float
       yr[j] = b ? acc + b[j] : acc;
     }
     applyActivationRow(act, yr, n);
+    if (mul)
+      for (int64_t j = 0; j < n; ++j)
+        yr[j] *= mul[r * n + j];
     if (res)
       for (int64_t j = 0; j < n; ++j)
         yr[j] += res[r * n + j];
@@ -38,11 +41,12 @@ void referenceLinear(const float *x, const float *w, const float *b, const float
 }
 
 Status runLinear(const Tensor &x, const Tensor &w, const Tensor *bias, const Tensor *residual,
-                 int act, Tensor &out) {
+                 const Tensor *multiplier, int act, Tensor &out) {
   const int64_t k = w.shape[1], n = w.shape[0];
   const int64_t rows = x.numel() / k;
   const float *b = bias ? bias->as<float>() : nullptr;
   const float *res = residual ? residual->as<float>() : nullptr;
+  const float *mul = multiplier ? multiplier->as<float>() : nullptr;
   if (w.dtype == TFC_DTYPE_F32 && (x.dtype != TFC_DTYPE_F32 || out.dtype != TFC_DTYPE_F32))
     return Status::invalidModel("linear: reads or writes bf16 with f32 weights");
   if (w.packed) {
@@ -52,6 +56,7 @@ Status runLinear(const Tensor &x, const Tensor &w, const Tensor *bias, const Ten
     g.rows = rows;
     g.bias = b;
     g.residual = res;
+    g.multiplier = mul;
     g.act = act;
     g.y = out.data;
     g.yDtype = out.dtype;
@@ -59,18 +64,19 @@ Status runLinear(const Tensor &x, const Tensor &w, const Tensor *bias, const Ten
   }
   if (w.dtype != TFC_DTYPE_F32)
     return Status::invalidArgument("an unpacked linear layer must be f32");
-  referenceLinear(x.as<float>(), w.as<float>(), b, res, out.as<float>(), rows, k, n, act);
+  referenceLinear(x.as<float>(), w.as<float>(), b, res, mul, out.as<float>(), rows, k, n, act);
   return Status();
 }
 
 } // namespace
 
 Status run(const LinearCall &c) {
-  return runLinear(*c.x, *c.weight, c.bias, nullptr, TFC_ACT_NONE, *c.out);
+  return runLinear(*c.x, *c.weight, c.bias, nullptr, nullptr, TFC_ACT_NONE, *c.out);
 }
 
 Status run(const FusedLinearCall &c) {
-  return runLinear(*c.x, *c.weight, c.bias, c.residual, c.attrs.activation, *c.out);
+  return runLinear(*c.x, *c.weight, c.bias, c.residual, c.multiplier, c.attrs.activation,
+                   *c.out);
 }
 
 Status run(const MatmulCall &c) {

@@ -314,6 +314,9 @@ inline void finishRow(const GemmCall &c, int64_t n, int64_t r, float *y) {
       y[j] = y[j] > 0.0f ? y[j] : 0.0f;
   else
     applyActivationRow(c.act, y, n);
+  if (c.multiplier)
+    for (int64_t j = 0; j < n; ++j)
+      y[j] *= c.multiplier[r * n + j];
   if (c.residual)
     for (int64_t j = 0; j < n; ++j)
       y[j] += c.residual[r * n + j];
@@ -515,9 +518,10 @@ std::string runBf16Emulated(const PackedLinear &w, const GemmCall &c) {
 }
 } // namespace
 
-/// An activation without a oneDNN post-op: the GEMM (with its bias) into
-/// f32, then the activation from tfc/unary.def, then the residual, then the
-/// output's dtype.
+/// An activation without a oneDNN post-op, or a multiplier on the oneDNN and
+/// OpenBLAS paths: the GEMM (with its bias, and its activation where that is
+/// a post-op) into f32, then the activation from tfc/unary.def, then in one
+/// pass the multiplier and the residual, then the output's dtype.
 static std::string runUnfusedEpilogue(const PackedLinear &w, const GemmCall &c) {
   thread_local ThreadBuffer ybuf;
   const int64_t ny = c.rows * w.n;
@@ -525,19 +529,28 @@ static std::string runUnfusedEpilogue(const PackedLinear &w, const GemmCall &c) 
   float *y = f32Out ? static_cast<float *>(c.y) : static_cast<float *>(ybuf.get(ny * sizeof(float)));
   if (!y)
     return "out of memory for a linear layer's activation";
+  dnnl::algorithm alg = dnnl::algorithm::eltwise_relu;
+  const bool postOp = c.act == TFC_ACT_NONE || dnnlEltwise(c.act, alg);
   GemmCall g = c;
-  g.act = TFC_ACT_NONE;
+  g.act = postOp ? c.act : TFC_ACT_NONE;
   g.residual = nullptr;
+  g.multiplier = nullptr;
   g.y = y;
   g.yDtype = TFC_DTYPE_F32;
   std::string err = runPackedLinear(w, g);
   if (!err.empty())
     return err;
-  applyActivation(c.act, y, ny);
-  if (c.residual) {
+  if (!postOp)
+    applyActivation(c.act, y, ny);
+  if (c.multiplier || c.residual) {
+    const float *m = c.multiplier, *res = c.residual;
 #pragma omp parallel for schedule(static) if (ny > 32768)
-    for (int64_t i = 0; i < ny; ++i)
-      y[i] += c.residual[i];
+    for (int64_t i = 0; i < ny; ++i) {
+      float v = y[i];
+      if (m)
+        v *= m[i];
+      y[i] = res ? v + res[i] : v;
+    }
   }
   if (!f32Out)
     f32ToBf16(y, static_cast<uint16_t *>(c.y), ny);
@@ -602,7 +615,10 @@ bool packedRowTimes(const PackedLinear &w, int64_t j, float mul, float *out, boo
 
 std::string runPackedLinear(const PackedLinear &w, const GemmCall &c) {
   dnnl::algorithm alg = dnnl::algorithm::eltwise_relu;
-  if (c.act != TFC_ACT_NONE && !dnnlEltwise(c.act, alg))
+  // The group-wise and int8 paths apply a multiplier in their own epilogue
+  // (finishRow); oneDNN's and OpenBLAS's GEMMs take it in one pass after.
+  const bool ownEpilogue = w.q4 || w.q8 || w.dtype == TFC_DTYPE_I8;
+  if ((c.act != TFC_ACT_NONE && !dnnlEltwise(c.act, alg)) || (c.multiplier && !ownEpilogue))
     return runUnfusedEpilogue(w, c);
   try {
     const bool xOk = c.xDtype == TFC_DTYPE_F32 ||

@@ -48,6 +48,9 @@ struct GemmCall {
   int64_t rows = 0;
   const float *bias = nullptr;
   const float *residual = nullptr;
+  /// y = act(x W^T + b) * multiplier + residual (a gated FFN's product; f32
+  /// [rows, n] like the residual).
+  const float *multiplier = nullptr;
   int act = 0;
   void *y = nullptr;
   uint32_t yDtype = 0;
@@ -61,8 +64,8 @@ std::string runPackedLinear(const PackedLinear &w, const GemmCall &c);
 /// read from the packed copy: a tied token table (an embedding that shares the
 /// lm_head's weight) then reads the copy the lm_head keeps instead of faulting
 /// model.bin's pages back in, so the table is resident once. False, writing
-/// nothing, where the packed layout has no plain rows (oneDNN's blocked ones;
-/// int4; an i8 row the packing clipped).
+/// nothing, where the packed layout has no plain rows (int4; an i8 row the
+/// packing clipped; a oneDNN format that is not blocked or carries extra data).
 bool packedRowTimes(const PackedLinear &w, int64_t j, float mul, float *out, bool accumulate);
 
 } // namespace tfc::cpu

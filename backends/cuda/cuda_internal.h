@@ -177,12 +177,12 @@ struct EmbedArgs {
 };
 Status launchEmbedding(const EmbedArgs &a, DeviceError *err, cudaStream_t s);
 
-/// y[r, j] = act(acc[r, j] + bias[j]) + res[r, j], with act the tfc/unary.def
-/// row actKernel in mode actMode (-1: none), as FUSED_LINEAR's activation names
-/// it in tfc/enums.def.
+/// y[r, j] = act(acc[r, j] + bias[j]) * mul[r, j] + res[r, j], with act the
+/// tfc/unary.def row actKernel in mode actMode (-1: none), as FUSED_LINEAR's
+/// activation names it in tfc/enums.def.
 struct EpilogueArgs {
-  const void *acc = nullptr, *bias = nullptr, *res = nullptr;
-  uint32_t accType = 0, biasType = 0, resType = 0;
+  const void *acc = nullptr, *bias = nullptr, *res = nullptr, *mul = nullptr;
+  uint32_t accType = 0, biasType = 0, resType = 0, mulType = 0;
   void *out = nullptr;
   uint32_t outType = 0;
   int64_t rows = 0, n = 0;
@@ -285,10 +285,10 @@ Status launchRotary(const RotaryArgs &a, DeviceError *err, cudaStream_t s);
 
 // --- GEMMs on cuBLASLt (linear_cuda.cc) -------------------------------------
 
-/// y = act(x W^T + bias) + residual (LINEAR, FUSED_LINEAR); bias, residual may
-/// be null; act a tfc_act_t (tfc/enums.def).
+/// y = act(x W^T + bias) * multiplier + residual (LINEAR, FUSED_LINEAR); bias,
+/// residual, multiplier may be null; act a tfc_act_t (tfc/enums.def).
 Status runLinear(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *bias,
-                 const Tensor *residual, int act, Tensor &out);
+                 const Tensor *residual, const Tensor *multiplier, int act, Tensor &out);
 /// MATMUL: out[..., M, N] = a[..., M, K] b[..., K, N] (b [..., N, K] if transB),
 /// batch dims broadcast.
 Status runMatmul(Context &ctx, const Tensor &a, const Tensor &b, bool transB, Tensor &out);

@@ -498,10 +498,11 @@ Status run(Context &ctx, const NopeakMaskCall &c) {
 }
 
 Status run(Context &ctx, const LinearCall &c) {
-  return runLinear(ctx, *c.x, *c.weight, c.bias, nullptr, TFC_ACT_NONE, *c.out);
+  return runLinear(ctx, *c.x, *c.weight, c.bias, nullptr, nullptr, TFC_ACT_NONE, *c.out);
 }
 Status run(Context &ctx, const FusedLinearCall &c) {
-  return runLinear(ctx, *c.x, *c.weight, c.bias, c.residual, c.attrs.activation, *c.out);
+  return runLinear(ctx, *c.x, *c.weight, c.bias, c.residual, c.multiplier, c.attrs.activation,
+                   *c.out);
 }
 Status run(Context &ctx, const MatmulCall &c) {
   return runMatmul(ctx, *c.a, *c.b, c.attrs.transpose_b, *c.out);

@@ -410,6 +410,8 @@ __global__ void linearEpilogueKernel(EpilogueArgs a) {
       v += loadF(a.bias, a.biasType, e % a.n);
     if (a.actKernel >= 0)
       v = unary(static_cast<uint32_t>(a.actKernel), a.actMode, v);
+    if (a.mul)
+      v *= loadF(a.mul, a.mulType, e);
     if (a.res)
       v += loadF(a.res, a.resType, e);
     storeF(a.out, a.outType, e, v);

@@ -16,11 +16,11 @@
 // C (beta = 1) only without an activation. Its GELU epilogue is the tanh
 // approximation. So the fused path covers bias, relu, gelu_tanh, and a
 // residual without activation; gelu (erf), an activation together with a
-// residual, dtypes cuBLASLt's epilogue does not accept (an f32 bias on a
+// residual, a multiplier (a gated FFN's product), dtypes cuBLASLt's epilogue does not accept (an f32 bias on a
 // bf16 layer), and any configuration for which cuBLASLt offers no algorithm
 // take the unfused path: the plain GEMM into f32 (the output itself when it is
 // f32, scratch otherwise), then one elementwise kernel for bias, activation,
-// residual and the rounding to the output dtype. A plain GEMM that cuBLASLt
+// multiplier, residual and the rounding to the output dtype. A plain GEMM that cuBLASLt
 // declines (it can, for some leading dimensions and alignments in f16/bf16)
 // runs on plain cuBLAS (cublasGemmStridedBatchedEx), which takes any.
 //
@@ -316,7 +316,7 @@ Status createGemmState(Context &ctx) {
 }
 
 Status runLinear(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *bias,
-                 const Tensor *residual, int act, Tensor &out) {
+                 const Tensor *residual, const Tensor *multiplier, int act, Tensor &out) {
   if (w.dtype == TFC_DTYPE_I8 || w.dtype == TFC_DTYPE_I4)
     return Status::unsupported(std::string("linear: ") + tfc_dtype_name(w.dtype) +
                                " weights are not supported by the CUDA backend yet");
@@ -326,7 +326,7 @@ Status runLinear(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b
   if (!cudaType(out.dtype, outType))
     return dtypeError("linear output", out.dtype);
   cudaDataType_t operandType;
-  for (const Tensor *t : {&x, bias, residual})
+  for (const Tensor *t : {&x, bias, residual, multiplier})
     if (t && !cudaType(t->dtype, operandType))
       return dtypeError("linear operand", t->dtype);
   if (w.shape.size() != 2 || x.shape.empty() || x.shape.back() != w.shape[1])
@@ -344,7 +344,8 @@ Status runLinear(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b
   if (rows == 0 || n == 0)
     return Status::ok();
   if (out.numel() != rows * n || (bias && bias->numel() != n) ||
-      (residual && residual->numel() != rows * n))
+      (residual && residual->numel() != rows * n) ||
+      (multiplier && multiplier->numel() != rows * n))
     return Status::invalidModel("linear: operand sizes do not match");
 
   // Scratch: x converted to the weight's dtype (when they differ) and the f32
@@ -389,7 +390,8 @@ Status runLinear(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b
   const bool sameDtypes = (!bias || bias->dtype == out.dtype) &&
                           (!residual || residual->dtype == out.dtype) &&
                           (out.dtype == w.dtype || f32Out);
-  if (k > 0 && ltEpilogue && !(hasAct && residual) && sameDtypes) {
+  // (cuBLASLt has no epilogue that multiplies by another matrix.)
+  if (k > 0 && ltEpilogue && !(hasAct && residual) && !multiplier && sameDtypes) {
     g.cdType = outType;
     g.D = out.data;
     g.C = residual ? residual->data : out.data;
@@ -425,7 +427,7 @@ Status runLinear(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b
                                  "x" + std::to_string(k) + " by " + std::to_string(n) + "x" +
                                  std::to_string(k) + " GEMM");
   }
-  if (!bias && !residual && !hasAct && f32Out)
+  if (!bias && !residual && !multiplier && !hasAct && f32Out)
     return Status::ok();
   EpilogueArgs e;
   e.acc = acc;
@@ -437,6 +439,10 @@ Status runLinear(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b
   if (residual) {
     e.res = residual->data;
     e.resType = residual->dtype;
+  }
+  if (multiplier) {
+    e.mul = multiplier->data;
+    e.mulType = multiplier->dtype;
   }
   e.out = out.data;
   e.outType = out.dtype;

@@ -142,7 +142,8 @@ private:
   FailureOr<Tensor> sinusoid(td::SinusoidTableOp op);
   FailureOr<Tensor> embedding(Operation *op, const Tensor &table, const Tensor &ids);
   FailureOr<Tensor> linear(Operation *op, const Tensor &x, const Tensor &w, const Tensor *bias,
-                           ref::Activation act, const Tensor *residual);
+                           ref::Activation act, const Tensor *residual,
+                           const Tensor *multiplier = nullptr);
   FailureOr<Tensor> tokenEmbedding(td::TokenEmbeddingOp op);
   FailureOr<Tensor> attention(td::AttentionOp op);
 
@@ -341,7 +342,7 @@ FailureOr<Tensor> Interpreter::embedding(Operation *op, const Tensor &table, con
 
 FailureOr<Tensor> Interpreter::linear(Operation *op, const Tensor &x, const Tensor &w,
                                       const Tensor *bias, ref::Activation act,
-                                      const Tensor *residual) {
+                                      const Tensor *residual, const Tensor *multiplier) {
   const int64_t n = w.shape[0], k = w.shape[1];
   if (x.shape.empty() || x.shape.back() != k)
     return op->emitError() << "input " << shapeStr(x.shape) << " does not end in K = " << k;
@@ -353,8 +354,12 @@ FailureOr<Tensor> Interpreter::linear(Operation *op, const Tensor &x, const Tens
   if (residual && residual->shape != t.shape)
     return op->emitError() << "residual " << shapeStr(residual->shape) << " is not "
                            << shapeStr(t.shape);
+  if (multiplier && multiplier->shape != t.shape)
+    return op->emitError() << "multiplier " << shapeStr(multiplier->shape) << " is not "
+                           << shapeStr(t.shape);
   ref::linear(rows, k, n, x.data.data(), w.data.data(), bias ? bias->data.data() : nullptr, act,
-              residual ? residual->data.data() : nullptr, t.data.data());
+              residual ? residual->data.data() : nullptr, t.data.data(),
+              multiplier ? multiplier->data.data() : nullptr);
   return t;
 }
 
@@ -766,7 +771,8 @@ LogicalResult Interpreter::eval(Operation *op) {
         return done(linear(o, in(o.getInput()), in(o.getWeight()),
                            o.getBias() ? &in(o.getBias()) : nullptr,
                            static_cast<ref::Activation>(o.getActivation()),
-                           o.getResidual() ? &in(o.getResidual()) : nullptr));
+                           o.getResidual() ? &in(o.getResidual()) : nullptr,
+                           o.getMultiplier() ? &in(o.getMultiplier()) : nullptr));
       })
       .Case([&](td::TokenEmbeddingOp o) { return done(tokenEmbedding(o)); })
       .Case([&](td::AttentionOp o) { return done(attention(o)); })

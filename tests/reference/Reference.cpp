@@ -75,7 +75,8 @@ double activate(Activation act, double x) {
 }
 
 void linear(int64_t rows, int64_t k, int64_t n, const double *x, const double *w,
-            const double *bias, Activation act, const double *residual, double *y) {
+            const double *bias, Activation act, const double *residual, double *y,
+            const double *multiplier) {
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t j = 0; j < n; ++j) {
       double acc = 0;
@@ -84,6 +85,8 @@ void linear(int64_t rows, int64_t k, int64_t n, const double *x, const double *w
       if (bias)
         acc += bias[j];
       acc = activate(act, acc);
+      if (multiplier)
+        acc *= multiplier[r * n + j];
       if (residual)
         acc += residual[r * n + j];
       y[r * n + j] = acc;

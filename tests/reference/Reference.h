@@ -62,11 +62,12 @@ double activate(Activation act, double x);
 
 // --- Linear algebra ---------------------------------------------------------------
 
-/// y = act(x W^T + bias) + residual, row by row (tfc.linear / tfc.fused_linear):
-/// x is [rows, k], w is [n, k], bias [n] and residual [rows, n] may be null,
-/// y is [rows, n].
+/// y = act(x W^T + bias) * multiplier + residual, row by row (tfc.linear /
+/// tfc.fused_linear): x is [rows, k], w is [n, k], bias [n], residual and
+/// multiplier [rows, n] may be null, y is [rows, n].
 void linear(int64_t rows, int64_t k, int64_t n, const double *x, const double *w,
-            const double *bias, Activation act, const double *residual, double *y);
+            const double *bias, Activation act, const double *residual, double *y,
+            const double *multiplier = nullptr);
 
 /// Batched matrix product with broadcast batch dims, as torch.matmul
 /// (tfc.matmul): [..., M, K] x [..., K, N] (with |transposeB|, [..., N, K]).

@@ -114,8 +114,12 @@ TEST(KernelTable, DecodeNamesTheBadAttribute) {
                 std::to_string(TFC_ACT_COUNT - 1) + "]");
   EXPECT_EQ(sc::FusedLinearAttrs::decode({2, 0, 0}, {}, f), "has_bias is 2, not 0 or 1");
   EXPECT_EQ(sc::FusedLinearAttrs::decode({1, 0}, {}, f), "lacks its int attribute activation");
-  EXPECT_EQ(sc::FusedLinearAttrs::decode({1, 0, 0, 7}, {}, f),
-            "has 4 int and 0 float attributes, more than its 3 and 0");
+  // has_multiplier is a trailing optional flag (files before it leave it out).
+  EXPECT_EQ(sc::FusedLinearAttrs::decode({1, 0, 0, 7}, {}, f), "has_multiplier is 7, not 0 or 1");
+  EXPECT_EQ(sc::FusedLinearAttrs::decode({1, 0, 0}, {}, f), "");
+  EXPECT_FALSE(f.has_multiplier);
+  EXPECT_EQ(sc::FusedLinearAttrs::decode({1, 0, 0, 1, 3}, {}, f),
+            "has 5 int and 0 float attributes, more than its 4 and 0");
   sc::LayerNormAttrs n;
   EXPECT_EQ(sc::LayerNormAttrs::decode({0}, {NAN}, n), "eps is not finite");
   sc::AttentionAttrs a;

@@ -94,6 +94,7 @@ struct Case {
   bool bias = false, residual = false, bf16In = false, bf16Out = false, extreme = false;
   int act = TFC_ACT_NONE;
   bool int8 = false;
+  bool multiplier = false; ///< a gated FFN's product in the epilogue
 };
 
 void check(const Case &c, uint32_t seed) {
@@ -106,8 +107,8 @@ void check(const Case &c, uint32_t seed) {
   ASSERT_TRUE(p) << err;
   std::mt19937 g(seed + 1);
   std::uniform_real_distribution<float> u(-2.0f, 2.0f);
-  std::vector<float> x(c.rows * c.k), b(c.n), res(c.rows * c.n);
-  for (auto *v : {&x, &b, &res})
+  std::vector<float> x(c.rows * c.k), b(c.n), res(c.rows * c.n), mul(c.rows * c.n);
+  for (auto *v : {&x, &b, &res, &mul})
     for (float &f : *v)
       f = u(g);
   if (c.extreme) // +-amax in every block: the largest codes meet the largest weights
@@ -128,6 +129,7 @@ void check(const Case &c, uint32_t seed) {
   call.rows = c.rows;
   call.bias = c.bias ? b.data() : nullptr;
   call.residual = c.residual ? res.data() : nullptr;
+  call.multiplier = c.multiplier ? mul.data() : nullptr;
   call.act = c.act;
   call.y = c.bf16Out ? (void *)yb.data() : y.data();
   call.yDtype = c.bf16Out ? TFC_DTYPE_BF16 : TFC_DTYPE_F32;
@@ -146,6 +148,8 @@ void check(const Case &c, uint32_t seed) {
         sum += b[j];
       if (c.act == TFC_ACT_RELU)
         sum = std::max(sum, 0.0);
+      if (c.multiplier)
+        sum *= mul[r * c.n + j];
       if (c.residual)
         sum += res[r * c.n + j];
       const double got = c.bf16Out ? tfc_bf16_to_f32(yb[r * c.n + j]) : y[r * c.n + j];
@@ -175,6 +179,12 @@ TEST(GemmQ4, DtypesAndEpilogue) {
   check({2, 24, 96, 64, true, false, true, false, false, TFC_ACT_RELU}, 12);
   check({6, 24, 96, 32, false, true, true, true}, 13);
   check({1, 24, 96, 32, true, true, false, true}, 14);
+  Case gated{5, 24, 96, 32, true, false, false, false, false, TFC_ACT_RELU};
+  gated.multiplier = true;
+  check(gated, 15);
+  gated.rows = 70; // prefill's tiles
+  gated.residual = true;
+  check(gated, 16);
 }
 
 /// Rows 0-2 hold NaN, inf and -inf: their outputs are NaN, row 3's are not.
@@ -224,6 +234,12 @@ TEST(GemmQ8, DtypesAndEpilogue) {
   check({5, 24, 96, 32, true, true, false, false, false, TFC_ACT_NONE, true}, 21);
   check({2, 24, 96, 64, true, false, true, false, false, TFC_ACT_RELU, true}, 22);
   check({6, 24, 96, 32, false, true, true, true, false, TFC_ACT_NONE, true}, 23);
+  Case gated{1, 24, 96, 32, false, false, false, false, false, TFC_ACT_RELU, true};
+  gated.multiplier = true;
+  check(gated, 24);
+  gated.rows = 70;
+  gated.bf16Out = true;
+  check(gated, 25);
 }
 
 TEST(GemmQ8, NonFiniteInputsGiveNanRows) {

@@ -347,6 +347,7 @@ struct LinearCase {
   bool f32X = false;        ///< x in f32 (a model input)
   bool f32BiasRes = false;  ///< bias and residual in f32
   bool f32Out = false;      ///< the output in f32
+  bool multiplier = false;  ///< FUSED_LINEAR's multiplier (f32, a gated FFN's product)
 };
 
 TEST_P(KernelTest, LinearAndFusedLinear) {
@@ -363,10 +364,16 @@ TEST_P(KernelTest, LinearAndFusedLinear) {
   cases.push_back({{9, 32}, 24, true, true, 0, false, true});
   cases.push_back({{9, 32}, 24, true, true, 1, true, true, true});
   cases.push_back({{9, 32}, 24, true, false, 3, false, false, true});
+  // The multiplier: SwiGLU's and GeGLU's gate (silu 4, gelu_tanh 3), a plain
+  // one with a bias, one with a residual, over the GEMM paths' row counts.
+  for (int act : {TFC_ACT_NONE, TFC_ACT_GELU_TANH, TFC_ACT_SILU})
+    for (auto shape : {std::vector<int64_t>{1, 40}, {37, 48}, {130, 64}})
+      cases.push_back({shape, 72, act == TFC_ACT_NONE, act == TFC_ACT_GELU_TANH, act, false,
+                       act == TFC_ACT_NONE, false, true});
   for (const LinearCase &c : cases) {
     std::ostringstream name;
     name << "x " << shapeStr(c.xShape) << " N " << c.n << " bias " << c.bias << " residual "
-         << c.residual << " act " << c.act << " f32 x/bias+res/out " << c.f32X << c.f32BiasRes
+         << c.residual << " multiplier " << c.multiplier << " act " << c.act << " f32 x/bias+res/out " << c.f32X << c.f32BiasRes
          << c.f32Out;
     SCOPED_TRACE(name.str());
     const int64_t k = c.xShape.back();
@@ -378,26 +385,33 @@ TEST_P(KernelTest, LinearAndFusedLinear) {
     std::vector<int64_t> oShape = c.xShape;
     oShape.back() = c.n;
     HostTensor res = random(c.f32BiasRes ? f32 : dt(), oShape);
+    HostTensor mul = random(f32, oShape);
     HostTensor out(c.f32Out ? f32 : dt(), oShape);
     std::vector<HostTensor *> in = {&x, &w};
     if (c.bias)
       in.push_back(&b);
     if (c.residual)
       in.push_back(&res);
+    if (c.multiplier)
+      in.push_back(&mul);
     const std::string err =
         c.act < 0 ? run(TFC_KERNEL_LINEAR, in, out, {c.bias})
-                  : run(TFC_KERNEL_FUSED_LINEAR, in, out, {c.bias, c.residual, c.act});
+        : c.multiplier
+            ? run(TFC_KERNEL_FUSED_LINEAR, in, out, {c.bias, c.residual, c.act, 1})
+            : run(TFC_KERNEL_FUSED_LINEAR, in, out, {c.bias, c.residual, c.act});
     ASSERT_EQ(err, "");
     const int64_t rows = x.numel() / k;
     // An f32 x meets a reduced-precision weight in the weight's dtype.
     std::vector<double> xv = x.values();
     for (double &e : xv)
       e = roundTo(w.dtype, e);
-    const std::vector<double> wv = w.values(), bv = b.values(), rv = res.values();
+    const std::vector<double> wv = w.values(), bv = b.values(), rv = res.values(),
+                              mv = mul.values();
     std::vector<double> ref(rows * c.n);
     ref::linear(rows, k, c.n, xv.data(), wv.data(), c.bias ? bv.data() : nullptr,
                 static_cast<ref::Activation>(c.act < 0 ? 0 : c.act),
-                c.residual ? rv.data() : nullptr, ref.data());
+                c.residual ? rv.data() : nullptr, ref.data(),
+                c.multiplier ? mv.data() : nullptr);
     expectNear(out, ref, name.str());
   }
 }
