@@ -141,7 +141,12 @@ public:
     // in: a Marian batch of 1,280 random source ids had 95 MB of the 119 MB
     // table resident again, beside its packed copy.
     // The same bytes: offset, shape, dtype, and a quantized weight's group
-    // and scales' offset.
+    // and scales' offset. Not a weight with zero points (the packs have none).
+    auto shareable = [&](size_t fn, const ValueDesc &v) {
+      return v.storage == Storage::Weight && v.dims.size() == 2 &&
+             v.quant.zeros == tfc::format::kNoValue &&
+             (!v.quant.quantized() || v.quant.scales < m.functions[fn].values.size());
+    };
     auto bytesOf = [&](size_t fn, const ValueDesc &v) {
       const bool q = v.quant.quantized();
       return std::make_tuple(v.offset, v.dims[0], v.dims[1], v.dtype,
@@ -150,11 +155,12 @@ public:
     };
     std::map<decltype(bytesOf(0, ValueDesc())), std::shared_ptr<tfc::cpu::PackedLinear>> byBytes;
     for (const Job &j : jobs)
-      byBytes.emplace(bytesOf(j.fn, m.functions[j.fn].values[j.value]), packed[j.fn][j.value]);
+      if (shareable(j.fn, m.functions[j.fn].values[j.value]))
+        byBytes.emplace(bytesOf(j.fn, m.functions[j.fn].values[j.value]), packed[j.fn][j.value]);
     for (size_t fi = 0; fi < m.functions.size() && !byBytes.empty(); ++fi)
       for (size_t vi = 0; vi < m.functions[fi].values.size(); ++vi) {
         const ValueDesc &v = m.functions[fi].values[vi];
-        if (packed[fi][vi] || v.storage != Storage::Weight || v.dims.size() != 2)
+        if (packed[fi][vi] || !shareable(fi, v))
           continue;
         auto it = byBytes.find(bytesOf(fi, v));
         if (it != byBytes.end())
