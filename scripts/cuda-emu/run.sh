@@ -40,7 +40,7 @@ compile "$ROOT/format/arena_plan.cc" rt_arena_plan.o
 compile "$ROOT/format/kernel_schema.cc" rt_kernel_schema.o
 compile "$ROOT/format/metadata.cc" rt_metadata.o
 for f in runtime/model.cc runtime/capi.cc runtime/session.cc runtime/executor.cc \
-         runtime/step_model.cc runtime/device_cpu.cc runtime/generate.cc runtime/generate_beam.cc runtime/engine.cc runtime/engine_api.cc runtime/engine_rows.cc backends/cpu/kernels_cpu.cc backends/kernel_rules.cc backends/kernel_call.cc \
+         runtime/step_model.cc runtime/device_cpu.cc runtime/generate.cc runtime/generate_beam.cc runtime/engine.cc runtime/engine_api.cc runtime/engine_rows.cc runtime/kv_blocks.cc backends/cpu/kernels_cpu.cc backends/kernel_rules.cc backends/kernel_call.cc \
          backends/cpu/embedding_cpu.cc backends/cpu/linear_cpu.cc backends/cpu/pointwise_cpu.cc \
          backends/cpu/shape_cpu.cc backends/cpu/reduce_cpu.cc backends/cpu/elementwise_cpu.cc backends/cpu/search_cpu.cc \
          backends/cpu/linear_dnnl.cc backends/cpu/attention_cpu.cc backends/cpu/attention_row.cc backends/cpu/layer_norm_cpu.cc \
