@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import queue
 import threading
 import time
 import unittest
@@ -109,7 +110,19 @@ class EngineTest(unittest.TestCase):
     def test_cancel_busy_and_bad_requests(self):
         p = prompts(1, 4, 50, 5, 5)[0]
         engine = tfc.Engine(self.gpt2, threads=2, max_rows=1, max_queue=1)
-        running = engine.submit({"tokens": p}, max_len=40)
+        # The running request's token callback holds its search at its first token
+        # until the test has cancelled it: otherwise its 40 tokens can all be done
+        # before the cancel (a few milliseconds on a fast machine), and the test
+        # would race the engine. (Request internals: the public submit takes no
+        # callback.)
+        hold = threading.Event()
+        steps: "queue.Queue" = queue.Queue()
+
+        def held(step):
+            steps.put(step)
+            hold.wait(60)
+
+        running = engine._submit({"tokens": p}, held, tfc.Request, steps, max_len=40)
         # The queue holds one request: wait (bounded) until the engine has taken the
         # first into its row, or the second submit would find the queue full already.
         deadline = time.time() + 30
@@ -126,6 +139,7 @@ class EngineTest(unittest.TestCase):
             queued.result(timeout=60)
         self.assertEqual(str(cm.exception), f"request {queued.id} was cancelled")
         running.cancel()
+        hold.set()
         with self.assertRaises(tfc.Cancelled):
             running.result(timeout=60)
         with self.assertRaises(tfc.InvalidArgument) as cm:
