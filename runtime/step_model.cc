@@ -164,23 +164,23 @@ public:
       newItem[r] = rowItem[from[r]];
     if (newItem != rowItem) {
       for (RowInput &ri : rowInputs) {
-        tmp.resize(ri.rowBytes * n);
+        // A fresh buffer each time: the old rows go back at once (encoder
+        // memory: 31 MB for 32 rows of a Marian batch) rather than stay
+        // allocated as the next gather's buffer.
+        std::vector<char> gathered(ri.rowBytes * n);
         for (int64_t r = 0; r < n; ++r)
-          std::memcpy(tmp.data() + r * ri.rowBytes, ri.data.data() + from[r] * ri.rowBytes,
-                      ri.rowBytes);
-        ri.data.swap(tmp);
-        // The old rows go back at once (encoder memory: 31 MB for 32 rows of
-        // a Marian batch) rather than stay as the next gather's buffer.
-        std::vector<char>().swap(tmp);
+          std::memcpy(gathered.data() + r * ri.rowBytes,
+                      ri.data.data() + from[r] * ri.rowBytes, ri.rowBytes);
+        ri.data.swap(gathered);
       }
       rowItem.swap(newItem);
     }
     // The caches: only positions [0, lastPos] hold data. A row that changes
     // (from[r] != r) takes its source row's data, in place, in an order where
     // no row is overwritten before every row that reads it has read it
-    // (RowMoves, kv_blocks.h): one copy per changed row, and scratch memory for one row
-    // per cycle of rows that read each other (two beams that swap), which
-    // beam search seldom makes. (Saving every overwritten source first, as
+    // (RowMoves, kv_blocks.h): one copy per changed row, and scratch memory
+    // for one row per cycle of rows that read each other (two beams that
+    // swap), which beam search seldom makes. (Saving every overwritten source first, as
     // this did before, held up to a whole cache's used rows as scratch: 100
     // MB at beam 4 over 128 rows, a sixth of the process's peak RSS.)
     int64_t used = lastPos + 1;
@@ -310,7 +310,6 @@ private:
   /// The batch item of each row; buffers select() reuses across steps.
   std::vector<int64_t> rowItem, newItem;
   RowMoves moves; ///< the order of select()'s cache copies
-  std::vector<char> tmp;
   void *scratch = nullptr;
   uint64_t scratchBytes = 0;
   int64_t rows = 0, vocab = 0, pos = 0, lastPos = -1;
