@@ -26,6 +26,9 @@ struct Tensor {
   /// |group| elements of a row; null for a float tensor.
   const float *scales = nullptr;
   int64_t group = 0;
+  /// A group-wise int8 weight's activation bits (model.bin's weight record):
+  /// 8, or 0 for the default (16).
+  int actBits = 0;
   int64_t numel() const {
     int64_t n = 1;
     for (int64_t d : shape)

@@ -117,6 +117,8 @@ template <typename IO> void describe(IO &io, Metadata &m) {
         io.u32("scales", v.quant.scales);
         io.u32("zeros", v.quant.zeros);
         io.u32("group", v.quant.group);
+        if (io.version() >= 9)
+          io.u32("act_bits", v.quant.actBits);
       }
     });
     for (auto [key, list] : {std::pair{"inputs", &f.inputs}, std::pair{"outputs", &f.outputs}})

@@ -33,6 +33,9 @@ struct WeightQuant {
   uint32_t scales = kNoValue; ///< the f32 weight [rows] or [rows, K / group]
   uint32_t zeros = kNoValue;  ///< its zero points, like scales; kNoValue: symmetric
   uint32_t group = 0;         ///< elements per scale along a row; 0: the whole row
+  /// The bits a group-wise weight's activation blocks are quantized to at
+  /// run time (version 9): 0 the default (int8 16, int4 8), or 8.
+  uint32_t actBits = 0;
   bool quantized() const { return scales != kNoValue; }
 };
 

@@ -302,6 +302,7 @@ uint32_t Writer::weightOperand(Operation *op, unsigned i, Value v) {
                          sc.size() * 4);
     values[id].quant.scales = sid; // the weight's descriptor: per row, or per group
     values[id].quant.group = (uint32_t)std::max<int64_t>(opts.int8Group, 0);
+    values[id].quant.actBits = opts.int8Group > 0 ? (uint32_t)opts.int8ActBits : 0;
   }
   reducedWeights[{v, mode}] = {id, sid};
   return id;

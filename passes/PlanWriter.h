@@ -41,6 +41,11 @@ struct PlanOptions {
   int64_t groupSize = 32;
   /// Int8: the same, or 0 for one scale per row.
   int64_t int8Group = 0;
+  /// Int8 with groups: the bits the runtime quantizes the activation blocks
+  /// to, 0 for its default (16) or 8 (llama.cpp Q8_0's arithmetic: faster
+  /// prefill on VNNI CPUs; docs/precision.md). Recorded in each such
+  /// weight's descriptor.
+  int64_t int8ActBits = 0;
 };
 
 /// Figures `tfc compile --report` prints about the plan.

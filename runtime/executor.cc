@@ -239,6 +239,7 @@ Status bindTensors(Session &s, size_t fn, const std::vector<BoundInput> &ins,
       if (v.quant.quantized()) {
         t.scales = static_cast<const float *>(fs.weightPtrs[v.quant.scales]);
         t.group = v.quant.group;
+        t.actBits = static_cast<int>(v.quant.actBits);
       }
       break;
     case Storage::Arena: {

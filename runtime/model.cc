@@ -192,6 +192,11 @@ static std::string checkQuant(const Function &f, const ValueDesc &v) {
     return "has scales that are not an f32 weight shaped like its rows and groups";
   if (q.zeros != tfc::format::kNoValue)
     return "has zero points, which this runtime does not read";
+  // 8-bit activation blocks are for group-wise weights (int4 takes no
+  // others).
+  if (q.actBits != 0 && (q.actBits != 8 || q.group == 0))
+    return "has act_bits " + std::to_string(q.actBits) +
+           " (0, the default, or 8 with groups of scales)";
   return "";
 }
 

@@ -107,8 +107,15 @@ std::unique_ptr<PackedQ4> packQ4(const uint8_t *w, const float *scales, int64_t 
   return p;
 }
 
-void quantizeQ8Blocks(const void *x, bool bf16, int64_t rows, int64_t k, int64_t blocks,
-                      int8_t *q, float *d, float *dsum8) {
+namespace {
+/// The s8 block quantizer of int4 and of group-wise int8 at 8 activation
+/// bits: codes round(x * 127 / amax) (half to even), d = amax / 127, and
+/// done(at, sum of the block's codes) per block. A block with a NaN or an
+/// infinity gets zero codes and d = NaN (its row's outputs are NaN:
+/// docs/precision.md, "Non-finite values").
+template <typename Done>
+void quantizeS8BlocksImpl(const void *x, bool bf16, int64_t rows, int64_t k, int64_t blocks,
+                          int8_t *q, float *d, Done &&done) {
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
 #pragma omp parallel for schedule(static) if (rows * k > 65536)
   for (int64_t r = 0; r < rows; ++r) {
@@ -118,11 +125,16 @@ void quantizeQ8Blocks(const void *x, bool bf16, int64_t rows, int64_t k, int64_t
       const bool finite = loadBlock32(x, bf16, r, k, b, v, amax);
       int8_t *qb = q + (r * blocks + b) * kBlock;
       const int64_t at = r * blocks + b;
-      if (!finite) { // the row's outputs are NaN (docs/precision.md, "Non-finite values")
+      if (!finite) {
         std::memset(qb, 0, kBlock);
-        d[at] = dsum8[at] = NAN;
+        d[at] = NAN;
+        done(at, 0, false);
         continue;
       }
+      // Below 1e-30 a block counts as zeros: 127 / amax would overflow to
+      // inf for a subnormal amax, and 0 * inf to NaN codes.
+      if (amax < 1e-30f)
+        amax = 0.0f;
       const __m256 inv = _mm256_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
       __m256i i[4];
       for (int h = 0; h < 4; ++h)
@@ -135,11 +147,24 @@ void quantizeQ8Blocks(const void *x, bool bf16, int64_t rows, int64_t k, int64_t
       _mm256_storeu_si256(reinterpret_cast<__m256i *>(qb), packed);
       alignas(32) int32_t s[8];
       _mm256_store_si256(reinterpret_cast<__m256i *>(s), sum);
-      const int32_t total = s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
       d[at] = amax / 127.0f;
-      dsum8[at] = 8.0f * d[at] * (float)total;
+      done(at, s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7], true);
     }
   }
+}
+} // namespace
+
+void quantizeQ8Blocks(const void *x, bool bf16, int64_t rows, int64_t k, int64_t blocks,
+                      int8_t *q, float *d, float *dsum8) {
+  quantizeS8BlocksImpl(x, bf16, rows, k, blocks, q, d, [&](int64_t at, int32_t total, bool ok) {
+    dsum8[at] = ok ? 8.0f * d[at] * (float)total : NAN;
+  });
+}
+
+void quantizeS8Blocks(const void *x, bool bf16, int64_t rows, int64_t k, int64_t blocks,
+                      int8_t *q, float *d, int32_t *qsum) {
+  quantizeS8BlocksImpl(x, bf16, rows, k, blocks, q, d,
+                       [&](int64_t at, int32_t total, bool) { qsum[at] = total; });
 }
 
 void gemmQ4(const PackedQ4 &w, const int8_t *q, const float *d, const float *dsum8,

@@ -79,6 +79,60 @@ void tileQ8(const PackedQ8 &w, const int16_t *a, const float *d, int64_t r0, int
     storeRow(y + (r0 + r) * w.n + n0, f[r], cols);
 }
 
+/// Rows [r0, r0 + R) of one panel of group-wise int8 weights against s8
+/// activation blocks (8 activation bits). Per 4 inputs: one 64-byte load of
+/// the pair-ordered panel (16 columns x inputs 0-1, then x inputs 2-3), one
+/// vpermw into quads (dword lane j: column j's 4 inputs) and one xor making
+/// them unsigned (u = q + 128), shared by the rows; per row one broadcast and
+/// one vpdpbusd. Per block the s32 sums lose 128 * sum(x codes), which leaves
+/// exactly tileQ8's sums of the same codes, then the same f32 scaling: the
+/// same bits as gemmQ8S16 on the codes widened.
+template <int R>
+void tileQ8S8(const PackedQ8 &w, const int8_t *a, const float *d, const int32_t *qsum, int64_t r0,
+              int64_t panel, float *y) {
+  const int64_t kPad = w.kPad, blocks = w.blocks;
+  const int8_t *wp = w.panels8() + panel * kPad * kPanel;
+  const float *ws = static_cast<const float *>(w.scales.get()) + panel * blocks * kPanel;
+  const int8_t *ar = a + r0 * kPad;
+  // Word 2 j + p of the quads is word 16 p + j of the pairs.
+  const __m512i quads = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9,
+                                         24, 8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1,
+                                         16, 0);
+  const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
+  __m512 f[R];
+  for (int r = 0; r < R; ++r)
+    f[r] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < blocks; ++b) {
+    constexpr int C = kChains<R>;
+    __m512i acc[R][C];
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < C; ++c)
+        acc[r][c] = _mm512_setzero_si512();
+    for (int64_t kk = b * 32; kk < b * 32 + 32; kk += 4 * C) {
+      for (int c = 0; c < C; ++c) {
+        const int64_t at = kk + 4 * c;
+        const __m512i wv = _mm512_xor_si512(
+            _mm512_permutexvar_epi16(quads, _mm512_loadu_si512(wp + at * kPanel)), bias);
+        for (int r = 0; r < R; ++r)
+          acc[r][c] =
+              _mm512_dpbusd_epi32(acc[r][c], wv, _mm512_set1_epi32(load4(ar + r * kPad + at)));
+      }
+    }
+    const __m512 s = _mm512_loadu_ps(ws + b * kPanel);
+    for (int r = 0; r < R; ++r) {
+      for (int c = 1; c < C; ++c)
+        acc[r][0] = _mm512_add_epi32(acc[r][0], acc[r][c]);
+      const int64_t at = (r0 + r) * blocks + b;
+      acc[r][0] = _mm512_sub_epi32(acc[r][0], _mm512_set1_epi32(128 * qsum[at]));
+      f[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[r][0]),
+                             _mm512_mul_ps(s, _mm512_set1_ps(d[at])), f[r]);
+    }
+  }
+  const int64_t n0 = panel * kPanel, cols = std::min(kPanel, w.n - n0);
+  for (int r = 0; r < R; ++r)
+    storeRow(y + (r0 + r) * w.n + n0, f[r], cols);
+}
+
 /// Rows [r0, r0 + R) of one panel of int4 weights against s8 activation
 /// blocks. Per 8 inputs: one 64-byte load unpacked into the low and high
 /// nibbles (16 columns x 4 inputs each), shared by the rows, and per row two
@@ -165,6 +219,10 @@ using Q8Tile = void (*)(const PackedQ8 &, const int16_t *, const float *, int64_
                         float *);
 constexpr Q8Tile kQ8Tiles[kRows] = {tileQ8<1>, tileQ8<2>, tileQ8<3>, tileQ8<4>,
                                     tileQ8<5>, tileQ8<6>, tileQ8<7>, tileQ8<8>};
+using Q8S8Tile = void (*)(const PackedQ8 &, const int8_t *, const float *, const int32_t *,
+                          int64_t, int64_t, float *);
+constexpr Q8S8Tile kQ8S8Tiles[kRows] = {tileQ8S8<1>, tileQ8S8<2>, tileQ8S8<3>, tileQ8S8<4>,
+                                        tileQ8S8<5>, tileQ8S8<6>, tileQ8S8<7>, tileQ8S8<8>};
 using Q4Tile = void (*)(const PackedQ4 &, const int8_t *, const float *, const float *, int64_t,
                         int64_t, float *);
 constexpr Q4Tile kQ4Tiles[kRows] = {tileQ4<1>, tileQ4<2>, tileQ4<3>, tileQ4<4>,
@@ -176,6 +234,13 @@ void gemmQ8S16(const PackedQ8 &w, const int16_t *q, const float *d, int64_t m, f
             [&](int64_t rows, int64_t r0, int64_t panel) {
               kQ8Tiles[rows - 1](w, q, d, r0, panel, y);
             });
+}
+
+void gemmQ8S8(const PackedQ8 &w, const int8_t *q, const float *d, const int32_t *qsum, int64_t m,
+              float *y) {
+  overTiles(w.panels, w.n, w.k, m, w.kPad, [&](int64_t rows, int64_t r0, int64_t panel) {
+    kQ8S8Tiles[rows - 1](w, q, d, qsum, r0, panel, y);
+  });
 }
 
 void gemmQ4(const PackedQ4 &w, const int8_t *q, const float *d, const float *dsum8, int64_t rows,

@@ -374,7 +374,7 @@ bool loadBlock32(const void *x, bool bf16, int64_t r, int64_t k, int64_t b, floa
 }
 
 void quantizeS16Blocks(const void *x, bool bf16, int64_t rows, int64_t k, int64_t blocks,
-                       int16_t *q, float *d) {
+                       int16_t *q, float *d, float levels) {
   const __m256i order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
 #pragma omp parallel for schedule(static) if (rows * k > 65536)
   for (int64_t r = 0; r < rows; ++r) {
@@ -393,7 +393,7 @@ void quantizeS16Blocks(const void *x, bool bf16, int64_t rows, int64_t k, int64_
       // inf near FLT_MIN, and 0 * inf to NaN codes.
       if (amax < 1e-30f)
         amax = 0.0f;
-      const __m256 inv = _mm256_set1_ps(amax > 0.0f ? 32767.0f / amax : 0.0f);
+      const __m256 inv = _mm256_set1_ps(amax > 0.0f ? levels / amax : 0.0f);
       __m256i i[4];
       for (int h = 0; h < 4; ++h)
         i[h] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_load_ps(v + 8 * h), inv));
@@ -402,7 +402,7 @@ void quantizeS16Blocks(const void *x, bool bf16, int64_t rows, int64_t k, int64_
                           _mm256_permutevar8x32_epi32(_mm256_packs_epi32(i[0], i[1]), order));
       _mm256_storeu_si256(reinterpret_cast<__m256i *>(qb + 16),
                           _mm256_permutevar8x32_epi32(_mm256_packs_epi32(i[2], i[3]), order));
-      d[at] = amax / 32767.0f;
+      d[at] = amax / levels;
     }
   }
 }

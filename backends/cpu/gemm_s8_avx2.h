@@ -109,10 +109,23 @@ bool loadBlock32(const void *x, bool bf16, int64_t r, int64_t k, int64_t b, floa
 
 /// The activations of |rows| rows quantized per block of 32 inputs to s16:
 /// q [rows, blocks * 32] (zero past k) and the blocks' scales d [rows, blocks]
-/// (amax / 32767; a block with a NaN or an infinity gets d = NaN, so its row's
-/// outputs are NaN). |x| is f32 or bf16 (|bf16|), rows of k.
+/// (amax / |levels|; a block with a NaN or an infinity gets d = NaN, so its
+/// row's outputs are NaN). |x| is f32 or bf16 (|bf16|), rows of k. |levels|
+/// is 32767, or 127 for 8-bit activations on a CPU without VNNI (the codes of
+/// quantizeS8Blocks, widened).
 void quantizeS16Blocks(const void *x, bool bf16, int64_t rows, int64_t k, int64_t blocks,
-                       int16_t *q, float *d);
+                       int16_t *q, float *d, float levels = 32767.0f);
+
+/// 8-bit activations for group-wise int8 weights (`tfc compile --activation-bits
+/// 8`: Q8_0's arithmetic, docs/precision.md): the activations quantized per
+/// block of 32 inputs to s8 as int4's quantizeQ8Blocks does (scale amax /
+/// 127), with each block's sum of codes qsum [rows, blocks], for
+/// avx512::gemmQ8S8 (VNNI). A CPU without VNNI takes the same codes from
+/// quantizeS16Blocks with 127 levels into gemmQ8S16 instead: AVX2 has no
+/// faster exact s8 x s8 form (vpmaddubsw needs a sign trick that costs what
+/// the widening to s16 does). In gemm_q4_avx2.cc, beside int4's.
+void quantizeS8Blocks(const void *x, bool bf16, int64_t rows, int64_t k, int64_t blocks,
+                      int8_t *q, float *d, int32_t *qsum);
 
 /// y [m, n] (row stride n) = x W^T for x from quantizeS16Blocks. Each block's
 /// 32 products s16 x s8 are summed exactly in s32 (vpmaddwd: a pair is at most
@@ -124,6 +137,7 @@ void quantizeS16Blocks(const void *x, bool bf16, int64_t rows, int64_t k, int64_
 void gemmQ8S16(const PackedQ8 &w, const int16_t *q, const float *d, int64_t m, float *y);
 /// The AVX2 form, whatever the CPU (for the tests that compare the two).
 void gemmQ8S16Avx2(const PackedQ8 &w, const int16_t *q, const float *d, int64_t m, float *y);
+
 
 /// C [m, n] (row stride n) = A [m, k] (u8, row stride k) x W^T. |scratch| holds
 /// 2 * m * kPad bytes (the recentred A and its absolute values). Parallel over panels (OpenMP).

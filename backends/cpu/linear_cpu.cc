@@ -58,6 +58,7 @@ Status runLinear(const Tensor &x, const Tensor &w, const Tensor *bias, const Ten
     g.residual = res;
     g.multiplier = mul;
     g.act = act;
+    g.actBits = w.actBits;
     g.y = out.data;
     g.yDtype = out.dtype;
     return Status::fromMessage(runPackedLinear(*static_cast<const PackedLinear *>(w.packed), g));

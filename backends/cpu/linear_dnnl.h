@@ -52,6 +52,9 @@ struct GemmCall {
   /// [rows, n] like the residual).
   const float *multiplier = nullptr;
   int act = 0;
+  /// Group-wise int8 weights: the bits their activation blocks are quantized
+  /// to, 16 (0: the default) or 8 (`tfc compile --activation-bits 8`).
+  int actBits = 0;
   void *y = nullptr;
   uint32_t yDtype = 0;
 };

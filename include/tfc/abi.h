@@ -28,9 +28,10 @@
  * it; the loader moves a version 3-5 file's trailing scales into the
  * descriptor. Version 7 added more end-of-sequence ids and sampling
  * defaults to the generation record. Version 8 added int4 weights
- * (TFC_DTYPE_I4), which carry the weight descriptor. Other versions are
- * rejected. The metadata's records are described once, in format/metadata.cc. */
-#define TFC_FORMAT_VERSION 8u
+ * (TFC_DTYPE_I4), which carry the weight descriptor. Version 9 added a
+ * quantized weight's activation bits to its descriptor (`tfc compile
+ * --activation-bits 8`). Other versions are rejected. The metadata's records are described once, in format/metadata.cc. */
+#define TFC_FORMAT_VERSION 9u
 #define TFC_FORMAT_MIN_VERSION 2u
 /* How an optional @forward input is made when the caller leaves it out
  * (format version 4; docs/model-bin.md): zeros shaped like its source input

@@ -49,7 +49,8 @@ with non-trivial norms and biases, compiles each directory with tfc and checks:
     length-normalized scores;
   - greedy generation on the same prompts left-padded (transformers'
     padding_side="left"): the right-padded batch's tokens and scores;
-  - for llama-gqa, the logits of `--precision bf16` and `int8` within relative L2
+  - for llama-gqa, the logits of `--precision bf16` and `int8` (also with
+    `--activation-bits 8`) within relative L2
     0.01 and 0.03 of the float64 model's;
 that generation_config.json's do_sample, temperature, top_k and top_p are the
 model's sampling defaults (tfrun --generate samples with them; --greedy does not);
@@ -152,9 +153,14 @@ def family(tag, m, rewrite=None, precisions=False, eos=(EOS,), pad=PAD, penalty=
         q4 = q4_0_model(m64)
         with torch.no_grad():
             q4_rel = rel_l2(lambda b, n: q4(torch.from_numpy(ids[b:b + 1, :n])).logits.numpy()[0])
-        for prec, bound in (("bf16", 0.01), ("int8", 0.03), ("int4", 1.25 * q4_rel)):
+        # int8-a8: int8 with 8-bit activation blocks (--activation-bits 8, Q8_0's
+        # arithmetic), held to int8's bound.
+        for prec, bound in (("bf16", 0.01), ("int8", 0.03), ("int8-a8", 0.03),
+                            ("int4", 1.25 * q4_rel)):
             pb = os.path.join(work, f"{tag}-{prec}.bin")
-            run(tfc, "compile", d, "-o", pb, "--precision", prec)
+            flags = (["--precision", "int8", "--activation-bits", "8"] if prec == "int8-a8"
+                     else ["--precision", prec])
+            run(tfc, "compile", d, "-o", pb, *flags)
             po = os.path.join(work, f"{tag}-{prec}-out")
             os.makedirs(po, exist_ok=True)
             run(tfrun, pb, "--threads", "1", "--output-dir", po, "--input", "input_ids=" + idsf)

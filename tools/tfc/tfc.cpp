@@ -102,6 +102,13 @@ cl::opt<int64_t> groupSize(
              "a multiple of 32 (default 32; 128 makes smaller files). int8: 0 is one scale per "
              "row, the default of models that are not decoder-only (docs/precision.md)"),
     cl::init(32), cl::cat(tfcCategory));
+cl::opt<int64_t> activationBits(
+    "activation-bits",
+    cl::desc("--precision int8 with groups of scales (decoder-only models, or --group-size): "
+             "the bits each block of 32 linear inputs is quantized to at run time, 16 (the "
+             "default: closer to f32) or 8 (llama.cpp Q8_0's arithmetic: faster prefill on "
+             "CPUs with AVX512_VNNI; docs/precision.md)"),
+    cl::init(16), cl::cat(tfcCategory));
 cl::opt<std::string> headOpt(
     "head",
     cl::desc("A Hugging Face directory's output head (docs/hf.md): for BERT "
@@ -412,6 +419,19 @@ int runCompile() {
         module.lookupSymbol("decode_step") && !module.lookupSymbol("encode");
     if (int8 && (groupSize.getNumOccurrences() || decoderOnly))
       planOpts.int8Group = groupSize;
+    if (activationBits.getNumOccurrences()) {
+      if (!int8 || planOpts.int8Group <= 0) {
+        llvm::errs() << "error: --activation-bits applies to --precision int8 with groups of "
+                        "scales (a decoder-only model, or --group-size 32, 64, ...)\n";
+        return 1;
+      }
+      if (activationBits != 8 && activationBits != 16) {
+        llvm::errs() << "error: --activation-bits " << activationBits.getValue()
+                     << " is not 8 or 16\n";
+        return 1;
+      }
+      planOpts.int8ActBits = activationBits == 8 ? 8 : 0;
+    }
     auto bin = ::tfc::writeModelBin(module, *model->weights, &stats, planOpts);
     if (failed(bin))
       return 1;

@@ -16,8 +16,9 @@
 // - bad packs: no scales, a group not a multiple of 32.
 // The group-wise int8 path (gemm_s8_avx2.h's gemmQ8S16, `--precision int8` on
 // decoder-only models) takes the same checks with codes -128..127 (extremes
-// -128 and 127) and activations quantized to s16 (scale amax / 32767). Both
-// run their integer kernels at every row count.
+// -128 and 127) and activations quantized to s16 (scale amax / 32767), and
+// again at 8 activation bits (`--activation-bits 8`: s8, amax / 127). All run
+// their integer kernels at every row count.
 // Where the CPU has AVX512_VNNI both run their VNNI forms (gemm_q_avx512.h),
 // which promise the AVX2 forms' bits: checked directly, shape by shape.
 //
@@ -95,6 +96,7 @@ struct Case {
   int act = TFC_ACT_NONE;
   bool int8 = false;
   bool multiplier = false; ///< a gated FFN's product in the epilogue
+  int actBits = 0;         ///< int8: 8-bit activation blocks (--activation-bits 8)
 };
 
 void check(const Case &c, uint32_t seed) {
@@ -120,7 +122,8 @@ void check(const Case &c, uint32_t seed) {
       xb[i] = tfc_f32_to_bf16(x[i]);
       x[i] = tfc_bf16_to_f32(xb[i]);
     }
-  const std::vector<double> xq = quantizedX(x, c.rows, c.k, c.int8 ? 32767.0f : 127.0f);
+  const std::vector<double> xq =
+      quantizedX(x, c.rows, c.k, c.int8 && c.actBits != 8 ? 32767.0f : 127.0f);
   std::vector<float> y(c.rows * c.n, -1.0f);
   std::vector<uint16_t> yb(c.rows * c.n);
   GemmCall call;
@@ -131,6 +134,7 @@ void check(const Case &c, uint32_t seed) {
   call.residual = c.residual ? res.data() : nullptr;
   call.multiplier = c.multiplier ? mul.data() : nullptr;
   call.act = c.act;
+  call.actBits = c.actBits;
   call.y = c.bf16Out ? (void *)yb.data() : y.data();
   call.yDtype = c.bf16Out ? TFC_DTYPE_BF16 : TFC_DTYPE_F32;
   ASSERT_EQ(runPackedLinear(*p, call), "");
@@ -188,7 +192,7 @@ TEST(GemmQ4, DtypesAndEpilogue) {
 }
 
 /// Rows 0-2 hold NaN, inf and -inf: their outputs are NaN, row 3's are not.
-void expectNanRows(bool int8) {
+void expectNanRows(bool int8, int actBits = 0) {
   const int64_t rows = 4, n = 6, k = 64;
   const Q4Weight w = randomQ4(n, k, 32, 5, false, int8);
   std::string err;
@@ -203,6 +207,7 @@ void expectNanRows(bool int8) {
   call.x = x.data();
   call.xDtype = TFC_DTYPE_F32;
   call.rows = rows;
+  call.actBits = actBits;
   call.y = y.data();
   call.yDtype = TFC_DTYPE_F32;
   ASSERT_EQ(runPackedLinear(*p, call), "");
@@ -249,6 +254,40 @@ TEST(GemmQ8, NonFiniteInputsGiveNanRows) {
   EXPECT_FALSE(packLinear(w.packed.data(), TFC_DTYPE_I8, 6, 64, w.scales.data(), 48, err));
   EXPECT_EQ(err, "an int8 linear weight's group of 48 is not a multiple of 32");
 }
+
+/// Group-wise int8 weights with 8-bit activation blocks (`tfc compile
+/// --activation-bits 8`): the same checks against activations quantized to
+/// +-127 per block. On VNNI this runs vpdpbusd on the weights made unsigned
+/// (q + 128), where -128 and 127 are the extremes of u = 0 and 255.
+Case a8(Case c) {
+  c.int8 = true;
+  c.actBits = 8;
+  return c;
+}
+
+TEST(GemmQ8A8, ShapesOverTheTileEdges) {
+  uint32_t seed = 500;
+  for (int64_t rows : {1, 2, 3, 4, 5, 8, 9, 33})
+    for (int64_t group : {32, 64, 128})
+      for (auto [n, k] : {std::pair<int64_t, int64_t>{1, 32}, {7, 96}, {33, 200}, {16, 256}})
+        check(a8({rows, n, k, group}), seed++);
+  check(a8({130, 40, 1056, 32, true}), 600); // prefill's row blocks
+}
+
+TEST(GemmQ8A8, ExtremeCodesAreExact) {
+  for (int64_t rows : {1, 6, 70})
+    check(a8({rows, 9, 128, 32, false, false, false, false, /*extreme=*/true}), 9);
+}
+
+TEST(GemmQ8A8, DtypesAndEpilogue) {
+  check(a8({5, 24, 96, 32, true, true, false, false}), 31);
+  check(a8({2, 24, 96, 64, true, false, true, false, false, TFC_ACT_RELU}), 32);
+  Case gated = a8({70, 24, 96, 32, false, true, true, true, false, TFC_ACT_RELU});
+  gated.multiplier = true;
+  check(gated, 33);
+}
+
+TEST(GemmQ8A8, NonFiniteInputsGiveNanRows) { expectNanRows(true, 8); }
 
 /// A token table tied to a group-wise int8 lm_head reads the packed rows: the
 /// same values as model.bin's (q * scale * mul).
@@ -333,10 +372,28 @@ TEST(GemmVnni, SameBitsAsAvx2) {
       std::vector<float> x(rows * k);
       for (float &f : x)
         f = u(g);
-      for (bool int8 : {false, true}) {
+      for (int form : {0, 1, 2}) { // int4, int8, int8 with 8-bit activations
+        const bool int8 = form != 0;
         const Q4Weight w = randomQ4(n, k, 64, seed++, false, int8);
         std::vector<float> a(rows * n), b(rows * n);
-        if (int8) {
+        if (form == 2) {
+          // The AVX2 form is the s16 kernel on the same codes (127 levels).
+          auto p = packQ8(reinterpret_cast<const int8_t *>(w.packed.data()), w.scales.data(), n,
+                          k, 64);
+          ASSERT_TRUE(p);
+          std::vector<int16_t> q16(rows * p->kPad);
+          std::vector<int8_t> q8(rows * p->kPad);
+          std::vector<float> d16(rows * p->blocks), d8(rows * p->blocks);
+          std::vector<int32_t> qsum(rows * p->blocks);
+          quantizeS16Blocks(x.data(), false, rows, k, p->blocks, q16.data(), d16.data(), 127.0f);
+          quantizeS8Blocks(x.data(), false, rows, k, p->blocks, q8.data(), d8.data(),
+                           qsum.data());
+          for (size_t i = 0; i < q8.size(); ++i)
+            ASSERT_EQ(q8[i], q16[i]) << "code " << i;
+          ASSERT_EQ(std::memcmp(d8.data(), d16.data(), d8.size() * sizeof(float)), 0);
+          gemmQ8S16Avx2(*p, q16.data(), d16.data(), rows, a.data());
+          avx512::gemmQ8S8(*p, q8.data(), d8.data(), qsum.data(), rows, b.data());
+        } else if (int8) {
           auto p = packQ8(reinterpret_cast<const int8_t *>(w.packed.data()), w.scales.data(), n,
                           k, 64);
           ASSERT_TRUE(p);
@@ -356,7 +413,8 @@ TEST(GemmVnni, SameBitsAsAvx2) {
         }
         for (int64_t i = 0; i < rows * n; ++i)
           ASSERT_EQ(std::memcmp(&a[i], &b[i], sizeof(float)), 0)
-              << (int8 ? "int8" : "int4") << " element " << i << ": " << a[i] << " vs " << b[i];
+              << (form == 2 ? "int8, 8-bit activations" : int8 ? "int8" : "int4")
+              << " element " << i << ": " << a[i] << " vs " << b[i];
       }
     }
 }

@@ -8,6 +8,11 @@ the loader's dtype checks can catch them:
 from DIR/int4.bin:
   i4group.bin: the first i4 weight's group relabelled 48, which the int4
                kernel (blocks of 32) cannot read;
+  i4actbits.bin: the first i4 weight's activation bits (format version 9)
+               relabelled 16, which int4 (8-bit activation blocks) has not;
+from DIR/int8.bin again:
+  i8actbits.bin: the first i8 weight's activation bits relabelled 8 where it
+               has one scale per row (8-bit blocks need groups);
 and one whose plan breaks tfc/kernels.def, the kernel table:
   arity.bin: the first layer_norm instruction relabelled attention, which reads
              more int and float attributes than a layer norm carries."""
@@ -30,6 +35,7 @@ def checksum(data):
 def value_table(b):
     """Byte offsets of the dtype field of every value of the first function."""
     meta = struct.unpack_from("<Q", b, 32)[0]
+    version = struct.unpack_from("<I", b, 8)[0]
     pos = meta
 
     def u32():
@@ -60,8 +66,8 @@ def value_table(b):
         storage = u32()
         pos += 8  # offset
         if storage == 1 and dtype in (6, 7):  # an i8 / i4 weight: scales, zeros, group
-            descriptors[len(fields) - 1] = pos
-            pos += 12
+            descriptors[len(fields) - 1] = pos  # and from version 9 act_bits
+            pos += 16 if version >= 9 else 12
     kernels = []  # byte offsets of each instruction's kernel id
     for _ in range(2):  # input and output bindings
         for _ in range(u32()):
@@ -113,5 +119,16 @@ b = bytearray(open(os.path.join(d, "int4.bin"), "rb").read())
 fields, kernels, descriptors = value_table(b)
 dtypes = [struct.unpack_from("<I", b, f)[0] for f in fields]
 first_i4 = dtypes.index(7)
-struct.pack_into("<I", b, descriptors[first_i4] + 8, 48)  # group 32 -> 48
-write(os.path.join(d, "i4group.bin"), b)
+c = bytearray(b)
+struct.pack_into("<I", c, descriptors[first_i4] + 8, 48)  # group 32 -> 48
+write(os.path.join(d, "i4group.bin"), c)
+c = bytearray(b)
+struct.pack_into("<I", c, descriptors[first_i4] + 12, 16)  # act_bits 0 -> 16
+write(os.path.join(d, "i4actbits.bin"), c)
+b = bytearray(open(os.path.join(d, "int8.bin"), "rb").read())
+fields, kernels, descriptors = value_table(b)
+dtypes = [struct.unpack_from("<I", b, f)[0] for f in fields]
+first_i8 = dtypes.index(6)
+assert struct.unpack_from("<I", b, descriptors[first_i8] + 8)[0] == 0  # one scale per row
+struct.pack_into("<I", b, descriptors[first_i8] + 12, 8)  # act_bits 0 -> 8
+write(os.path.join(d, "i8actbits.bin"), b)
