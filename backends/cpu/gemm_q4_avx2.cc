@@ -109,26 +109,23 @@ std::unique_ptr<PackedQ4> packQ4(const uint8_t *w, const float *scales, int64_t 
 
 namespace {
 /// The s8 block quantizer of int4 and of group-wise int8 at 8 activation
-/// bits: codes round(x * 127 / amax) (half to even), d = amax / 127, and
-/// done(at, sum of the block's codes) per block. A block with a NaN or an
-/// infinity gets zero codes and d = NaN (its row's outputs are NaN:
-/// docs/precision.md, "Non-finite values").
+/// bits: codes round(x * 127 / amax) (half to even), d = amax / 127, handed
+/// to done(r, b, codes[32], d, sum of the codes, finite) per block. A block
+/// with a NaN or an infinity gets zero codes and d = NaN (its row's outputs
+/// are NaN: docs/precision.md, "Non-finite values").
 template <typename Done>
 void quantizeS8BlocksImpl(const void *x, bool bf16, int64_t rows, int64_t k, int64_t blocks,
-                          int8_t *q, float *d, Done &&done) {
+                          Done &&done) {
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
 #pragma omp parallel for schedule(static) if (rows * k > 65536)
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t b = 0; b < blocks; ++b) {
       alignas(32) float v[kBlock];
+      alignas(32) int8_t codes[kBlock];
       float amax;
-      const bool finite = loadBlock32(x, bf16, r, k, b, v, amax);
-      int8_t *qb = q + (r * blocks + b) * kBlock;
-      const int64_t at = r * blocks + b;
-      if (!finite) {
-        std::memset(qb, 0, kBlock);
-        d[at] = NAN;
-        done(at, 0, false);
+      if (!loadBlock32(x, bf16, r, k, b, v, amax)) {
+        std::memset(codes, 0, kBlock);
+        done(r, b, codes, NAN, 0, false);
         continue;
       }
       // Below 1e-30 a block counts as zeros: 127 / amax would overflow to
@@ -144,11 +141,11 @@ void quantizeS8BlocksImpl(const void *x, bool bf16, int64_t rows, int64_t k, int
       const __m256i packed = _mm256_permutevar8x32_epi32(
           _mm256_packs_epi16(_mm256_packs_epi32(i[0], i[1]), _mm256_packs_epi32(i[2], i[3])),
           order);
-      _mm256_storeu_si256(reinterpret_cast<__m256i *>(qb), packed);
+      _mm256_store_si256(reinterpret_cast<__m256i *>(codes), packed);
       alignas(32) int32_t s[8];
       _mm256_store_si256(reinterpret_cast<__m256i *>(s), sum);
-      d[at] = amax / 127.0f;
-      done(at, s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7], true);
+      done(r, b, codes, amax / 127.0f, s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7],
+           true);
     }
   }
 }
@@ -156,15 +153,28 @@ void quantizeS8BlocksImpl(const void *x, bool bf16, int64_t rows, int64_t k, int
 
 void quantizeQ8Blocks(const void *x, bool bf16, int64_t rows, int64_t k, int64_t blocks,
                       int8_t *q, float *d, float *dsum8) {
-  quantizeS8BlocksImpl(x, bf16, rows, k, blocks, q, d, [&](int64_t at, int32_t total, bool ok) {
-    dsum8[at] = ok ? 8.0f * d[at] * (float)total : NAN;
-  });
+  quantizeS8BlocksImpl(x, bf16, rows, k, blocks,
+                       [&](int64_t r, int64_t b, const int8_t *codes, float scale, int32_t total,
+                           bool finite) {
+                         const int64_t at = r * blocks + b;
+                         std::memcpy(q + at * kBlock, codes, kBlock);
+                         d[at] = scale;
+                         dsum8[at] = finite ? 8.0f * scale * (float)total : NAN;
+                       });
 }
 
 void quantizeS8Blocks(const void *x, bool bf16, int64_t rows, int64_t k, int64_t blocks,
                       int8_t *q, float *d, int32_t *qsum) {
-  quantizeS8BlocksImpl(x, bf16, rows, k, blocks, q, d,
-                       [&](int64_t at, int32_t total, bool) { qsum[at] = total; });
+  quantizeS8BlocksImpl(x, bf16, rows, k, blocks,
+                       [&](int64_t r, int64_t b, const int8_t *codes, float scale, int32_t total,
+                           bool) {
+                         const int64_t at = s8TileScaleIndex(r, b, blocks);
+                         for (int64_t step = 0; step < kBlock / 4; ++step)
+                           std::memcpy(q + s8TileCodeIndex(r, b * kBlock + step * 4, blocks),
+                                       codes + step * 4, 4);
+                         d[at] = scale;
+                         qsum[at] = total;
+                       });
 }
 
 void gemmQ4(const PackedQ4 &w, const int8_t *q, const float *d, const float *dsum8,

@@ -19,6 +19,8 @@ namespace {
 constexpr int64_t kPanel = 16;    // columns per panel: one zmm of s32 or f32
 constexpr int kRows = 8;          // rows per tile: 8 s32 + 8 f32 accumulators
 constexpr int64_t kRowBlock = 64; // prefill rows per cache block (a multiple of kRows)
+// Every tile starts a row tile of quantizeS8Blocks' layout.
+static_assert(kRows == kS8TileRows && kRowBlock % kRows == 0, "tiles must start row tiles");
 
 inline int32_t load4(const void *p) {
   int32_t v;
@@ -80,11 +82,12 @@ void tileQ8(const PackedQ8 &w, const int16_t *a, const float *d, int64_t r0, int
 }
 
 /// Rows [r0, r0 + R) of one panel of group-wise int8 weights against s8
-/// activation blocks (8 activation bits). Per 4 inputs: one 64-byte load of
-/// the pair-ordered panel (16 columns x inputs 0-1, then x inputs 2-3), one
-/// vpermw into quads (dword lane j: column j's 4 inputs) and one xor making
-/// them unsigned (u = q + 128), shared by the rows; per row one broadcast and
-/// one vpdpbusd. Per block the s32 sums lose 128 * sum(x codes), which leaves
+/// activation blocks (8 activation bits) in quantizeS8Blocks' row-tile
+/// layout (r0 starts a tile). Per 4 inputs: one 64-byte load of the
+/// pair-ordered panel (16 columns x inputs 0-1, then x inputs 2-3), one vpermw
+/// into quads (dword lane j: column j's 4 inputs) and one xor making them
+/// unsigned (u = q + 128), shared by the rows; per row one broadcast and one
+/// vpdpbusd. Per block the s32 sums lose 128 * sum(x codes), which leaves
 /// exactly tileQ8's sums of the same codes, then the same f32 scaling: the
 /// same bits as gemmQ8S16 on the codes widened.
 template <int R>
@@ -93,12 +96,15 @@ void tileQ8S8(const PackedQ8 &w, const int8_t *a, const float *d, const int32_t 
   const int64_t kPad = w.kPad, blocks = w.blocks;
   const int8_t *wp = w.panels8() + panel * kPad * kPanel;
   const float *ws = static_cast<const float *>(w.scales.get()) + panel * blocks * kPanel;
-  const int8_t *ar = a + r0 * kPad;
+  const int8_t *at = a + s8TileCodeIndex(r0, 0, blocks);
+  const float *dt = d + s8TileScaleIndex(r0, 0, blocks);
+  const int32_t *qt = qsum + s8TileScaleIndex(r0, 0, blocks);
   // Word 2 j + p of the quads is word 16 p + j of the pairs.
   const __m512i quads = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9,
                                          24, 8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1,
                                          16, 0);
   const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
+  constexpr int64_t T = kS8TileRows;
   __m512 f[R];
   for (int r = 0; r < R; ++r)
     f[r] = _mm512_setzero_ps();
@@ -108,24 +114,25 @@ void tileQ8S8(const PackedQ8 &w, const int8_t *a, const float *d, const int32_t 
     for (int r = 0; r < R; ++r)
       for (int c = 0; c < C; ++c)
         acc[r][c] = _mm512_setzero_si512();
-    for (int64_t kk = b * 32; kk < b * 32 + 32; kk += 4 * C) {
+    const int8_t *ab = at + b * 32 * T;
+    for (int step = 0; step < 8; step += C) {
       for (int c = 0; c < C; ++c) {
-        const int64_t at = kk + 4 * c;
         const __m512i wv = _mm512_xor_si512(
-            _mm512_permutexvar_epi16(quads, _mm512_loadu_si512(wp + at * kPanel)), bias);
+            _mm512_permutexvar_epi16(
+                quads, _mm512_loadu_si512(wp + (b * 32 + (step + c) * 4) * kPanel)),
+            bias);
         for (int r = 0; r < R; ++r)
-          acc[r][c] =
-              _mm512_dpbusd_epi32(acc[r][c], wv, _mm512_set1_epi32(load4(ar + r * kPad + at)));
+          acc[r][c] = _mm512_dpbusd_epi32(
+              acc[r][c], wv, _mm512_set1_epi32(load4(ab + (step + c) * 4 * T + r * 4)));
       }
     }
     const __m512 s = _mm512_loadu_ps(ws + b * kPanel);
     for (int r = 0; r < R; ++r) {
       for (int c = 1; c < C; ++c)
         acc[r][0] = _mm512_add_epi32(acc[r][0], acc[r][c]);
-      const int64_t at = (r0 + r) * blocks + b;
-      acc[r][0] = _mm512_sub_epi32(acc[r][0], _mm512_set1_epi32(128 * qsum[at]));
+      acc[r][0] = _mm512_sub_epi32(acc[r][0], _mm512_set1_epi32(128 * qt[b * T + r]));
       f[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[r][0]),
-                             _mm512_mul_ps(s, _mm512_set1_ps(d[at])), f[r]);
+                             _mm512_mul_ps(s, _mm512_set1_ps(dt[b * T + r])), f[r]);
     }
   }
   const int64_t n0 = panel * kPanel, cols = std::min(kPanel, w.n - n0);

@@ -381,16 +381,28 @@ TEST(GemmVnni, SameBitsAsAvx2) {
           auto p = packQ8(reinterpret_cast<const int8_t *>(w.packed.data()), w.scales.data(), n,
                           k, 64);
           ASSERT_TRUE(p);
+          const int64_t tiled = s8TileRows(rows);
           std::vector<int16_t> q16(rows * p->kPad);
-          std::vector<int8_t> q8(rows * p->kPad);
-          std::vector<float> d16(rows * p->blocks), d8(rows * p->blocks);
-          std::vector<int32_t> qsum(rows * p->blocks);
+          std::vector<int8_t> q8(tiled * p->kPad);
+          std::vector<float> d16(rows * p->blocks), d8(tiled * p->blocks);
+          std::vector<int32_t> qsum(tiled * p->blocks);
           quantizeS16Blocks(x.data(), false, rows, k, p->blocks, q16.data(), d16.data(), 127.0f);
           quantizeS8Blocks(x.data(), false, rows, k, p->blocks, q8.data(), d8.data(),
                            qsum.data());
-          for (size_t i = 0; i < q8.size(); ++i)
-            ASSERT_EQ(q8[i], q16[i]) << "code " << i;
-          ASSERT_EQ(std::memcmp(d8.data(), d16.data(), d8.size() * sizeof(float)), 0);
+          // The same codes and scales, in the row-tile layout.
+          for (int64_t r = 0; r < rows; ++r) {
+            for (int64_t i = 0; i < p->kPad; ++i)
+              ASSERT_EQ(q8[s8TileCodeIndex(r, i, p->blocks)], q16[r * p->kPad + i])
+                  << "row " << r << " input " << i;
+            for (int64_t b = 0; b < p->blocks; ++b) {
+              const int64_t at = s8TileScaleIndex(r, b, p->blocks);
+              ASSERT_EQ(std::memcmp(&d8[at], &d16[r * p->blocks + b], sizeof(float)), 0);
+              int32_t sum = 0;
+              for (int64_t i = b * 32; i < b * 32 + 32; ++i)
+                sum += q16[r * p->kPad + i];
+              ASSERT_EQ(qsum[at], sum) << "row " << r << " block " << b;
+            }
+          }
           gemmQ8S16Avx2(*p, q16.data(), d16.data(), rows, a.data());
           avx512::gemmQ8S8(*p, q8.data(), d8.data(), qsum.data(), rows, b.data());
         } else if (int8) {
