@@ -168,9 +168,9 @@ void quantizeS8Blocks(const void *x, bool bf16, int64_t rows, int64_t k, int64_t
   quantizeS8BlocksImpl(x, bf16, rows, k, blocks,
                        [&](int64_t r, int64_t b, const int8_t *codes, float scale, int32_t total,
                            bool) {
-                         const int64_t at = s8TileScaleIndex(r, b, blocks);
+                         const int64_t at = tileScaleIndex(r, b, blocks);
                          for (int64_t step = 0; step < kBlock / 4; ++step)
-                           std::memcpy(q + s8TileCodeIndex(r, b * kBlock + step * 4, blocks),
+                           std::memcpy(q + s8TileIndex(r, b * kBlock + step * 4, blocks),
                                        codes + step * 4, 4);
                          d[at] = scale;
                          qsum[at] = total;

@@ -374,7 +374,7 @@ bool loadBlock32(const void *x, bool bf16, int64_t r, int64_t k, int64_t b, floa
 }
 
 void quantizeS16Blocks(const void *x, bool bf16, int64_t rows, int64_t k, int64_t blocks,
-                       int16_t *q, float *d, float levels) {
+                       int16_t *q, float *d, float levels, bool tiled) {
   const __m256i order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
 #pragma omp parallel for schedule(static) if (rows * k > 65536)
   for (int64_t r = 0; r < rows; ++r) {
@@ -382,10 +382,18 @@ void quantizeS16Blocks(const void *x, bool bf16, int64_t rows, int64_t k, int64_
       alignas(32) float v[32];
       float amax;
       const bool finite = loadBlock32(x, bf16, r, k, b, v, amax);
-      int16_t *qb = q + (r * blocks + b) * 32;
-      const int64_t at = r * blocks + b;
+      alignas(32) int16_t tile[32];
+      int16_t *qb = tiled ? tile : q + (r * blocks + b) * 32;
+      const int64_t at = tiled ? tileScaleIndex(r, b, blocks) : r * blocks + b;
+      // The row-tile layout: the block's pairs go 2 * kTileRows apart.
+      auto place = [&] {
+        if (tiled)
+          for (int64_t i = 0; i < 32; i += 2)
+            std::memcpy(q + s16TileIndex(r, b * 32 + i, blocks), tile + i, 2 * sizeof(int16_t));
+      };
       if (!finite) { // the row's outputs are NaN (docs/precision.md, "Non-finite values")
         std::memset(qb, 0, 32 * sizeof(int16_t));
+        place();
         d[at] = NAN;
         continue;
       }
@@ -402,10 +410,13 @@ void quantizeS16Blocks(const void *x, bool bf16, int64_t rows, int64_t k, int64_
                           _mm256_permutevar8x32_epi32(_mm256_packs_epi32(i[0], i[1]), order));
       _mm256_storeu_si256(reinterpret_cast<__m256i *>(qb + 16),
                           _mm256_permutevar8x32_epi32(_mm256_packs_epi32(i[2], i[3]), order));
+      place();
       d[at] = amax / levels;
     }
   }
 }
+
+bool gemmQ8S16Tiled() { return cpuPaths().avx512Vnni; }
 
 void gemmQ8S16(const PackedQ8 &w, const int16_t *q, const float *d, int64_t m, float *y) {
   if (cpuPaths().avx512Vnni)

@@ -112,20 +112,23 @@ bool loadBlock32(const void *x, bool bf16, int64_t r, int64_t k, int64_t b, floa
 /// (amax / |levels|; a block with a NaN or an infinity gets d = NaN, so its
 /// row's outputs are NaN). |x| is f32 or bf16 (|bf16|), rows of k. |levels|
 /// is 32767, or 127 for 8-bit activations on a CPU without VNNI (the codes of
-/// quantizeS8Blocks, widened).
+/// quantizeS8Blocks, widened). |tiled|: in the row-tile layout instead
+/// (s16TileIndex, tileScaleIndex; q holds tiledRows(rows) * blocks * 32
+/// values and d tiledRows(rows) * blocks, the last tile's extra rows left
+/// unwritten), which the VNNI kernel reads (gemmQ8S16Tiled).
 void quantizeS16Blocks(const void *x, bool bf16, int64_t rows, int64_t k, int64_t blocks,
-                       int16_t *q, float *d, float levels = 32767.0f);
+                       int16_t *q, float *d, float levels = 32767.0f, bool tiled = false);
 
 /// 8-bit activations for group-wise int8 weights (`tfc compile --activation-bits
 /// 8`: Q8_0's arithmetic, docs/precision.md): the activations quantized per
 /// block of 32 inputs to s8 as int4's quantizeQ8Blocks does (scale amax /
 /// 127), with each block's sum of codes, for avx512::gemmQ8S8 (VNNI), in its
-/// row-tile layout: tiles of kS8TileRows rows, and per tile and block the
-/// codes [8 steps of 4 inputs][kS8TileRows rows][4] (256 bytes), d and qsum
-/// [kS8TileRows]. One base pointer then reaches a tile's rows at constant
+/// row-tile layout: tiles of kTileRows rows, and per tile and block the
+/// codes [8 steps of 4 inputs][kTileRows rows][4] (256 bytes), d and qsum
+/// [kTileRows]. One base pointer then reaches a tile's rows at constant
 /// offsets: the kernel with one pointer per row ran out of registers and
-/// measured 1.07x-1.17x slower. q holds s8TileRows(rows) * blocks * 32
-/// bytes, d and qsum s8TileRows(rows) * blocks values; the last tile's rows
+/// measured 1.07x-1.17x slower. q holds tiledRows(rows) * blocks * 32
+/// bytes, d and qsum tiledRows(rows) * blocks values; the last tile's rows
 /// past |rows| are left unwritten (no tile reads them). A CPU without VNNI
 /// takes the same codes from quantizeS16Blocks with 127 levels into
 /// gemmQ8S16 instead: AVX2 has no faster exact s8 x s8 form (vpmaddubsw needs
@@ -133,19 +136,23 @@ void quantizeS16Blocks(const void *x, bool bf16, int64_t rows, int64_t k, int64_
 /// gemm_q4_avx2.cc, beside int4's.
 void quantizeS8Blocks(const void *x, bool bf16, int64_t rows, int64_t k, int64_t blocks,
                       int8_t *q, float *d, int32_t *qsum);
-constexpr int64_t kS8TileRows = 8;
-inline int64_t s8TileRows(int64_t rows) {
-  return (rows + kS8TileRows - 1) / kS8TileRows * kS8TileRows;
+constexpr int64_t kTileRows = 8;
+/// |rows| rounded up to whole row tiles.
+inline int64_t tiledRows(int64_t rows) { return (rows + kTileRows - 1) / kTileRows * kTileRows; }
+/// Where the row-tile layouts put input |i| of row |r| (an element index):
+/// per tile of kTileRows rows and block of 32 inputs, steps of 4 bytes of
+/// each row in turn (4 s8 codes, or 2 s16), [step][row][4 bytes].
+inline int64_t s8TileIndex(int64_t r, int64_t i, int64_t blocks) {
+  return ((r / kTileRows) * blocks + i / 32) * (32 * kTileRows) + (i % 32) / 4 * (4 * kTileRows) +
+         (r % kTileRows) * 4 + i % 4;
 }
-/// Where quantizeS8Blocks puts input |i| (a multiple of 4 for a group of 4)
-/// of row |r|, and block |b|'s d and qsum of row |r|.
-inline int64_t s8TileCodeIndex(int64_t r, int64_t i, int64_t blocks) {
-  return ((r / kS8TileRows) * blocks + i / 32) * (32 * kS8TileRows) +
-         (i % 32) / 4 * (4 * kS8TileRows) +
-         (r % kS8TileRows) * 4 + i % 4;
+inline int64_t s16TileIndex(int64_t r, int64_t i, int64_t blocks) {
+  return ((r / kTileRows) * blocks + i / 32) * (32 * kTileRows) + (i % 32) / 2 * (2 * kTileRows) +
+         (r % kTileRows) * 2 + i % 2;
 }
-inline int64_t s8TileScaleIndex(int64_t r, int64_t b, int64_t blocks) {
-  return ((r / kS8TileRows) * blocks + b) * kS8TileRows + r % kS8TileRows;
+/// Where the row-tile layouts put block |b|'s scale (and sum) of row |r|.
+inline int64_t tileScaleIndex(int64_t r, int64_t b, int64_t blocks) {
+  return ((r / kTileRows) * blocks + b) * kTileRows + r % kTileRows;
 }
 
 /// y [m, n] (row stride n) = x W^T for x from quantizeS16Blocks. Each block's
@@ -154,8 +161,11 @@ inline int64_t s8TileScaleIndex(int64_t r, int64_t b, int64_t blocks) {
 /// columns and 2 inputs, two weight widenings (vpmovsxbw, shared by the rows
 /// of a tile) and per row one broadcast, two vpmaddwd and two vpaddd.
 /// Parallel over panels (OpenMP). Where the CPU has AVX512_VNNI this is
-/// avx512::gemmQ8S16 (gemm_q_avx512.h), which gives the same bits.
+/// avx512::gemmQ8S16 (gemm_q_avx512.h), which gives the same bits and reads
+/// the row-tile layout: quantize with |tiled| = gemmQ8S16Tiled().
 void gemmQ8S16(const PackedQ8 &w, const int16_t *q, const float *d, int64_t m, float *y);
+/// Whether gemmQ8S16 reads quantizeS16Blocks' row-tile layout (its VNNI form).
+bool gemmQ8S16Tiled();
 /// The AVX2 form, whatever the CPU (for the tests that compare the two).
 void gemmQ8S16Avx2(const PackedQ8 &w, const int16_t *q, const float *d, int64_t m, float *y);
 

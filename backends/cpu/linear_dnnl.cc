@@ -356,7 +356,7 @@ std::string runBlocks(const PackedLinear &w, const GemmCall &c) {
     // 8-bit activation blocks (--activation-bits 8) on VNNI: vpdpbusd, 64
     // products per instruction. Elsewhere the same codes go through the s16
     // kernel below, for the same bits.
-    const int64_t tiled = s8TileRows(rows); // quantizeS8Blocks' row tiles
+    const int64_t tiled = tiledRows(rows); // quantizeS8Blocks' row tiles
     auto *q = static_cast<int8_t *>(qbuf.get(tiled * blocks * 32));
     auto *qsum = static_cast<int32_t *>(sbuf.get(tiled * blocks * sizeof(int32_t)));
     d = static_cast<float *>(dbuf.get(tiled * blocks * sizeof(float)));
@@ -365,11 +365,14 @@ std::string runBlocks(const PackedLinear &w, const GemmCall &c) {
     quantizeS8Blocks(c.x, c.xDtype == TFC_DTYPE_BF16, rows, w.k, blocks, q, d, qsum);
     avx512::gemmQ8S8(*w.q8, q, d, qsum, rows, y);
   } else {
-    auto *q = static_cast<int16_t *>(qbuf.get(rows * blocks * 32 * sizeof(int16_t)));
+    const bool tiled = gemmQ8S16Tiled(); // the VNNI form's row tiles
+    const int64_t qrows = tiled ? tiledRows(rows) : rows;
+    auto *q = static_cast<int16_t *>(qbuf.get(qrows * blocks * 32 * sizeof(int16_t)));
+    d = static_cast<float *>(dbuf.get(qrows * blocks * sizeof(float)));
     if (!q || !d)
       return "out of memory for a group-wise linear layer's buffers";
     quantizeS16Blocks(c.x, c.xDtype == TFC_DTYPE_BF16, rows, w.k, blocks, q, d,
-                      c.actBits == 8 ? 127.0f : 32767.0f);
+                      c.actBits == 8 ? 127.0f : 32767.0f, tiled);
     gemmQ8S16(*w.q8, q, d, rows, y);
   }
 #pragma omp parallel for schedule(static) if (rows * n > 32768)

@@ -381,7 +381,7 @@ TEST(GemmVnni, SameBitsAsAvx2) {
           auto p = packQ8(reinterpret_cast<const int8_t *>(w.packed.data()), w.scales.data(), n,
                           k, 64);
           ASSERT_TRUE(p);
-          const int64_t tiled = s8TileRows(rows);
+          const int64_t tiled = tiledRows(rows);
           std::vector<int16_t> q16(rows * p->kPad);
           std::vector<int8_t> q8(tiled * p->kPad);
           std::vector<float> d16(rows * p->blocks), d8(tiled * p->blocks);
@@ -392,10 +392,10 @@ TEST(GemmVnni, SameBitsAsAvx2) {
           // The same codes and scales, in the row-tile layout.
           for (int64_t r = 0; r < rows; ++r) {
             for (int64_t i = 0; i < p->kPad; ++i)
-              ASSERT_EQ(q8[s8TileCodeIndex(r, i, p->blocks)], q16[r * p->kPad + i])
+              ASSERT_EQ(q8[s8TileIndex(r, i, p->blocks)], q16[r * p->kPad + i])
                   << "row " << r << " input " << i;
             for (int64_t b = 0; b < p->blocks; ++b) {
-              const int64_t at = s8TileScaleIndex(r, b, p->blocks);
+              const int64_t at = tileScaleIndex(r, b, p->blocks);
               ASSERT_EQ(std::memcmp(&d8[at], &d16[r * p->blocks + b], sizeof(float)), 0);
               int32_t sum = 0;
               for (int64_t i = b * 32; i < b * 32 + 32; ++i)
@@ -409,11 +409,24 @@ TEST(GemmVnni, SameBitsAsAvx2) {
           auto p = packQ8(reinterpret_cast<const int8_t *>(w.packed.data()), w.scales.data(), n,
                           k, 64);
           ASSERT_TRUE(p);
-          std::vector<int16_t> q(rows * p->kPad);
-          std::vector<float> d(rows * p->blocks);
+          // The VNNI form reads the row-tile layout: the same codes.
+          const int64_t tiled = tiledRows(rows);
+          std::vector<int16_t> q(rows * p->kPad), qt(tiled * p->kPad);
+          std::vector<float> d(rows * p->blocks), dt(tiled * p->blocks);
           quantizeS16Blocks(x.data(), false, rows, k, p->blocks, q.data(), d.data());
+          quantizeS16Blocks(x.data(), false, rows, k, p->blocks, qt.data(), dt.data(), 32767.0f,
+                            true);
+          for (int64_t r = 0; r < rows; ++r) {
+            for (int64_t i = 0; i < p->kPad; ++i)
+              ASSERT_EQ(qt[s16TileIndex(r, i, p->blocks)], q[r * p->kPad + i])
+                  << "row " << r << " input " << i;
+            for (int64_t b = 0; b < p->blocks; ++b)
+              ASSERT_EQ(std::memcmp(&dt[tileScaleIndex(r, b, p->blocks)], &d[r * p->blocks + b],
+                                    sizeof(float)),
+                        0);
+          }
           gemmQ8S16Avx2(*p, q.data(), d.data(), rows, a.data());
-          avx512::gemmQ8S16(*p, q.data(), d.data(), rows, b.data());
+          avx512::gemmQ8S16(*p, qt.data(), dt.data(), rows, b.data());
         } else {
           auto p = packQ4(w.packed.data(), w.scales.data(), n, k, 64);
           ASSERT_TRUE(p);
