@@ -152,12 +152,17 @@ void quantizeS8BlocksImpl(const void *x, bool bf16, int64_t rows, int64_t k, int
 } // namespace
 
 void quantizeQ8Blocks(const void *x, bool bf16, int64_t rows, int64_t k, int64_t blocks,
-                      int8_t *q, float *d, float *dsum8) {
+                      int8_t *q, float *d, float *dsum8, bool tiled) {
   quantizeS8BlocksImpl(x, bf16, rows, k, blocks,
                        [&](int64_t r, int64_t b, const int8_t *codes, float scale, int32_t total,
                            bool finite) {
-                         const int64_t at = r * blocks + b;
-                         std::memcpy(q + at * kBlock, codes, kBlock);
+                         const int64_t at = tiled ? tileScaleIndex(r, b, blocks, rows) : r * blocks + b;
+                         if (tiled)
+                           for (int64_t step = 0; step < kBlock / 4; ++step)
+                             std::memcpy(q + s8TileIndex(r, b * kBlock + step * 4, blocks, rows),
+                                         codes + step * 4, 4);
+                         else
+                           std::memcpy(q + at * kBlock, codes, kBlock);
                          d[at] = scale;
                          dsum8[at] = finite ? 8.0f * scale * (float)total : NAN;
                        });
@@ -168,14 +173,16 @@ void quantizeS8Blocks(const void *x, bool bf16, int64_t rows, int64_t k, int64_t
   quantizeS8BlocksImpl(x, bf16, rows, k, blocks,
                        [&](int64_t r, int64_t b, const int8_t *codes, float scale, int32_t total,
                            bool) {
-                         const int64_t at = tileScaleIndex(r, b, blocks);
+                         const int64_t at = tileScaleIndex(r, b, blocks, rows);
                          for (int64_t step = 0; step < kBlock / 4; ++step)
-                           std::memcpy(q + s8TileIndex(r, b * kBlock + step * 4, blocks),
+                           std::memcpy(q + s8TileIndex(r, b * kBlock + step * 4, blocks, rows),
                                        codes + step * 4, 4);
                          d[at] = scale;
                          qsum[at] = total;
                        });
 }
+
+bool gemmQ4Tiled() { return cpuPaths().avx512Vnni; }
 
 void gemmQ4(const PackedQ4 &w, const int8_t *q, const float *d, const float *dsum8,
             int64_t rows, float *y) {

@@ -63,15 +63,20 @@ std::unique_ptr<PackedQ4> packQ4(const uint8_t *w, const float *scales, int64_t 
 /// The activations of |rows| rows quantized per block of 32 inputs: q [rows,
 /// blocks * 32] (zero past k), the blocks' scales d [rows, blocks] and
 /// 8 * d * sum(q) [rows, blocks]. |x| is f32 or bf16 (|bf16|), rows of k;
-/// |blocks| is the packed weight's (ceil(k / 32)).
+/// |blocks| is the packed weight's (ceil(k / 32)). |tiled|: in the row-tile
+/// layout of gemm_s8_avx2.h (s8TileIndex, tileScaleIndex; tiledRows(rows)
+/// rows, the last tile's extra rows unwritten), which the VNNI form reads.
 void quantizeQ8Blocks(const void *x, bool bf16, int64_t rows, int64_t k, int64_t blocks,
-                      int8_t *q, float *d, float *dsum8);
+                      int8_t *q, float *d, float *dsum8, bool tiled = false);
 
 /// y [rows, n] (row stride n) = x W^T from quantizeQ8Blocks' output. Where
 /// the CPU has AVX512_VNNI this is avx512::gemmQ4 (gemm_q_avx512.h), which
-/// gives the same bits.
+/// gives the same bits and reads the row-tile layout: quantize with |tiled|
+/// = gemmQ4Tiled().
 void gemmQ4(const PackedQ4 &w, const int8_t *q, const float *d, const float *dsum8,
             int64_t rows, float *y);
+/// Whether gemmQ4 reads quantizeQ8Blocks' row-tile layout (its VNNI form).
+bool gemmQ4Tiled();
 /// The AVX2 form, whatever the CPU (for the tests that compare the two).
 void gemmQ4Avx2(const PackedQ4 &w, const int8_t *q, const float *d, const float *dsum8,
                 int64_t rows, float *y);

@@ -46,13 +46,12 @@ inline void storeRow(float *y, __m512 v, int64_t cols) {
 /// y += s32 sum * (scale_w * d), as tileQ8S16 in gemm_s8_avx2.cc.
 template <int R>
 void tileQ8(const PackedQ8 &w, const int16_t *a, const float *d, int64_t r0, int64_t panel,
-            float *y) {
+            int64_t T, float *y) {
   const int64_t kPad = w.kPad, blocks = w.blocks;
   const int8_t *wp = w.panels8() + panel * kPad * kPanel;
   const float *ws = static_cast<const float *>(w.scales.get()) + panel * blocks * kPanel;
-  const int16_t *at = a + s16TileIndex(r0, 0, blocks);
-  const float *dt = d + tileScaleIndex(r0, 0, blocks);
-  constexpr int64_t T = kTileRows;
+  const int16_t *at = a + r0 * blocks * 32;
+  const float *dt = d + r0 * blocks;
   __m512 f[R];
   for (int r = 0; r < R; ++r)
     f[r] = _mm512_setzero_ps();
@@ -96,19 +95,18 @@ void tileQ8(const PackedQ8 &w, const int16_t *a, const float *d, int64_t r0, int
 /// same bits as gemmQ8S16 on the codes widened.
 template <int R>
 void tileQ8S8(const PackedQ8 &w, const int8_t *a, const float *d, const int32_t *qsum, int64_t r0,
-              int64_t panel, float *y) {
+              int64_t panel, int64_t T, float *y) {
   const int64_t kPad = w.kPad, blocks = w.blocks;
   const int8_t *wp = w.panels8() + panel * kPad * kPanel;
   const float *ws = static_cast<const float *>(w.scales.get()) + panel * blocks * kPanel;
-  const int8_t *at = a + s8TileIndex(r0, 0, blocks);
-  const float *dt = d + tileScaleIndex(r0, 0, blocks);
-  const int32_t *qt = qsum + tileScaleIndex(r0, 0, blocks);
+  const int8_t *at = a + r0 * blocks * 32;
+  const float *dt = d + r0 * blocks;
+  const int32_t *qt = qsum + r0 * blocks;
   // Word 2 j + p of the quads is word 16 p + j of the pairs.
   const __m512i quads = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9,
                                          24, 8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1,
                                          16, 0);
   const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
-  constexpr int64_t T = kTileRows;
   __m512 f[R];
   for (int r = 0; r < R; ++r)
     f[r] = _mm512_setzero_ps();
@@ -145,22 +143,25 @@ void tileQ8S8(const PackedQ8 &w, const int8_t *a, const float *d, const int32_t 
 }
 
 /// Rows [r0, r0 + R) of one panel of int4 weights against s8 activation
-/// blocks. Per 8 inputs: one 64-byte load unpacked into the low and high
+/// blocks in the row-tile layout (r0 starts a tile). Per 8 inputs: one 64-byte load unpacked into the low and high
 /// nibbles (16 columns x 4 inputs each), shared by the rows, and per row two
 /// broadcasts and two vpdpbusd. Per block: y += scale_w * (S d - 8 d sum q),
 /// as gemm_q4_avx2.cc's tile.
 template <int R>
 void tileQ4(const PackedQ4 &w, const int8_t *q, const float *d, const float *dsum8, int64_t r0,
-            int64_t panel, float *y) {
-  const int64_t kPad = w.kPad, blocks = w.blocks;
+            int64_t panel, int64_t T, float *y) {
+  const int64_t blocks = w.blocks;
   const __m512i low = _mm512_set1_epi8(0x0F);
   const uint8_t *wp = w.panel(panel);
   const float *ws = w.panelScales(panel);
-  const int8_t *ar = q + r0 * kPad;
+  const int8_t *at8 = q + r0 * blocks * 32;
+  const float *dt = d + r0 * blocks;
+  const float *st = dsum8 + r0 * blocks;
   __m512 f[R];
   for (int r = 0; r < R; ++r)
     f[r] = _mm512_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
+    const int8_t *ab = at8 + b * 32 * T;
     // Chains: the low nibbles into acc[r][2c], the high into acc[r][2c + 1]
     // (2 chains for 1 pair of 8 inputs at a time, 4 for 2 pairs...).
     constexpr int C = kChains<R>, P = C >= 2 ? C / 2 : 1;
@@ -176,11 +177,13 @@ void tileQ4(const PackedQ4 &w, const int8_t *q, const float *d, const float *dsu
         const __m512i v = _mm512_loadu_si512(wp + at * 8);
         const __m512i lo = _mm512_and_si512(v, low);
         const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+        // Inputs at and at + 4 of each row: steps (at % 32) / 4 and the next.
+        const int8_t *as = ab + (at % 32) / 4 * 4 * T;
         for (int r = 0; r < R; ++r) {
-          acc[r][2 * c] = _mm512_dpbusd_epi32(acc[r][2 * c], lo,
-                                              _mm512_set1_epi32(load4(ar + r * kPad + at)));
-          acc[r][2 * c + 1] = _mm512_dpbusd_epi32(
-              acc[r][2 * c + 1], hi, _mm512_set1_epi32(load4(ar + r * kPad + at + 4)));
+          acc[r][2 * c] =
+              _mm512_dpbusd_epi32(acc[r][2 * c], lo, _mm512_set1_epi32(load4(as + r * 4)));
+          acc[r][2 * c + 1] = _mm512_dpbusd_epi32(acc[r][2 * c + 1], hi,
+                                                  _mm512_set1_epi32(load4(as + 4 * T + r * 4)));
         }
       }
     }
@@ -188,10 +191,10 @@ void tileQ4(const PackedQ4 &w, const int8_t *q, const float *d, const float *dsu
     for (int r = 0; r < R; ++r) {
       for (int c = 1; c < 2 * P; ++c)
         acc[r][0] = _mm512_add_epi32(acc[r][0], acc[r][c]);
-      const int64_t at = (r0 + r) * blocks + b;
       f[r] = _mm512_fmadd_ps(s,
-                             _mm512_fmsub_ps(_mm512_cvtepi32_ps(acc[r][0]), _mm512_set1_ps(d[at]),
-                                             _mm512_set1_ps(dsum8[at])),
+                             _mm512_fmsub_ps(_mm512_cvtepi32_ps(acc[r][0]),
+                                             _mm512_set1_ps(dt[b * T + r]),
+                                             _mm512_set1_ps(st[b * T + r])),
                              f[r]);
     }
   }
@@ -227,15 +230,15 @@ void overTiles(int64_t panels, int64_t n, int64_t k, int64_t m, int64_t rowBytes
 }
 
 using Q8Tile = void (*)(const PackedQ8 &, const int16_t *, const float *, int64_t, int64_t,
-                        float *);
+                        int64_t, float *);
 constexpr Q8Tile kQ8Tiles[kRows] = {tileQ8<1>, tileQ8<2>, tileQ8<3>, tileQ8<4>,
                                     tileQ8<5>, tileQ8<6>, tileQ8<7>, tileQ8<8>};
 using Q8S8Tile = void (*)(const PackedQ8 &, const int8_t *, const float *, const int32_t *,
-                          int64_t, int64_t, float *);
+                          int64_t, int64_t, int64_t, float *);
 constexpr Q8S8Tile kQ8S8Tiles[kRows] = {tileQ8S8<1>, tileQ8S8<2>, tileQ8S8<3>, tileQ8S8<4>,
                                         tileQ8S8<5>, tileQ8S8<6>, tileQ8S8<7>, tileQ8S8<8>};
 using Q4Tile = void (*)(const PackedQ4 &, const int8_t *, const float *, const float *, int64_t,
-                        int64_t, float *);
+                        int64_t, int64_t, float *);
 constexpr Q4Tile kQ4Tiles[kRows] = {tileQ4<1>, tileQ4<2>, tileQ4<3>, tileQ4<4>,
                                     tileQ4<5>, tileQ4<6>, tileQ4<7>, tileQ4<8>};
 } // namespace
@@ -243,21 +246,21 @@ constexpr Q4Tile kQ4Tiles[kRows] = {tileQ4<1>, tileQ4<2>, tileQ4<3>, tileQ4<4>,
 void gemmQ8S16(const PackedQ8 &w, const int16_t *q, const float *d, int64_t m, float *y) {
   overTiles(w.panels, w.n, w.k, m, w.kPad * (int64_t)sizeof(int16_t),
             [&](int64_t rows, int64_t r0, int64_t panel) {
-              kQ8Tiles[rows - 1](w, q, d, r0, panel, y);
+              kQ8Tiles[rows - 1](w, q, d, r0, panel, tileHeight(m), y);
             });
 }
 
 void gemmQ8S8(const PackedQ8 &w, const int8_t *q, const float *d, const int32_t *qsum, int64_t m,
               float *y) {
   overTiles(w.panels, w.n, w.k, m, w.kPad, [&](int64_t rows, int64_t r0, int64_t panel) {
-    kQ8S8Tiles[rows - 1](w, q, d, qsum, r0, panel, y);
+    kQ8S8Tiles[rows - 1](w, q, d, qsum, r0, panel, tileHeight(m), y);
   });
 }
 
 void gemmQ4(const PackedQ4 &w, const int8_t *q, const float *d, const float *dsum8, int64_t rows,
             float *y) {
   overTiles(w.panels, w.n, w.k, rows, w.kPad, [&](int64_t r, int64_t r0, int64_t panel) {
-    kQ4Tiles[r - 1](w, q, d, dsum8, r0, panel, y);
+    kQ4Tiles[r - 1](w, q, d, dsum8, r0, panel, tileHeight(rows), y);
   });
 }
 

@@ -384,12 +384,12 @@ void quantizeS16Blocks(const void *x, bool bf16, int64_t rows, int64_t k, int64_
       const bool finite = loadBlock32(x, bf16, r, k, b, v, amax);
       alignas(32) int16_t tile[32];
       int16_t *qb = tiled ? tile : q + (r * blocks + b) * 32;
-      const int64_t at = tiled ? tileScaleIndex(r, b, blocks) : r * blocks + b;
-      // The row-tile layout: the block's pairs go 2 * kTileRows apart.
+      const int64_t at = tiled ? tileScaleIndex(r, b, blocks, rows) : r * blocks + b;
+      // The row-tile layout: the block's pairs go 2 * tileHeight(rows) apart.
       auto place = [&] {
         if (tiled)
           for (int64_t i = 0; i < 32; i += 2)
-            std::memcpy(q + s16TileIndex(r, b * 32 + i, blocks), tile + i, 2 * sizeof(int16_t));
+            std::memcpy(q + s16TileIndex(r, b * 32 + i, blocks, rows), tile + i, 2 * sizeof(int16_t));
       };
       if (!finite) { // the row's outputs are NaN (docs/precision.md, "Non-finite values")
         std::memset(qb, 0, 32 * sizeof(int16_t));

@@ -346,11 +346,14 @@ std::string runBlocks(const PackedLinear &w, const GemmCall &c) {
   thread_local ThreadBuffer qbuf, dbuf, sbuf;
   auto *d = static_cast<float *>(dbuf.get(rows * blocks * sizeof(float)));
   if (w.q4) {
-    auto *q = static_cast<int8_t *>(qbuf.get(rows * blocks * 32));
-    auto *ds = static_cast<float *>(sbuf.get(rows * blocks * sizeof(float)));
+    const bool tiled = gemmQ4Tiled(); // the VNNI form's row tiles
+    const int64_t qrows = tiled ? tiledRows(rows) : rows;
+    auto *q = static_cast<int8_t *>(qbuf.get(qrows * blocks * 32));
+    auto *ds = static_cast<float *>(sbuf.get(qrows * blocks * sizeof(float)));
+    d = static_cast<float *>(dbuf.get(qrows * blocks * sizeof(float)));
     if (!q || !d || !ds)
       return "out of memory for a group-wise linear layer's buffers";
-    quantizeQ8Blocks(c.x, c.xDtype == TFC_DTYPE_BF16, rows, w.k, blocks, q, d, ds);
+    quantizeQ8Blocks(c.x, c.xDtype == TFC_DTYPE_BF16, rows, w.k, blocks, q, d, ds, tiled);
     gemmQ4(*w.q4, q, d, ds, rows, y);
   } else if (c.actBits == 8 && cpuPaths().avx512Vnni) {
     // 8-bit activation blocks (--activation-bits 8) on VNNI: vpdpbusd, 64

@@ -392,10 +392,10 @@ TEST(GemmVnni, SameBitsAsAvx2) {
           // The same codes and scales, in the row-tile layout.
           for (int64_t r = 0; r < rows; ++r) {
             for (int64_t i = 0; i < p->kPad; ++i)
-              ASSERT_EQ(q8[s8TileIndex(r, i, p->blocks)], q16[r * p->kPad + i])
+              ASSERT_EQ(q8[s8TileIndex(r, i, p->blocks, rows)], q16[r * p->kPad + i])
                   << "row " << r << " input " << i;
             for (int64_t b = 0; b < p->blocks; ++b) {
-              const int64_t at = tileScaleIndex(r, b, p->blocks);
+              const int64_t at = tileScaleIndex(r, b, p->blocks, rows);
               ASSERT_EQ(std::memcmp(&d8[at], &d16[r * p->blocks + b], sizeof(float)), 0);
               int32_t sum = 0;
               for (int64_t i = b * 32; i < b * 32 + 32; ++i)
@@ -418,10 +418,10 @@ TEST(GemmVnni, SameBitsAsAvx2) {
                             true);
           for (int64_t r = 0; r < rows; ++r) {
             for (int64_t i = 0; i < p->kPad; ++i)
-              ASSERT_EQ(qt[s16TileIndex(r, i, p->blocks)], q[r * p->kPad + i])
+              ASSERT_EQ(qt[s16TileIndex(r, i, p->blocks, rows)], q[r * p->kPad + i])
                   << "row " << r << " input " << i;
             for (int64_t b = 0; b < p->blocks; ++b)
-              ASSERT_EQ(std::memcmp(&dt[tileScaleIndex(r, b, p->blocks)], &d[r * p->blocks + b],
+              ASSERT_EQ(std::memcmp(&dt[tileScaleIndex(r, b, p->blocks, rows)], &d[r * p->blocks + b],
                                     sizeof(float)),
                         0);
           }
@@ -430,11 +430,26 @@ TEST(GemmVnni, SameBitsAsAvx2) {
         } else {
           auto p = packQ4(w.packed.data(), w.scales.data(), n, k, 64);
           ASSERT_TRUE(p);
-          std::vector<int8_t> q(rows * p->kPad);
-          std::vector<float> d(rows * p->blocks), ds(rows * p->blocks);
+          // The VNNI form reads the row-tile layout: the same codes.
+          const int64_t tiled = tiledRows(rows);
+          std::vector<int8_t> q(rows * p->kPad), qt(tiled * p->kPad);
+          std::vector<float> d(rows * p->blocks), ds(rows * p->blocks), dt(tiled * p->blocks),
+              dst(tiled * p->blocks);
           quantizeQ8Blocks(x.data(), false, rows, k, p->blocks, q.data(), d.data(), ds.data());
+          quantizeQ8Blocks(x.data(), false, rows, k, p->blocks, qt.data(), dt.data(), dst.data(),
+                           true);
+          for (int64_t r = 0; r < rows; ++r) {
+            for (int64_t i = 0; i < p->kPad; ++i)
+              ASSERT_EQ(qt[s8TileIndex(r, i, p->blocks, rows)], q[r * p->kPad + i])
+                  << "row " << r << " input " << i;
+            for (int64_t b = 0; b < p->blocks; ++b) {
+              const int64_t at = tileScaleIndex(r, b, p->blocks, rows);
+              ASSERT_EQ(std::memcmp(&dt[at], &d[r * p->blocks + b], sizeof(float)), 0);
+              ASSERT_EQ(std::memcmp(&dst[at], &ds[r * p->blocks + b], sizeof(float)), 0);
+            }
+          }
           gemmQ4Avx2(*p, q.data(), d.data(), ds.data(), rows, a.data());
-          avx512::gemmQ4(*p, q.data(), d.data(), ds.data(), rows, b.data());
+          avx512::gemmQ4(*p, qt.data(), dt.data(), dst.data(), rows, b.data());
         }
         for (int64_t i = 0; i < rows * n; ++i)
           ASSERT_EQ(std::memcmp(&a[i], &b[i], sizeof(float)), 0)
