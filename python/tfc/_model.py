@@ -311,21 +311,31 @@ def load(path: PathLike) -> Model:
 
 def compile(source: PathLike, *, weights: Optional[PathLike] = None,
             set: Optional[Mapping[str, object]] = None, precision: str = "f32",
-            fusion: bool = True, nonfinite_weights: str = "warn") -> Model:
+            fusion: bool = True, nonfinite_weights: str = "warn",
+            activation_bits: Optional[int] = None) -> Model:
     """Compiles a model description (YAML) or a Hugging Face model directory.
 
     ``weights``: a safetensors file (overrides the description's ``weights:``);
     ``set``: parameter overrides, e.g. ``{"d_model": 64}`` (``tfc compile --set``);
     ``precision``: "f32", "bf16", "int8" or "int4"; ``fusion``: False compiles the unfused
     model; ``nonfinite_weights``: "warn" (a warning per weight holding NaN or inf, in
-    ``Model.warnings``) or "error" (a CompileError; ``tfc compile --nonfinite-weights``).
+    ``Model.warnings``) or "error" (a CompileError; ``tfc compile --nonfinite-weights``);
+    ``activation_bits``: 16 (the default) or 8, the bits each block of 32 linear inputs is
+    quantized to at run time for "int8" with groups of scales (decoder-only models):
+    8 is llama.cpp Q8_0's arithmetic, faster prefill on CPUs with AVX512_VNNI
+    (``tfc compile --activation-bits``, docs/precision.md).
     Raises tfc.CompileError with the diagnostic's file, line and column.
     """
     if nonfinite_weights not in ("warn", "error"):
         raise InvalidArgument(f"nonfinite_weights must be 'warn' or 'error', "
                               f"got {nonfinite_weights!r}")
+    extra = [f"--nonfinite-weights={nonfinite_weights}"]
+    if activation_bits is not None:
+        if activation_bits not in (8, 16) or isinstance(activation_bits, bool):
+            raise InvalidArgument(f"activation_bits must be 8 or 16, got {activation_bits!r}")
+        extra.append(f"--activation-bits={activation_bits}")
     return _compile(source, weights=weights, set=set, precision=precision, fusion=fusion,
-                    _extra=[f"--nonfinite-weights={nonfinite_weights}"])
+                    _extra=extra)
 
 
 def _compile(source: PathLike, *, weights: Optional[PathLike] = None,

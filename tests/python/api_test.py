@@ -111,6 +111,35 @@ class Compile(Fixture):
         with self.assertRaises(tfc.InvalidArgument) as cm:
             tfc.compile(MODELS / "gpt2.yaml", precision="f16")
         self.assertEqual(str(cm.exception), "precision must be one of f32, bf16, int8, int4, got 'f16'")
+        with self.assertRaises(tfc.InvalidArgument) as cm:
+            tfc.compile(MODELS / "gpt2.yaml", precision="int8", activation_bits=4)
+        self.assertEqual(str(cm.exception), "activation_bits must be 8 or 16, got 4")
+        with self.assertRaises(tfc.CompileError) as cm:
+            tfc.compile(MODELS / "gpt2.yaml", set=GPT2_SMALL, activation_bits=8)
+        self.assertEqual(cm.exception.message,
+                         "--activation-bits applies to --precision int8 with groups of scales "
+                         "(a decoder-only model, or --group-size 32, 64, ...)")
+
+    def test_int8_activation_bits(self):
+        # GPT-2 is decoder-only: int8 takes a scale per 32 weights, and its
+        # activation blocks 16 bits unless asked for 8 (Q8_0's arithmetic). Both
+        # stay within int8's bound of the f32 logits (docs/precision.md), and
+        # the file's choice reaches the runtime (the logits move).
+        ids = np.load(GOLDEN / "gpt2" / "tokens.npy")
+        want = self.gpt2.session(threads=1).run({"tokens": ids})["logits"]
+        got, files = {}, {}
+        for bits in (None, 16, 8):
+            m = tfc.compile(MODELS / "gpt2.yaml", set=GPT2_SMALL, precision="int8",
+                            weights=GOLDEN / "gpt2" / "weights.safetensors",
+                            activation_bits=bits)
+            got[bits] = m.session(threads=1).run({"tokens": ids})["logits"]
+            rel = float(np.linalg.norm(got[bits] - want) / np.linalg.norm(want))
+            self.assertLess(rel, 0.03, bits)
+            m.save(self.tmp / f"a{bits}.bin")
+            files[bits] = (self.tmp / f"a{bits}.bin").read_bytes()
+        self.assertEqual(files[None], files[16])  # 16 is the default
+        self.assertNotEqual(files[8], files[16])
+        self.assertTrue((got[8] != got[16]).any())
         with self.assertRaises(tfc.CompileError) as cm:
             tfc.compile(self.tmp / "missing.yaml")
         self.assertEqual(cm.exception.message,
