@@ -359,10 +359,10 @@ std::string runBlocks(const PackedLinear &w, const GemmCall &c) {
     // 8-bit activation blocks (--activation-bits 8) on VNNI: vpdpbusd, 64
     // products per instruction. Elsewhere the same codes go through the s16
     // kernel below, for the same bits.
-    const int64_t tiled = tiledRows(rows); // quantizeS8Blocks' row tiles
-    auto *q = static_cast<int8_t *>(qbuf.get(tiled * blocks * 32));
-    auto *qsum = static_cast<int32_t *>(sbuf.get(tiled * blocks * sizeof(int32_t)));
-    d = static_cast<float *>(dbuf.get(tiled * blocks * sizeof(float)));
+    const int64_t qrows = tiledRows(rows); // quantizeS8Blocks' row tiles
+    auto *q = static_cast<int8_t *>(qbuf.get(qrows * blocks * 32));
+    auto *qsum = static_cast<int32_t *>(sbuf.get(qrows * blocks * sizeof(int32_t)));
+    d = static_cast<float *>(dbuf.get(qrows * blocks * sizeof(float)));
     if (!q || !d || !qsum)
       return "out of memory for a group-wise linear layer's buffers";
     quantizeS8Blocks(c.x, c.xDtype == TFC_DTYPE_BF16, rows, w.k, blocks, q, d, qsum);

@@ -34,9 +34,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <initializer_list>
 #include <cstring>
 #include <limits>
 #include <random>
+#include <utility>
 #include <vector>
 
 namespace tfc::cpu {
@@ -357,6 +359,28 @@ TEST(PackedRows, EveryDenseLayoutGivesTheStoredRows) {
   }
 }
 
+/// The row-tile layout that the VNNI forms read (gemm_s8_avx2.h) holds the
+/// row layout's codes |q| (as |qt|: s8 or s16) and each per-block value
+/// (pairs of the row layout's [rows, blocks] and the tiled one's), bit for bit.
+template <typename Q, typename QT>
+void expectTiled(int64_t rows, int64_t kPad, int64_t blocks, const std::vector<Q> &q,
+                 const std::vector<QT> &qt,
+                 std::initializer_list<std::pair<const float *, const float *>> perBlock) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = 0; i < kPad; ++i) {
+      const int64_t at = sizeof(QT) == 2 ? s16TileIndex(r, i, blocks, rows)
+                                         : s8TileIndex(r, i, blocks, rows);
+      ASSERT_EQ(qt[at], q[r * kPad + i]) << "row " << r << " input " << i;
+    }
+    for (int64_t b = 0; b < blocks; ++b)
+      for (auto [rowv, tiledv] : perBlock)
+        ASSERT_EQ(std::memcmp(&tiledv[tileScaleIndex(r, b, blocks, rows)], &rowv[r * blocks + b],
+                              sizeof(float)),
+                  0)
+            << "row " << r << " block " << b;
+  }
+}
+
 /// The VNNI forms give the AVX2 forms' bits, at decoding's row counts, over
 /// the 8-row tiles' edges and over prefill's row blocks.
 TEST(GemmVnni, SameBitsAsAvx2) {
@@ -389,20 +413,17 @@ TEST(GemmVnni, SameBitsAsAvx2) {
           quantizeS16Blocks(x.data(), false, rows, k, p->blocks, q16.data(), d16.data(), 127.0f);
           quantizeS8Blocks(x.data(), false, rows, k, p->blocks, q8.data(), d8.data(),
                            qsum.data());
-          // The same codes and scales, in the row-tile layout.
-          for (int64_t r = 0; r < rows; ++r) {
-            for (int64_t i = 0; i < p->kPad; ++i)
-              ASSERT_EQ(q8[s8TileIndex(r, i, p->blocks, rows)], q16[r * p->kPad + i])
-                  << "row " << r << " input " << i;
+          // The same codes and scales, in the row-tile layout, and the sums.
+          ASSERT_NO_FATAL_FAILURE(
+              expectTiled(rows, p->kPad, p->blocks, q16, q8, {{d16.data(), d8.data()}}));
+          for (int64_t r = 0; r < rows; ++r)
             for (int64_t b = 0; b < p->blocks; ++b) {
-              const int64_t at = tileScaleIndex(r, b, p->blocks, rows);
-              ASSERT_EQ(std::memcmp(&d8[at], &d16[r * p->blocks + b], sizeof(float)), 0);
               int32_t sum = 0;
               for (int64_t i = b * 32; i < b * 32 + 32; ++i)
                 sum += q16[r * p->kPad + i];
-              ASSERT_EQ(qsum[at], sum) << "row " << r << " block " << b;
+              ASSERT_EQ(qsum[tileScaleIndex(r, b, p->blocks, rows)], sum)
+                  << "row " << r << " block " << b;
             }
-          }
           gemmQ8S16Avx2(*p, q16.data(), d16.data(), rows, a.data());
           avx512::gemmQ8S8(*p, q8.data(), d8.data(), qsum.data(), rows, b.data());
         } else if (int8) {
@@ -416,15 +437,8 @@ TEST(GemmVnni, SameBitsAsAvx2) {
           quantizeS16Blocks(x.data(), false, rows, k, p->blocks, q.data(), d.data());
           quantizeS16Blocks(x.data(), false, rows, k, p->blocks, qt.data(), dt.data(), 32767.0f,
                             true);
-          for (int64_t r = 0; r < rows; ++r) {
-            for (int64_t i = 0; i < p->kPad; ++i)
-              ASSERT_EQ(qt[s16TileIndex(r, i, p->blocks, rows)], q[r * p->kPad + i])
-                  << "row " << r << " input " << i;
-            for (int64_t b = 0; b < p->blocks; ++b)
-              ASSERT_EQ(std::memcmp(&dt[tileScaleIndex(r, b, p->blocks, rows)], &d[r * p->blocks + b],
-                                    sizeof(float)),
-                        0);
-          }
+          ASSERT_NO_FATAL_FAILURE(
+              expectTiled(rows, p->kPad, p->blocks, q, qt, {{d.data(), dt.data()}}));
           gemmQ8S16Avx2(*p, q.data(), d.data(), rows, a.data());
           avx512::gemmQ8S16(*p, qt.data(), dt.data(), rows, b.data());
         } else {
@@ -438,16 +452,8 @@ TEST(GemmVnni, SameBitsAsAvx2) {
           quantizeQ8Blocks(x.data(), false, rows, k, p->blocks, q.data(), d.data(), ds.data());
           quantizeQ8Blocks(x.data(), false, rows, k, p->blocks, qt.data(), dt.data(), dst.data(),
                            true);
-          for (int64_t r = 0; r < rows; ++r) {
-            for (int64_t i = 0; i < p->kPad; ++i)
-              ASSERT_EQ(qt[s8TileIndex(r, i, p->blocks, rows)], q[r * p->kPad + i])
-                  << "row " << r << " input " << i;
-            for (int64_t b = 0; b < p->blocks; ++b) {
-              const int64_t at = tileScaleIndex(r, b, p->blocks, rows);
-              ASSERT_EQ(std::memcmp(&dt[at], &d[r * p->blocks + b], sizeof(float)), 0);
-              ASSERT_EQ(std::memcmp(&dst[at], &ds[r * p->blocks + b], sizeof(float)), 0);
-            }
-          }
+          ASSERT_NO_FATAL_FAILURE(expectTiled(rows, p->kPad, p->blocks, q, qt,
+                                              {{d.data(), dt.data()}, {ds.data(), dst.data()}}));
           gemmQ4Avx2(*p, q.data(), d.data(), ds.data(), rows, a.data());
           avx512::gemmQ4(*p, qt.data(), dt.data(), dst.data(), rows, b.data());
         }
