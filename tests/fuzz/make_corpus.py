@@ -64,6 +64,10 @@ RUN_MODELS = {
     "gpt2-int8": ("gpt2.yaml",
                   "d_model=8 heads=2 layers=1 vocab=16 max_len=8 max_batch=4 bos_id=1 "
                   "eos_id=2", ["--precision", "int8"], None),
+    # int8 with 8-bit activation blocks (format 9's act_bits).
+    "gpt2-int8-a8": ("gpt2.yaml",
+                     "d_model=8 heads=2 layers=1 vocab=16 max_len=8 max_batch=4 bos_id=1 "
+                     "eos_id=2", ["--precision", "int8", "--activation-bits", "8"], None),
     "floydhub-nan": ("tutorial-floydhub.yaml",
                      "d_model=8 heads=2 d_ff=16 layers=1 max_len=8 max_batch=4 "
                      "src_vocab=16 tgt_vocab=16", [],
