@@ -445,7 +445,13 @@ int runCompile() {
       static const char *names[] = {"f32", "bf16", "int8", "int4"};
       llvm::outs() << "  precision: " << names[(int)precision.getValue()] << ", "
                    << stats.bf16Activations << " of " << stats.floatActivations
-                   << " float activations in bf16\n  kernels by dtype:";
+                   << " float activations in bf16";
+      // Group-wise int8: its scale groups and the activation blocks' bits.
+      if (planOpts.int8Group > 0)
+        llvm::outs() << "; int8 weights with a scale per " << planOpts.int8Group
+                     << " inputs, linear inputs in " << (planOpts.int8ActBits == 8 ? 8 : 16)
+                     << "-bit blocks of 32";
+      llvm::outs() << "\n  kernels by dtype:";
       for (auto &[what, count] : stats.precisionCounts)
         llvm::outs() << " " << what << " x" << count << ";";
       llvm::outs() << "\n";
