@@ -149,6 +149,13 @@ void quantizeS8BlocksImpl(const void *x, bool bf16, int64_t rows, int64_t k, int
     }
   }
 }
+/// Block |b|'s 32 codes of row |r| into the s8 row-tile layout of a call of
+/// |rows| rows (gemm_s8_avx2.h): 4 codes a step, tileHeight(rows) rows apart.
+void storeS8Tiled(int8_t *q, int64_t r, int64_t b, int64_t blocks, int64_t rows,
+                  const int8_t *codes) {
+  for (int64_t step = 0; step < kBlock / 4; ++step)
+    std::memcpy(q + s8TileIndex(r, b * kBlock + step * 4, blocks, rows), codes + step * 4, 4);
+}
 } // namespace
 
 void quantizeQ8Blocks(const void *x, bool bf16, int64_t rows, int64_t k, int64_t blocks,
@@ -156,11 +163,10 @@ void quantizeQ8Blocks(const void *x, bool bf16, int64_t rows, int64_t k, int64_t
   quantizeS8BlocksImpl(x, bf16, rows, k, blocks,
                        [&](int64_t r, int64_t b, const int8_t *codes, float scale, int32_t total,
                            bool finite) {
-                         const int64_t at = tiled ? tileScaleIndex(r, b, blocks, rows) : r * blocks + b;
+                         const int64_t at =
+                             tiled ? tileScaleIndex(r, b, blocks, rows) : r * blocks + b;
                          if (tiled)
-                           for (int64_t step = 0; step < kBlock / 4; ++step)
-                             std::memcpy(q + s8TileIndex(r, b * kBlock + step * 4, blocks, rows),
-                                         codes + step * 4, 4);
+                           storeS8Tiled(q, r, b, blocks, rows, codes);
                          else
                            std::memcpy(q + at * kBlock, codes, kBlock);
                          d[at] = scale;
@@ -174,9 +180,7 @@ void quantizeS8Blocks(const void *x, bool bf16, int64_t rows, int64_t k, int64_t
                        [&](int64_t r, int64_t b, const int8_t *codes, float scale, int32_t total,
                            bool) {
                          const int64_t at = tileScaleIndex(r, b, blocks, rows);
-                         for (int64_t step = 0; step < kBlock / 4; ++step)
-                           std::memcpy(q + s8TileIndex(r, b * kBlock + step * 4, blocks, rows),
-                                       codes + step * 4, 4);
+                         storeS8Tiled(q, r, b, blocks, rows, codes);
                          d[at] = scale;
                          qsum[at] = total;
                        });

@@ -41,9 +41,10 @@ inline void storeRow(float *y, __m512 v, int64_t cols) {
 /// Rows [r0, r0 + R) of one panel of group-wise int8 weights against s16
 /// activations in quantizeS16Blocks' row-tile layout (r0 starts a tile; one
 /// base pointer reaches the tile's rows: with a pointer per row the 8-row
-/// tile spilled general registers every block, 1.08x-1.15x slower). Per 2 inputs: one widening of 16 columns' weights to s16,
-/// shared by the rows, and per row one broadcast and one vpdpwssd. Per block:
-/// y += s32 sum * (scale_w * d), as tileQ8S16 in gemm_s8_avx2.cc.
+/// tile spilled general registers every block, 1.08x-1.15x slower). Per 2
+/// inputs: one widening of 16 columns' weights to s16, shared by the rows,
+/// and per row one broadcast and one vpdpwssd. Per block: y += s32 sum *
+/// (scale_w * d), as tileQ8S16 in gemm_s8_avx2.cc.
 template <int R>
 void tileQ8(const PackedQ8 &w, const int16_t *a, const float *d, int64_t r0, int64_t panel,
             int64_t T, float *y) {
@@ -143,10 +144,10 @@ void tileQ8S8(const PackedQ8 &w, const int8_t *a, const float *d, const int32_t 
 }
 
 /// Rows [r0, r0 + R) of one panel of int4 weights against s8 activation
-/// blocks in the row-tile layout (r0 starts a tile). Per 8 inputs: one 64-byte load unpacked into the low and high
-/// nibbles (16 columns x 4 inputs each), shared by the rows, and per row two
-/// broadcasts and two vpdpbusd. Per block: y += scale_w * (S d - 8 d sum q),
-/// as gemm_q4_avx2.cc's tile.
+/// blocks in the row-tile layout (r0 starts a tile). Per 8 inputs: one
+/// 64-byte load unpacked into the low and high nibbles (16 columns x 4 inputs
+/// each), shared by the rows, and per row two broadcasts and two vpdpbusd.
+/// Per block: y += scale_w * (S d - 8 d sum q), as gemm_q4_avx2.cc's tile.
 template <int R>
 void tileQ4(const PackedQ4 &w, const int8_t *q, const float *d, const float *dsum8, int64_t r0,
             int64_t panel, int64_t T, float *y) {

@@ -389,7 +389,8 @@ void quantizeS16Blocks(const void *x, bool bf16, int64_t rows, int64_t k, int64_
       auto place = [&] {
         if (tiled)
           for (int64_t i = 0; i < 32; i += 2)
-            std::memcpy(q + s16TileIndex(r, b * 32 + i, blocks, rows), tile + i, 2 * sizeof(int16_t));
+            std::memcpy(q + s16TileIndex(r, b * 32 + i, blocks, rows), tile + i,
+                        2 * sizeof(int16_t));
       };
       if (!finite) { // the row's outputs are NaN (docs/precision.md, "Non-finite values")
         std::memset(qb, 0, 32 * sizeof(int16_t));

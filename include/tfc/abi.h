@@ -30,7 +30,8 @@
  * defaults to the generation record. Version 8 added int4 weights
  * (TFC_DTYPE_I4), which carry the weight descriptor. Version 9 added a
  * quantized weight's activation bits to its descriptor (`tfc compile
- * --activation-bits 8`). Other versions are rejected. The metadata's records are described once, in format/metadata.cc. */
+ * --activation-bits 8`). Other versions are rejected. The metadata's
+ * records are described once, in format/metadata.cc. */
 #define TFC_FORMAT_VERSION 9u
 #define TFC_FORMAT_MIN_VERSION 2u
 /* How an optional @forward input is made when the caller leaves it out
