@@ -224,6 +224,42 @@ void Engine::Impl::requestMain(const std::shared_ptr<Req> &r) {
   endLocked(r, std::move(st));
 }
 
+/// cvEngine.wait(lk, ready), with the engine's OpenMP workers asleep.
+///
+/// After a parallel region libgomp's workers spin for the next one (300000
+/// rounds, milliseconds), and the next one comes only when every request has
+/// posted its step: the spinning worker takes a core from the request threads'
+/// searches. So the wait runs inside a parallel region of the team, where
+/// the workers sleep on a condition variable until the engine thread is
+/// woken. 48 greedy Marian requests at once (OPUS-MT shape, 2 threads, Zen 4
+/// class EPYC): 1.06x the tokens/s, 6 of 6 interleaved pairs faster; the
+/// engine's wait for its requests' searches 0.26 -> 0.22 s of 1.9 s.
+template <class Ready>
+void Engine::Impl::waitQuietly(std::unique_lock<std::mutex> &lk, Ready ready) {
+  const int team = omp_get_max_threads();
+  if (ready() || team <= 1 || omp_in_parallel()) {
+    cvEngine.wait(lk, ready);
+    return;
+  }
+  std::mutex wm;
+  std::condition_variable wcv;
+  bool woken = false;
+#pragma omp parallel num_threads(team)
+  {
+    if (omp_get_thread_num() == 0) {
+      cvEngine.wait(lk, ready);
+      {
+        std::lock_guard<std::mutex> g(wm);
+        woken = true;
+      }
+      wcv.notify_all();
+    } else {
+      std::unique_lock<std::mutex> g(wm);
+      wcv.wait(g, [&] { return woken; });
+    }
+  }
+}
+
 void Engine::Impl::run() {
   std::unique_lock<std::mutex> lk(mu);
   for (;;) {
@@ -295,7 +331,7 @@ void Engine::Impl::run() {
           return false;
       return !running.empty();
     };
-    cvEngine.wait(lk, [&] {
+    waitQuietly(lk, [&] {
       return allPosted() || !toJoin.empty() || (stopping && running.empty()) || admissible();
     });
     if (!allPosted())

@@ -132,6 +132,7 @@ struct Engine::Impl {
 
   Status init();
   void run();
+  template <class Ready> void waitQuietly(std::unique_lock<std::mutex> &lk, Ready ready);
   Status startRequest(Req &r);
   void requestMain(const std::shared_ptr<Req> &r);
   void endLocked(const std::shared_ptr<Req> &r, Status st);
