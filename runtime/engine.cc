@@ -399,6 +399,7 @@ void Engine::Impl::run() {
     if (!ok.empty()) {
       Status st;
       try {
+        orderLikeLastStep(ok);
         st = runRows(ok, 1, true);
       } catch (const std::bad_alloc &) {
         st = Status::outOfMemory("out of memory in an engine step");

@@ -162,7 +162,13 @@ struct Engine::Impl {
   /// Blocks |positions| positions take.
   int64_t blocksFor(int64_t positions) const { return (positions + blockLen - 1) / blockLen; }
   Status runRows(const std::vector<Req *> &reqs, int64_t steps, bool wantLogits);
-  void assembleRowInputs(const std::vector<Req *> &group, RowInputBatch &batch);
+  /// |batch| for the rows of |group|, in order: rewrites the rows that differ
+  /// from the ones it holds (all of them when the padded lengths change).
+  void updateRowInputs(const std::vector<Req *> &group, RowInputBatch &batch);
+  /// Orders a one-token step's requests so that those of the last one keep
+  /// their rows (new ones fill the rows of those that left), and their row
+  /// inputs stay where they are.
+  void orderLikeLastStep(std::vector<Req *> &group) const;
   Status post(Req &r, const int64_t *tokens, int64_t rows, int64_t steps, int64_t pos);
 };
 

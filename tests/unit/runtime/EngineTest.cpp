@@ -281,6 +281,53 @@ TEST(Engine, EncoderDecoderEqualsAlone) {
   expectPoolFull(e);
 }
 
+/// Requests that join and leave while others decode: a one-token step keeps
+/// the rows of its encoder memory and source ids in place and rewrites only
+/// the rows that changed (new requests in the places of those that left), and
+/// all of them when the padded source length grows (a longer source joins) or
+/// shrinks by a quarter (the longest leaves). Every request's tokens equal
+/// its own alone.
+TEST(Engine, EncoderDecoderRowsJoinAndLeaveMidStream) {
+  ModelGuard m(TFC_ENGINE_FLOYDHUB);
+  std::mt19937 rng(11);
+  auto request = [&](int len, int maxLen, int beam) {
+    Request r;
+    r.input = "src";
+    for (int t = 0; t < len; ++t)
+      r.ids.push_back(3 + static_cast<int64_t>(rng() % 37));
+    tfrun_generate_options_init(&r.opt);
+    r.opt.max_len = maxLen;
+    r.opt.beam_width = beam;
+    return r;
+  };
+  // Waves: short sources, one long-running; then longer sources join it
+  // (the padded length grows); then short ones after the long have ended.
+  std::vector<std::vector<Request>> waves(3);
+  waves[0] = {request(4, 22, 1), request(3, 6, 1), request(5, 8, 2), request(2, 5, 1)};
+  waves[1] = {request(15, 7, 1), request(12, 9, 2), request(6, 4, 1)};
+  waves[2] = {request(3, 6, 2), request(4, 5, 1), request(2, 7, 1)};
+  EngineGuard e(m.m, 8);
+  uint64_t first = 0; // the first wave's first request runs on through the later waves
+  Outcome firstWant;
+  for (size_t w = 0; w < waves.size(); ++w) {
+    const std::vector<Outcome> want = aloneEach(m.m, waves[w]);
+    std::vector<uint64_t> ids(waves[w].size());
+    for (size_t i = 0; i < ids.size(); ++i) {
+      StatusGuard g{submit(e.e, waves[w][i], &ids[i])};
+      ASSERT_EQ(g.s, nullptr) << g.text();
+    }
+    if (w == 0) {
+      first = ids[0];
+      firstWant = want[0];
+    }
+    for (size_t i = w == 0 ? 1 : 0; i < ids.size(); ++i)
+      expectSame(collect(e.e, ids[i]), want[i],
+                 "wave " + std::to_string(w) + ", request " + std::to_string(i));
+  }
+  expectSame(collect(e.e, first), firstWant, "wave 0, request 0");
+  expectPoolFull(e);
+}
+
 /// Blocks shorter than max_len are the CPU's: the CUDA backend reads one block
 /// of max_len per row, which ASmallPoolOfWholeRowsPreempts covers.
 #define SKIP_UNLESS_PAGED()                                                                  \
