@@ -6,9 +6,9 @@
 // the running set, the free cache rows and every request's exchange fields.
 //
 // A step: admit what fits, wait until every running request has posted its
-// rows (or ended), apply the KV copies beam fan-outs asked for, run one
-// decode_step over all the one-token rows, then the prefills within the token
-// budget, hand each request its logits and wake it.
+// rows (or ended), apply the KV copies beam fan-outs asked for, run the
+// prefills within the token budget, then one decode_step over all the
+// one-token rows, whose logits each request reads in place, and wake them.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/engine_internal.h"
@@ -32,7 +32,7 @@ public:
   int64_t maxStepTokens() const override { return e.maxStep; }
   Status step(const int64_t *tokens, int64_t rows, int64_t pos, const float **logits) override {
     TFC_RETURN_IF_ERROR(e.post(r, tokens, rows, 1, pos));
-    *logits = r.logits.data();
+    *logits = r.logitsAt;
     return Status::ok();
   }
   Status prefill(const int64_t *tokens, int64_t rows, int64_t n, int64_t pos) override {
@@ -392,21 +392,8 @@ void Engine::Impl::run() {
     }
     for (Req *r : prefill)
       r->stepStatus = applyCopies(*r);
-    std::vector<Req *> ok;
-    for (Req *r : decode)
-      if (r->stepStatus.isOk())
-        ok.push_back(r);
-    if (!ok.empty()) {
-      Status st;
-      try {
-        orderLikeLastStep(ok);
-        st = runRows(ok, 1, true);
-      } catch (const std::bad_alloc &) {
-        st = Status::outOfMemory("out of memory in an engine step");
-      }
-      for (Req *r : ok)
-        r->stepStatus = st;
-    }
+    // The prefills first: the one-token rows' logits are then read in place
+    // (runRows), and stay there until the next step's first run.
     for (Req *r : prefill) {
       if (!r->stepStatus.isOk())
         continue;
@@ -416,6 +403,21 @@ void Engine::Impl::run() {
       } catch (const std::bad_alloc &) {
         r->stepStatus = Status::outOfMemory("out of memory in a prefill");
       }
+    }
+    std::vector<Req *> ok;
+    for (Req *r : decode)
+      if (r->stepStatus.isOk())
+        ok.push_back(r);
+    if (!ok.empty()) {
+      Status st;
+      try {
+        orderLikeLastStep(ok);
+        st = runRows(ok, 1, true, /*lastRun=*/true);
+      } catch (const std::bad_alloc &) {
+        st = Status::outOfMemory("out of memory in an engine step");
+      }
+      for (Req *r : ok)
+        r->stepStatus = st;
     }
     const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
     lk.lock();

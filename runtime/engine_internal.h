@@ -84,7 +84,11 @@ struct Req {
   /// rows' whole history from position 0).
   std::vector<int64_t> tables;
   int64_t tableWidth = 1, runPos = 0, runSteps = 1;
-  std::vector<float> logits;   ///< [rows, vocab] after a one-token step
+  /// [rows, vocab] after a one-token step: in the session's output, valid
+  /// until the engine's next step runs (after every request has posted), or
+  /// in |logits| (a recompute's).
+  const float *logitsAt = nullptr;
+  std::vector<float> logits;
   Status stepStatus;
 };
 
@@ -161,7 +165,12 @@ struct Engine::Impl {
   void releaseRows(Req &r);
   /// Blocks |positions| positions take.
   int64_t blocksFor(int64_t positions) const { return (positions + blockLen - 1) / blockLen; }
-  Status runRows(const std::vector<Req *> &reqs, int64_t steps, bool wantLogits);
+  /// One decode_step over |reqs|' rows, |steps| tokens each. With
+  /// |wantLogits| each request gets its rows' logits (logitsAt): in place
+  /// when it is the step's |lastRun| (nothing runs decode_step again before
+  /// every request has posted its next step), else copied.
+  Status runRows(const std::vector<Req *> &reqs, int64_t steps, bool wantLogits,
+                 bool lastRun = false);
   /// |batch| for the rows of |group|, in order: rewrites the rows that differ
   /// from the ones it holds (all of them when the padded lengths change).
   void updateRowInputs(const std::vector<Req *> &group, RowInputBatch &batch);

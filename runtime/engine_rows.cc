@@ -323,7 +323,8 @@ void Engine::Impl::updateRowInputs(const std::vector<Req *> &group, RowInputBatc
   batch.rows = std::move(rows);
 }
 
-Status Engine::Impl::runRows(const std::vector<Req *> &group, int64_t steps, bool wantLogits) {
+Status Engine::Impl::runRows(const std::vector<Req *> &group, int64_t steps, bool wantLogits,
+                             bool lastRun) {
   const Function &dec = m.functions[decIdx];
   int64_t rows = 0;
   for (const Req *r : group)
@@ -370,9 +371,17 @@ Status Engine::Impl::runRows(const std::vector<Req *> &group, int64_t steps, boo
   const float *logits = s->hostOutput(decIdx, dec.outputs[0].value);
   if (!logits)
     return Status::internal("decode_step returned no logits");
+  // A step's last run leaves its logits where the requests read them: a copy
+  // of [rows, vocab] took the engine thread 1 to 3 ms a step (11 MB at 48
+  // Marian rows, 30 MB at 128).
   row = 0;
   for (Req *r : group) {
-    r->logits.assign(logits + row * vocab, logits + (row + r->rows) * vocab);
+    if (lastRun) {
+      r->logitsAt = logits + row * vocab;
+    } else {
+      r->logits.assign(logits + row * vocab, logits + (row + r->rows) * vocab);
+      r->logitsAt = r->logits.data();
+    }
     row += r->rows;
   }
   return Status::ok();
