@@ -273,22 +273,27 @@ void Engine::Impl::updateRowInputs(const std::vector<Req *> &group, RowInputBatc
         else if (!sh.empty())
           shapes[k][0] = std::max(shapes[k][0], sh[0]);
       }
-  // The rows already in place stay while every row fits the padded length,
-  // and it is not far longer than needed (a longer one costs the
-  // cross-attention keys that are padding).
-  bool keep = batch.data.size() == rowInputs.size() && batch.shapes.size() == shapes.size();
+  // The padded length: a multiple of 16 positions (within the model's
+  // maximum), so that a slightly longer source joining does not rewrite
+  // every row. The rows already in place stay while they fit it and it is
+  // not far longer than needed (a longer one costs the cross-attention keys
+  // that are padding).
+  const Function &dec = m.functions[decIdx];
+  for (size_t k = 0; k < rowInputs.size(); ++k) {
+    const std::vector<int64_t> &dims = dec.values[dec.inputs[rowInputs[k].input].value].dims;
+    if (!shapes[k].empty() && dims.size() >= 2)
+      shapes[k][0] = std::min((shapes[k][0] + 15) / 16 * 16, m.maxDim(dims[1]));
+  }
+  const bool decoding = &batch == &decodeInputs;
+  bool keep = decoding && batch.data.size() == rowInputs.size() &&
+              batch.shapes.size() == shapes.size();
   for (size_t k = 0; keep && k < rowInputs.size(); ++k) {
     const std::vector<int64_t> &was = batch.shapes[k], &now = shapes[k];
     keep = was.size() == now.size() &&
            (now.empty() || (std::equal(now.begin() + 1, now.end(), was.begin() + 1) &&
-                            now[0] <= was[0] && now[0] * 4 > was[0] * 3));
+                            (now[0] == was[0] || (now[0] < was[0] && now[0] * 4 > was[0] * 3))));
   }
   if (!keep) { // every row anew (the inputs share the source's length: all change)
-    // Padded to a multiple of 16 positions, so that a slightly longer source
-    // joining does not rewrite every row again.
-    for (std::vector<int64_t> &sh : shapes)
-      if (!sh.empty())
-        sh[0] = (sh[0] + 15) / 16 * 16;
     batch.rows.clear();
     batch.data.resize(rowInputs.size());
     batch.shapes = std::move(shapes);
@@ -302,7 +307,7 @@ void Engine::Impl::updateRowInputs(const std::vector<Req *> &group, RowInputBatc
       elems *= static_cast<uint64_t>(e);
     const uint64_t rowBytes = tfc_dtype_bytes(dtype, elems);
     std::vector<char> &buf = batch.data[k];
-    if (!keep) // room for the engine's rows: growing by reallocation copied them all
+    if (!keep && decoding) // room for the engine's rows: growing by reallocation copied them all
       buf.reserve(rowBytes * static_cast<uint64_t>(std::max<int64_t>(o.rows, rows.size())));
     buf.resize(rowBytes * rows.size()); // keeps the rows in place
     int64_t row = 0;

@@ -301,10 +301,12 @@ TEST(Engine, EncoderDecoderRowsJoinAndLeaveMidStream) {
     return r;
   };
   // Waves: short sources, one long-running; then longer sources join it
-  // (the padded length grows); then short ones after the long have ended.
+  // (the padded length, a multiple of 16, grows from 16 to the model's
+  // maximum of 24 positions); then short ones after the long have ended (it
+  // shrinks back to 16).
   std::vector<std::vector<Request>> waves(3);
   waves[0] = {request(4, 22, 1), request(3, 6, 1), request(5, 8, 2), request(2, 5, 1)};
-  waves[1] = {request(15, 7, 1), request(12, 9, 2), request(6, 4, 1)};
+  waves[1] = {request(22, 7, 1), request(18, 9, 2), request(6, 4, 1)};
   waves[2] = {request(3, 6, 2), request(4, 5, 1), request(2, 7, 1)};
   EngineGuard e(m.m, 8);
   uint64_t first = 0; // the first wave's first request runs on through the later waves
