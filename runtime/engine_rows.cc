@@ -354,14 +354,14 @@ Status Engine::Impl::runRows(const std::vector<Req *> &group, int64_t steps, boo
   ins[blocksIdx] = {blocks.data(), TFC_DTYPE_I64, {rows, width}};
   // The row inputs, padded along their first dim to the longest row's: ids
   // with the row's pad_id (a mask with 0), encoder memory with zeros, which
-  // the cross-attention's key padding mask leaves out. One-token steps keep
-  // them from step to step, and write only the rows that changed: the rows of
-  // requests that joined, or moved into the places of those that left
-  // (orderLikeLastStep). Rewriting every row of encoder memory whenever a
-  // request joined or left took 14% of a Marian engine's time under Poisson
-  // arrivals (beam 4: 15%).
+  // the cross-attention's key padding mask leaves out. A step's decode run
+  // keeps them from step to step (a recompute's run has its own) and writes
+  // only the rows that changed: the rows of requests that joined, or moved
+  // into the places of those that left (orderLikeLastStep). Rewriting every
+  // row of encoder memory whenever a request joined or left took 14% of a
+  // Marian engine's time under Poisson arrivals (beam 4: 15%).
   RowInputBatch fresh;
-  RowInputBatch &batch = steps == 1 ? decodeInputs : fresh;
+  RowInputBatch &batch = lastRun ? decodeInputs : fresh;
   updateRowInputs(group, batch);
   for (size_t k = 0; k < rowInputs.size(); ++k) {
     std::vector<int64_t> full{rows};
