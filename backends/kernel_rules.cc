@@ -398,12 +398,28 @@ std::string checkShapes(const AttentionCall &c) {
   if (!(r.rank(q, "q", 3) && r.rank(k, "k", 3) && r.rank(v, "v", 3) &&
         r.rank(*c.out, "the output", 3)))
     return r.err;
-  const int64_t b = q.shape[0], sq = q.shape[1], sk = k.shape[1];
+  const int64_t b = q.shape[0], sq = q.shape[1];
+  int64_t sk = k.shape[1];
   int64_t width = 0;
-  if (!(TFC_REQUIRE(k.shape[0] == b && v.shape[0] == b && v.shape[1] == sk,
-                    "q " + str(q.shape) + ", k " + str(k.shape) + " and v " + str(v.shape) +
-                        " disagree on the batch or the keys") &&
-        r.heads(q, k, v, a.num_heads, a.num_kv_heads, width) &&
+  if (const Tensor *t = c.block_table) {
+    // k and v are [N, L, D] blocks the rows share; row b reads nb of them.
+    if (!(TFC_REQUIRE(t->shape.size() == 2 && t->shape[0] == b && t->shape[1] >= 1,
+                      "the block table " + str(t->shape) + " is not [" + std::to_string(b) +
+                          ", blocks]") &&
+          TFC_REQUIRE(k.shape[0] == v.shape[0] && k.shape[1] == v.shape[1],
+                      "the key blocks " + str(k.shape) + " and value blocks " +
+                          str(v.shape) + " disagree") &&
+          TFC_REQUIRE(a.mask_kind == TFC_MASK_NONE || a.mask_kind == TFC_MASK_KEY_PADDING,
+                      "a block table takes no causal or additive mask") &&
+          TFC_REQUIRE(!c.bias_table, "a block table takes no position bias")))
+      return r.err;
+    sk = t->shape[1] * k.shape[1];
+  } else if (!TFC_REQUIRE(k.shape[0] == b && v.shape[0] == b && v.shape[1] == sk,
+                          "q " + str(q.shape) + ", k " + str(k.shape) + " and v " +
+                              str(v.shape) + " disagree on the batch or the keys")) {
+    return r.err;
+  }
+  if (!(r.heads(q, k, v, a.num_heads, a.num_kv_heads, width) &&
         r.same(*c.out, "the output", {b, sq, width})))
     return r.err;
   if (!TFC_REQUIRE(a.window == 0 || (a.window > 0 && (a.mask_kind == TFC_MASK_CAUSAL ||

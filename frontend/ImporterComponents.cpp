@@ -635,7 +635,7 @@ FailureOr<Value> Importer::emitFusedAttention(const Node &n, Location l, Value q
       {attr("mask_kind", td::MaskKindAttr::get(&ctx, kind)), i64("num_heads", heads),
        f64("scale", scale), f64("mask_value", maskValue), i64("num_kv_heads", kvHeads),
        i64("window", window), f64("softcap", *softcap),
-       attr("operand_segment_sizes", b.getDenseI32ArrayAttr({1, 1, 1, 0, 0}))});
+       attr("operand_segment_sizes", b.getDenseI32ArrayAttr({1, 1, 1, 0, 0, 0}))});
   if (failed(o))
     return failure();
   const int64_t inner = heads * dk;

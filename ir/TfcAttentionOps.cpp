@@ -118,6 +118,17 @@ LogicalResult AttentionOp::verify() {
     return emitOpError("mask kind '")
            << stringifyMaskKind(kind) << "' "
            << (needsOperand ? "needs" : "takes no") << " mask operand";
+  if (Value t = getBlockTable()) {
+    // Rows read shared [N, L, D] blocks: nothing that indexes keys by a
+    // row's own layout goes with it.
+    if (t.getType().cast<RankedTensorType>().getRank() != 2)
+      return emitOpError("the block table must be [batch, blocks]");
+    if (kind != MaskKind::none && kind != MaskKind::key_padding)
+      return emitOpError("a block table takes mask kind 'none' or 'key_padding', not '")
+             << stringifyMaskKind(kind) << "'";
+    if (getPositionBias())
+      return emitOpError("a block table takes no position bias");
+  }
   if (getMask()) {
     auto m = getMask().getType().cast<RankedTensorType>();
     if (kind == MaskKind::additive) {

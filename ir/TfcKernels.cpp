@@ -145,6 +145,7 @@ void AttentionOp::appendKernelAttributes(std::vector<int64_t> &ints,
   }
   a.num_kv_heads = (int64_t)getNumKvHeads();
   a.window = (int64_t)getWindow();
+  a.has_block_table = (bool)getBlockTable();
   a.scale = getScale().convertToDouble();
   a.mask_value = getMaskValue().convertToDouble();
   a.softcap = getSoftcap().convertToDouble();

@@ -581,6 +581,14 @@ def Tfc_AttentionOp : Tfc_KernelAttrOp<"attention", "ATTENTION", [AttrSizedOpera
     `bias_bidirectional` and `bias_max_distance`. No [B, H, Sq, Sk] or
     [H, Sq, Sk] tensor exists.
 
+    With a `block_table` ([B, nb] i64), `key` and `value` are [N, L, D] blocks
+    that rows share: row b's key j is block `block_table[b][j / L]`, at
+    `j % L`, and each row has nb * L keys (a `key_padding` mask is then
+    [B, nb * L]). `tfc-derive-generation` gives decode_step's cross-attentions
+    one: the encoder memory is held once per batch item, and the beams of an
+    item (and the rows of the engine's requests) read their item's blocks. No
+    causal mask, position bias or additive mask goes with it.
+
     ```mlir
     %o = tfc.attention #tfc<mask key_padding> %q, %k, %v, %src {num_heads = 8 : i64, scale = 0.125 : f64, mask_value = -1.0e9 : f64, pad_id = 0 : i64} : (tensor<?x?x512xf32>, tensor<?x?x512xf32>, tensor<?x?x512xf32>, tensor<?x?xi64>) -> tensor<?x?x512xf32>
     ```
@@ -589,6 +597,7 @@ def Tfc_AttentionOp : Tfc_KernelAttrOp<"attention", "ATTENTION", [AttrSizedOpera
                        Tfc_FloatTensor:$key, Tfc_FloatTensor:$value,
                        Optional<Tfc_AnyTensor>:$mask,
                        Optional<Tfc_FloatTensor>:$position_bias,
+                       Optional<Tfc_IdTensor>:$block_table,
                        I64Attr:$num_heads, F64Attr:$scale,
                        DefaultValuedAttr<F64Attr, "-1.0e9">:$mask_value,
                        DefaultValuedAttr<I64Attr, "0">:$pad_id,
@@ -599,7 +608,7 @@ def Tfc_AttentionOp : Tfc_KernelAttrOp<"attention", "ATTENTION", [AttrSizedOpera
                        DefaultValuedAttr<F64Attr, "0.0">:$softcap);
   let results = (outs Tfc_FloatTensor:$result);
   let assemblyFormat = [{
-    $mask_kind $query `,` $key `,` $value (`,` $mask^)? (`bias` `(` $position_bias^ `)`)? attr-dict `:` functional-type(operands, results)
+    $mask_kind $query `,` $key `,` $value (`,` $mask^)? (`bias` `(` $position_bias^ `)`)? (`blocks` `(` $block_table^ `)`)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

@@ -128,6 +128,12 @@ struct Deriver {
   llvm::SetVector<Value> srcArgs;    // non-target inputs the decoder reads
   SmallVector<unsigned> decOutputs;  // @forward's results that depend on the target
   SmallVector<SmallVector<std::string>> boundaryDims; // the boundary's symbolic dims
+  /// The cross-attentions that read their keys and values once per batch
+  /// item (findItemMemory), and the boundary values they read, which
+  /// decode_step takes as [memory_rows, ...], one per item.
+  llvm::DenseSet<Operation *> itemAttn;
+  llvm::DenseSet<Value> itemMemory;
+  int memBlocksArg = -1; // decode_step's step.memory_blocks, when itemAttn is not empty
 
   bool dependsOnTarget(Value v) const { return deps.lookup(v) >> target & 1; }
   bool isConst(Value v) const { return deps.lookup(v) == 0; }
@@ -145,6 +151,11 @@ struct Deriver {
   /// decoder reads from the encoder side; false (with a warning, except when no
   /// output depends on the target) when generation cannot be derived.
   bool collectDecoder();
+  /// Finds the decoder's cross-attentions whose keys and values are boundary
+  /// values read by nothing else, with no position bias and no mask but key
+  /// padding: the rows of one batch item (its beams, the rows of an engine's
+  /// request) can share one copy of them, through a block table.
+  void findItemMemory();
   /// @encode, after @forward: the source inputs to the boundary values.
   func::FuncOp buildEncode(OpBuilder &b);
   /// @decode_step's signature and attributes: the positions of the source
@@ -226,6 +237,7 @@ LogicalResult Deriver::run() {
     return success();
   if (!findTarget() || !collectDecoder())
     return success();
+  findItemMemory();
   OpBuilder b(module.getBodyRegion());
   b.setInsertionPointAfter(fwd);
   if (!boundary.empty())
@@ -323,6 +335,43 @@ bool Deriver::collectDecoder() {
   return true;
 }
 
+void Deriver::findItemMemory() {
+  Block &body = fwd.getBody().front();
+  auto isBoundary = [&](Value v) { return boundary.contains(v); };
+  llvm::SmallVector<AttentionOp> candidates;
+  for (Operation &op : body.without_terminator()) {
+    auto a = dyn_cast<AttentionOp>(op);
+    if (!a || !dependsOnTarget(a.getResult()) || isCausal(a) || a.getPositionBias() ||
+        a.getBlockTable() ||
+        (a.getMaskKind() != MaskKind::none && a.getMaskKind() != MaskKind::key_padding) ||
+        !isBoundary(a.getKey()) || !isBoundary(a.getValue()))
+      continue;
+    candidates.push_back(a);
+  }
+  // A boundary value is per item when every decoder-side use is as the key or
+  // value of a candidate, and its batch dim is dynamic (a row count).
+  auto perItem = [&](Value v) {
+    if (v.getType().cast<RankedTensorType>().getDimSize(0) != kDyn)
+      return false;
+    for (OpOperand &use : v.getUses()) {
+      Operation *user = use.getOwner();
+      if (!dependsOnTarget(user->getResult(0)))
+        continue; // encode-side
+      auto a = dyn_cast<AttentionOp>(user);
+      if (!a || !llvm::is_contained(candidates, a) ||
+          (use.get() != a.getKey() && use.get() != a.getValue()) || a.getMask() == v)
+        return false;
+    }
+    return true;
+  };
+  for (AttentionOp a : candidates)
+    if (perItem(a.getKey()) && perItem(a.getValue())) {
+      itemAttn.insert(a);
+      itemMemory.insert(a.getKey());
+      itemMemory.insert(a.getValue());
+    }
+}
+
 func::FuncOp Deriver::buildEncode(OpBuilder &b) {
   Block &body = fwd.getBody().front();
   SmallVector<Type> argTypes, resTypes;
@@ -392,15 +441,27 @@ func::FuncOp Deriver::createDecodeStep(OpBuilder &b, SmallVectorImpl<unsigned> &
   addArg(RankedTensorType::get({kDyn, kDyn}, b.getI64Type()),
          {named("tfc.name", b.getStringAttr("step.blocks")),
           named("tfc.dims", strArray(b, {batchName.str(), "kv_blocks"}))});
+  // The cross-attentions that read encoder memory once per batch item: row
+  // b's keys are in memory row step.memory_blocks[b][0] (a block table whose
+  // blocks are whole sources), so the beams of an item share one copy.
+  if (!itemAttn.empty())
+    memBlocksArg = (int)addArg(
+        RankedTensorType::get({kDyn, kDyn}, b.getI64Type()),
+        {named("tfc.name", b.getStringAttr("step.memory_blocks")),
+         named("tfc.dims", strArray(b, {batchName.str(), "memory_blocks"}))});
   for (Value v : srcArgs) {
     unsigned i = v.cast<BlockArgument>().getArgNumber();
     auto d = fwd.getArgAttrDict(i);
     srcArgPos.push_back(addArg(v.getType(), d ? d.getValue() : ArrayRef<NamedAttribute>{}));
   }
-  for (auto [j, v] : llvm::enumerate(boundary))
+  for (auto [j, v] : llvm::enumerate(boundary)) {
+    SmallVector<std::string> dims = boundaryDims[j];
+    if (itemMemory.contains(v) && !dims.empty())
+      dims[0] = "memory_rows";
     boundaryPos.push_back(addArg(
         v.getType(), {named("tfc.name", b.getStringAttr("memory." + std::to_string(j))),
-                      named("tfc.dims", strArray(b, boundaryDims[j]))}));
+                      named("tfc.dims", strArray(b, dims))}));
+  }
   int64_t L = lenMax.getInt();
   for (auto [j, a] : llvm::enumerate(causal)) {
     auto kT = a.getKey().getType().cast<RankedTensorType>();
@@ -428,6 +489,14 @@ func::FuncOp Deriver::createDecodeStep(OpBuilder &b, SmallVectorImpl<unsigned> &
   // Blocks per row: at most one per position (blocks of one position).
   if (!dimMax.get("kv_blocks"))
     dm.push_back(named("kv_blocks", b.getI64IntegerAttr(L)));
+  if (!itemAttn.empty()) {
+    // One memory row per batch row at most (each item has a row), and one
+    // block per row (a whole source).
+    if (auto bm = dimMax.getAs<IntegerAttr>(batchName); bm && !dimMax.get("memory_rows"))
+      dm.push_back(named("memory_rows", bm));
+    if (!dimMax.get("memory_blocks"))
+      dm.push_back(named("memory_blocks", b.getI64IntegerAttr(1)));
+  }
   dec->setAttr("tfc.dim_max", b.getDictionaryAttr(dm));
   dec.addEntryBlock();
   for (unsigned i = 0; i < argAttrs.size(); ++i)
@@ -496,6 +565,18 @@ void Deriver::cloneDecoder(func::FuncOp dec, ArrayRef<unsigned> srcArgPos,
       Operation *c = ob.clone(op, local);
       for (auto [r, cr] : llvm::zip(op.getResults(), c->getResults()))
         map.map(r, cr);
+      continue;
+    }
+    if (auto a = dyn_cast<AttentionOp>(op); a && itemAttn.contains(a)) {
+      auto c = ob.create<AttentionOp>(
+          a.getLoc(), a.getType(), a.getMaskKindAttr(), map.lookup(a.getQuery()),
+          map.lookup(a.getKey()), map.lookup(a.getValue()),
+          a.getMask() ? map.lookup(a.getMask()) : Value(), /*position_bias=*/Value(),
+          db->getArgument(memBlocksArg), a.getNumHeadsAttr(), a.getScaleAttr(),
+          a.getMaskValueAttr(), a.getPadIdAttr(), a.getBiasBidirectionalAttr(),
+          a.getBiasMaxDistanceAttr(), a.getNumKvHeadsAttr(), a.getWindowAttr(),
+          a.getSoftcapAttr());
+      map.map(a.getResult(), c.getResult());
       continue;
     }
     if (auto a = dyn_cast<AttentionOp>(op); a && isCausal(a)) {

@@ -359,7 +359,7 @@ struct FuseAttentionPattern : public OpRewritePattern<SoftmaxOp> {
     // once the merge is replaced; the greedy driver erases it.
     rewriter.replaceOpWithNewOp<AttentionOp>(
         m->merge, m->merge.getType(), MaskKindAttr::get(getContext(), m->kind), m->q, m->k,
-        m->v, mask, m->bias ? m->bias.getTable() : Value(),
+        m->v, mask, m->bias ? m->bias.getTable() : Value(), /*block_table=*/Value(),
         rewriter.getI64IntegerAttr(m->heads), rewriter.getF64FloatAttr(m->scale),
         rewriter.getF64FloatAttr(m->maskValue), rewriter.getI64IntegerAttr(m->padId),
         rewriter.getBoolAttr(m->bias ? m->bias.getBidirectional() : false),

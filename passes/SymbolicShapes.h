@@ -20,8 +20,8 @@ namespace mlir::tfc {
 
 /// Sentinels standing for symbolic dims: larger than any real dim, and prime so
 /// a product of two would be recognizable.
-inline constexpr int64_t kDimSentinels[] = {1000003, 1000033, 1000037,
-                                            1000039, 1000081, 1000099};
+inline constexpr int64_t kDimSentinels[] = {1000003, 1000033, 1000037, 1000039, 1000081,
+                                            1000099, 1000117, 1000121, 1000133};
 
 /// Clones |f|, gives each dynamic input dim the value |dimValue| returns for its
 /// name (the input's `tfc.dims` entry, or "dim<i>"), re-infers every op's result

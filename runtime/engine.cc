@@ -78,6 +78,10 @@ Status Engine::Impl::init() {
       blocksIdx = static_cast<int>(i);
       continue;
     }
+    if (name == "step.memory_blocks") {
+      memBlocksIdx = static_cast<int>(i);
+      continue;
+    }
     RowInputDesc d;
     d.input = i;
     d.dtype = v.dtype;
@@ -104,6 +108,16 @@ Status Engine::Impl::init() {
   if (vocab <= 0)
     return Status::invalidModel("decode_step's logits have no static vocabulary");
   const ValueDesc &tok = dec->values[dec->inputs[tokensIdx].value];
+  // Encoder memory whose first dim is not the rows': one row per batch item,
+  // read through step.memory_blocks.
+  for (RowInputDesc &d : rowInputs) {
+    const ValueDesc &v = dec->values[dec->inputs[d.input].value];
+    d.perItem = !v.dims.empty() && !tok.dims.empty() && v.dims[0] != tok.dims[0];
+    if (d.perItem && (memBlocksIdx < 0 || d.encOutput < 0))
+      return Status::invalidModel("decode_step input '" + dec->inputs[d.input].name +
+                                  "' has other rows than step.tokens, and no "
+                                  "step.memory_blocks to read them through");
+  }
   maxStep = m.maxDim(tok.dims[1]);
   const int64_t maxBatch = m.maxDim(tok.dims[0]);
   if (o.rows <= 0)

@@ -40,6 +40,10 @@ struct RowInputDesc {
   int fwdInput = -1;         ///< a @forward input, or
   int encOutput = -1;        ///< an @encode output value
   bool defaulted = false;    ///< an optional input made from its source (a mask): pad 0
+  /// One row per batch item, not per batch row (encoder memory that the
+  /// cross-attentions read through step.memory_blocks): the beams of an item
+  /// share it.
+  bool perItem = false;
 };
 
 } // namespace engine_detail
@@ -74,6 +78,10 @@ struct Req {
   };
   std::vector<std::vector<ItemData>> items;
   std::vector<BlockCopy> copies; ///< KV blocks to copy before its next step (copy-on-write)
+  /// Its batch items' memory slots in the one-token steps' item inputs
+  /// (RowInputBatch), and the layout epoch they were written in.
+  std::vector<int64_t> slots;
+  uint64_t slotEpoch = 0;
 
   // The step exchange.
   bool posted = false, stepDone = false;
@@ -99,16 +107,27 @@ struct Engine::Impl {
   size_t decIdx = 0;
   int encIdx = -1;
   int tokensIdx = -1, posIdx = -1, blocksIdx = -1;
+  int memBlocksIdx = -1; ///< step.memory_blocks: each row's item memory slot
   int64_t vocab = 0, maxStep = 1, len = 0;
   std::vector<RowInputDesc> rowInputs;
   std::vector<StateCache> caches;
   /// The one-token steps' row inputs (encoder memory, source ids) as last
   /// assembled, and the rows they were assembled for (request id, batch item):
   /// rebuilt only when requests join or leave, not every step.
+  ///
+  /// The per-item inputs (encoder memory) hold one slot per batch item of
+  /// the requests, which the rows read through step.memory_blocks: a request
+  /// keeps its slots from step to step (written once, and again when the
+  /// padded length changes: a new epoch), and a beam's rows share their
+  /// item's. A prefill's own batch holds its request's items in order.
   struct RowInputBatch {
     std::vector<std::pair<uint64_t, int64_t>> rows;
     std::vector<std::vector<char>> data;
     std::vector<std::vector<int64_t>> shapes;
+    std::vector<uint64_t> slotOwner; ///< request id per slot (0: free)
+    std::vector<int64_t> memBlocks;  ///< per row: its item's slot
+    int64_t slotsUsed = 0;           ///< slots bound (one past the last held)
+    uint64_t epoch = 1;
   };
   RowInputBatch decodeInputs;
 
@@ -174,6 +193,13 @@ struct Engine::Impl {
   /// |batch| for the rows of |group|, in order: rewrites the rows that differ
   /// from the ones it holds (all of them when the padded lengths change).
   void updateRowInputs(const std::vector<Req *> &group, RowInputBatch &batch);
+  /// The item slots of |group|'s requests in |batch| (kept where they are in
+  /// the |decoding| run's batch), and each row's slot (memBlocks).
+  void placeItems(const std::vector<Req *> &group, RowInputBatch &batch, bool decoding);
+  /// Writes per-item input |k| of the requests whose slots are not written
+  /// in |batch|'s epoch (every one in a prefill's own batch).
+  void writeItems(const std::vector<Req *> &group, size_t k, RowInputBatch &batch,
+                  bool decoding);
   /// Orders a one-token step's requests so that those of the last one keep
   /// their rows (new ones fill the rows of those that left), and their row
   /// inputs stay where they are.

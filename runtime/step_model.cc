@@ -45,6 +45,7 @@ public:
       return Status::invalidModel("decode_step has no outputs (it must return the logits)");
     const Function &fwd = m.forward();
     rows = batch;
+    items = batch;
     rowItem.resize(batch);
     for (int64_t r = 0; r < batch; ++r)
       rowItem[r] = r;
@@ -74,6 +75,10 @@ public:
       }
       if (name == "step.blocks") {
         blocksIdx = i;
+        continue;
+      }
+      if (name == "step.memory_blocks") {
+        memBlocksIdx = i;
         continue;
       }
       RowInput r;
@@ -106,8 +111,19 @@ public:
     }
     if (tokensIdx < 0 || posIdx < 0)
       return Status::invalidModel("decode_step lacks step.tokens or step.pos");
-    if (dec.values[dec.inputs[tokensIdx].value].dims.size() != 2)
+    const std::vector<int64_t> &tokDims = dec.values[dec.inputs[tokensIdx].value].dims;
+    if (tokDims.size() != 2)
       return Status::invalidModel("decode_step's step.tokens is not [rows, 1] token ids");
+    // Encoder memory whose first dim is not the rows': one row per batch item
+    // (as @encode made it), which the rows read through step.memory_blocks,
+    // so beams share it and select() never gathers it.
+    for (RowInput &r : rowInputs) {
+      r.perItem = dec.values[dec.inputs[r.input].value].dims[0] != tokDims[0];
+      if (r.perItem && memBlocksIdx < 0)
+        return Status::invalidModel("decode_step input '" + dec.inputs[r.input].name +
+                                    "' has other rows than step.tokens, and no "
+                                    "step.memory_blocks to read them through");
+    }
     const ValueDesc &logits = dec.values[dec.outputs.at(0).value];
     vocab = logits.dims.empty() ? 0 : logits.dims.back();
     if (vocab <= 0)
@@ -164,6 +180,8 @@ public:
       newItem[r] = rowItem[from[r]];
     if (newItem != rowItem) {
       for (RowInput &ri : rowInputs) {
+        if (ri.perItem)
+          continue;
         // A fresh buffer each time: the old rows go back at once (encoder
         // memory: 31 MB for 32 rows of a Marian batch) rather than stay
         // allocated as the next gather's buffer.
@@ -215,8 +233,10 @@ private:
         rowBlocks[r] = r;
       ins[blocksIdx] = {rowBlocks.data(), TFC_DTYPE_I64, {n, 1}};
     }
+    if (memBlocksIdx >= 0)
+      ins[memBlocksIdx] = {rowItem.data(), TFC_DTYPE_I64, {n, 1}};
     for (const RowInput &r : rowInputs) {
-      std::vector<int64_t> shape{n};
+      std::vector<int64_t> shape{r.perItem ? items : n};
       shape.insert(shape.end(), r.rowShape.begin(), r.rowShape.end());
       ins[r.input] = {r.data.data(), r.dtype, std::move(shape)};
     }
@@ -292,6 +312,7 @@ private:
     std::vector<int64_t> rowShape;
     uint64_t rowBytes = 0;
     std::vector<char> data;
+    bool perItem = false; ///< one row per batch item (step.memory_blocks)
   };
   size_t index(const char *name) const {
     for (size_t i = 0; i < m.functions.size(); ++i)
@@ -302,7 +323,8 @@ private:
   Session *s;
   const Model &m;
   size_t decIdx = 0;
-  int tokensIdx = -1, posIdx = -1, blocksIdx = -1;
+  int tokensIdx = -1, posIdx = -1, blocksIdx = -1, memBlocksIdx = -1;
+  int64_t items = 0; ///< the batch items (rows of the per-item inputs)
   bool posPerRow = false; ///< step.pos is [rows] (model.bin files since continuous batching)
   std::vector<int64_t> rowPos, rowBlocks;
   std::vector<RowInput> rowInputs;

@@ -471,6 +471,37 @@ void setRelativeBias(AttentionParams &p, const Tensor *table, bool bidirectional
 
 } // namespace
 
+namespace {
+
+/// An attention whose k and v are [N, L, D] blocks that rows share (the
+/// encoder memory of decode_step's cross-attentions, one copy per batch
+/// item): row b reads its nb * L keys through |table| ([B, nb]) in place.
+/// Every block index is checked here: the table is the caller's.
+Status pagedKeys(const Tensor &table, const Tensor &k, AttentionParams &p) {
+  const int64_t B = table.shape[0], nb = table.shape[1], N = k.shape[0], L = k.shape[1];
+  const int64_t *t = table.as<int64_t>();
+  for (int64_t i = 0; i < B * nb; ++i)
+    if (t[i] < 0 || t[i] >= N)
+      return Status::invalidArgument("attention block " + std::to_string(t[i]) +
+                                     " is outside the " + std::to_string(N) + " key blocks");
+  if (nb > 1 && !pagedBlockLenOk(L))
+    return Status::unsupported("attention over " + std::to_string(nb) + " blocks of " +
+                               std::to_string(L) +
+                               " keys per row (a block length the kernel reads in place: a "
+                               "power of two up to 64, or a multiple of 64)");
+  thread_local std::vector<int64_t> lens;
+  lens.assign(static_cast<size_t>(B), nb * L);
+  p.kv_len = nb * L;
+  p.key_tokens_batch_stride = nb * L;
+  p.kv_lens = lens.data();
+  p.kv_blocks = t;
+  p.kv_blocks_stride = nb;
+  p.kv_block_len = L;
+  return Status();
+}
+
+} // namespace
+
 Status run(const AttentionCall &c) {
   const Tensor &q = *c.q, &k = *c.k, &v = *c.v;
   Tensor &out = *c.out;
@@ -506,6 +537,8 @@ Status run(const AttentionCall &c) {
   setRelativeBias(p, c.bias_table, a.bidirectional, a.max_distance);
   // bf16 q/k/v are widened once (the kernel's arithmetic is f32 either way).
   thread_local std::vector<float> qb, kb, vb, ob;
+  if (c.block_table)
+    TFC_RETURN_IF_ERROR(pagedKeys(*c.block_table, k, p));
   attention(p, asF32(q, qb), asF32(k, kb), asF32(v, vb), outF32(out, ob));
   finishOut(out, ob);
   return Status();

@@ -111,6 +111,14 @@ __device__ __forceinline__ bool initBlock(const AttnArgs &a, BlockCtx &c) {
     }
     c.kvLen = p + a.qLen;
     c.qOffset = p;
+  } else if (a.slots) {
+    // Rows that share key blocks (decode_step's cross-attention over one
+    // copy of each item's encoder memory): row b reads block slots[b]. The
+    // host zeroed the output, which a block out of range leaves as it is.
+    const long long row = a.slots[c.b];
+    if (row < 0 || row >= a.cacheRows)
+      return false;
+    c.kSlot = row;
   }
   c.keyPad = a.mask == TFC_MASK_KEY_PADDING || a.mask == TFC_MASK_PADDING_CAUSAL;
   c.causal = a.mask == TFC_MASK_CAUSAL || a.mask == TFC_MASK_PADDING_CAUSAL;

@@ -256,7 +256,9 @@ struct AttnArgs {
   const void *pos = nullptr;
   uint32_t posType = 0;
   bool posPerRow = false; ///< cached attention: pos holds one position per batch row
-  const int64_t *slots = nullptr; ///< cached attention: row b's cache row, or null (row b)
+  /// Row b's cache row (cached attention), or key block (an attention whose
+  /// rows share key blocks: cross-attention over item memory); null: row b.
+  const int64_t *slots = nullptr;
   int64_t cacheRows = 0;
   int64_t cacheLen = 0;
   /// T5's relative position bias: the [relBuckets, heads] f32 table, or null;

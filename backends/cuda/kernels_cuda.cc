@@ -197,6 +197,17 @@ Status run(Context &ctx, const AttentionCall &c) {
     a.addB = st.b;
   }
   setRelativeBias(a, c.bias_table, at.bidirectional, at.max_distance);
+  if (const Tensor *t = c.block_table) {
+    // k and v are [N, L, D] blocks that rows share; row b reads block
+    // table[b][0] (one block per row, as the cached attention here).
+    if (t->shape[1] != 1)
+      return Status::unsupported("attention: a block table of " + std::to_string(t->shape[1]) +
+                                 " blocks per row (the CUDA backend reads one block per row)");
+    a.slots = static_cast<const int64_t *>(t->data);
+    a.cacheRows = k.shape[0];
+    TFC_RETURN_IF_ERROR(
+        fillZero(ctx, out.data, tfc_dtype_bytes(out.dtype, (uint64_t)out.numel())));
+  }
   if (a.kvLen == 0) // softmax over no keys, times an empty V: zeros
     return fillZero(ctx, out.data, tfc_dtype_bytes(out.dtype, (uint64_t)out.numel()));
   return launchAttention(a, ctx.stream);

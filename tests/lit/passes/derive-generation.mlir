@@ -64,8 +64,11 @@ module @decoder_only {
 // is the input the causal self-attention's query reads (tgt, the second input).
 // @encode takes the other inputs and returns the cross-attention's K and V
 // (memory.0, memory.1, with their symbolic dims); decode_step takes step.tokens,
-// step.pos, src (the cross-attention's padding mask reads it), memory.0,
-// memory.1, then the self-attention's caches, [batch, 20, 8].
+// step.pos, step.blocks, step.memory_blocks (each row's batch item: the
+// cross-attention reads its keys through it), src (the cross-attention's
+// padding mask reads it, one row per row), memory.0 and memory.1 (one row per
+// batch item: [memory_rows, src_len], so beams share them), then the
+// self-attention's caches, [batch, 20, 8].
 
 // CHECK-LABEL: module @encoder_decoder attributes {tfc.generation = {max_len = 20 : i64, target = "tgt"}} {
 // CHECK: func.func @forward(
@@ -75,10 +78,10 @@ module @decoder_only {
 // CHECK-NEXT: %[[K:.+]] = tfc.slice %[[KV]] {axis = 2 : i64, size = 8 : i64, start = 0 : i64}
 // CHECK-NEXT: %[[V:.+]] = tfc.slice %[[KV]] {axis = 2 : i64, size = 4 : i64, start = 8 : i64}
 // CHECK-NEXT: return %[[K]], %[[V]] : tensor<?x?x8xf32>, tensor<?x?x4xf32>
-// CHECK: func.func @decode_step(%arg0: tensor<?x?xi64> {tfc.dims = ["batch", "step"], tfc.name = "step.tokens"}, %arg1: tensor<?xi64> {tfc.dims = ["batch"], tfc.name = "step.pos"}, %arg2: tensor<?x?xi64> {tfc.dims = ["batch", "kv_blocks"], tfc.name = "step.blocks"}, %arg3: tensor<?x?xi64> {tfc.dims = ["batch", "src_len"], tfc.name = "src"}, %arg4: tensor<?x?x8xf32> {tfc.dims = ["batch", "src_len"], tfc.name = "memory.0"}, %arg5: tensor<?x?x4xf32> {tfc.dims = ["batch", "src_len"], tfc.name = "memory.1"}, %arg6: tensor<?x20x8xf32> {tfc.dims = ["batch"], tfc.name = "cache.k.0", tfc.state}, %arg7: tensor<?x20x8xf32> {tfc.dims = ["batch"], tfc.name = "cache.v.0", tfc.state}) -> (tensor<?x1x10xf32> {tfc.name = "logits"}) attributes {tfc.dim_max = {batch = 2 : i64, kv_blocks = 20 : i64, src_len = 12 : i64, step = 20 : i64, tgt_len = 20 : i64}} {
+// CHECK: func.func @decode_step(%arg0: tensor<?x?xi64> {tfc.dims = ["batch", "step"], tfc.name = "step.tokens"}, %arg1: tensor<?xi64> {tfc.dims = ["batch"], tfc.name = "step.pos"}, %arg2: tensor<?x?xi64> {tfc.dims = ["batch", "kv_blocks"], tfc.name = "step.blocks"}, %arg3: tensor<?x?xi64> {tfc.dims = ["batch", "memory_blocks"], tfc.name = "step.memory_blocks"}, %arg4: tensor<?x?xi64> {tfc.dims = ["batch", "src_len"], tfc.name = "src"}, %arg5: tensor<?x?x8xf32> {tfc.dims = ["memory_rows", "src_len"], tfc.name = "memory.0"}, %arg6: tensor<?x?x4xf32> {tfc.dims = ["memory_rows", "src_len"], tfc.name = "memory.1"}, %arg7: tensor<?x20x8xf32> {tfc.dims = ["batch"], tfc.name = "cache.k.0", tfc.state}, %arg8: tensor<?x20x8xf32> {tfc.dims = ["batch"], tfc.name = "cache.v.0", tfc.state}) -> (tensor<?x1x10xf32> {tfc.name = "logits"}) attributes {tfc.dim_max = {batch = 2 : i64, kv_blocks = 20 : i64, memory_blocks = 1 : i64, memory_rows = 2 : i64, src_len = 12 : i64, step = 20 : i64, tgt_len = 20 : i64}} {
 // CHECK: %[[XT:.+]] = tfc.token_embedding %arg0, %{{.+}} positions(%{{.+}}) offset(%arg1)
-// CHECK-NEXT: %[[SA:.+]] = tfc.cached_attention %[[XT]], %[[XT]], %[[XT]], %arg6, %arg7, %arg1 blocks(%arg2) {num_heads = 2 : i64, scale = 5.000000e-01 : f64}
-// CHECK-NEXT: %[[CA:.+]] = tfc.attention key_padding %[[SA]], %arg4, %arg5, %arg3 {num_heads = 2 : i64, scale = 5.000000e-01 : f64}
+// CHECK-NEXT: %[[SA:.+]] = tfc.cached_attention %[[XT]], %[[XT]], %[[XT]], %arg7, %arg8, %arg1 blocks(%arg2) {num_heads = 2 : i64, scale = 5.000000e-01 : f64}
+// CHECK-NEXT: %[[CA:.+]] = tfc.attention key_padding %[[SA]], %arg5, %arg6, %arg4 blocks(%arg3) {num_heads = 2 : i64, scale = 5.000000e-01 : f64}
 // CHECK: %[[CAL:.+]] = tfc.slice %[[CA]] {axis = 1 : i64, size = 1 : i64, start = -1 : i64}
 // CHECK: tfc.linear %[[CAL]]
 // CHECK-NOT: tfc.attention
@@ -102,6 +105,37 @@ module @encoder_decoder {
     %wout = tfc.weight "out" : tensor<10x4xf32>
     %logits = tfc.linear %ca, %wout : (tensor<?x?x4xf32>, tensor<10x4xf32>) -> tensor<?x?x10xf32>
     return %logits : tensor<?x?x10xf32>
+  }
+}
+
+// -----
+
+// Encoder memory that the decoder reads other than as the keys and values of
+// cross-attentions that can read it through a block table (here a second
+// cross-attention with a position bias reads it too) stays one row per batch
+// row: no step.memory_blocks, and the cross-attentions read it as rows of
+// their own.
+
+// CHECK-LABEL: module @memory_read_elsewhere
+// CHECK: func.func @decode_step(
+// CHECK-NOT: step.memory_blocks
+// CHECK-SAME: tfc.dims = ["batch", "src_len"], tfc.name = "memory.0"
+// CHECK: %[[CA:.+]] = tfc.attention key_padding %{{.+}}, %arg4, %arg4, %arg3 {num_heads
+// CHECK: tfc.attention none %[[CA]], %arg4, %arg4 bias(
+module @memory_read_elsewhere {
+  func.func @forward(%src: tensor<?x?xi64> {tfc.dims = ["batch", "src_len"], tfc.name = "src"},
+                     %tgt: tensor<?x?xi64> {tfc.dims = ["batch", "tgt_len"], tfc.name = "tgt"})
+      -> (tensor<?x?x8xf32> {tfc.name = "out"})
+      attributes {tfc.dim_max = {batch = 2 : i64, src_len = 12 : i64, tgt_len = 20 : i64}} {
+    %emb = tfc.weight "emb" : tensor<10x8xf32>
+    %pos = tfc.weight "pos" : tensor<20x8xf32>
+    %xs = tfc.token_embedding %src, %emb positions(%pos) : (tensor<?x?xi64>, tensor<10x8xf32>, tensor<20x8xf32>) -> tensor<?x?x8xf32>
+    %xt = tfc.token_embedding %tgt, %emb positions(%pos) : (tensor<?x?xi64>, tensor<10x8xf32>, tensor<20x8xf32>) -> tensor<?x?x8xf32>
+    %sa = tfc.attention causal %xt, %xt, %xt {num_heads = 2 : i64, scale = 0.5 : f64} : (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>) -> tensor<?x?x8xf32>
+    %ca = tfc.attention key_padding %sa, %xs, %xs, %src {num_heads = 2 : i64, scale = 0.5 : f64} : (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?xi64>) -> tensor<?x?x8xf32>
+    %table = tfc.weight "rel" : tensor<8x2xf32>
+    %cb = tfc.attention none %ca, %xs, %xs bias(%table) {num_heads = 2 : i64, scale = 0.5 : f64} : (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<8x2xf32>) -> tensor<?x?x8xf32>
+    return %cb : tensor<?x?x8xf32>
   }
 }
 
@@ -461,8 +495,8 @@ module @elementwise_over_source {
 
 // -----
 
-// More distinct symbolic dim names among the inputs (7) than the sentinels that
-// stand for them (passes/SymbolicShapes.h, 6): the values encode would hand to
+// More distinct symbolic dim names among the inputs (10) than the sentinels that
+// stand for them (passes/SymbolicShapes.h, 9): the values encode would hand to
 // decode_step cannot be given symbolic dims. The warning is at @forward.
 
 // CHECK-LABEL: module @too_many_dim_names {
@@ -470,7 +504,7 @@ module @elementwise_over_source {
 module @too_many_dim_names {
   // expected-warning@+1 {{no generation entry points: the shapes of the values encode hands to decode_step are not symbolic}}
   func.func @forward(%tok: tensor<?x?xi64> {tfc.dims = ["batch", "len"], tfc.name = "tokens"},
-                     %extra: tensor<?x?x?x?x?xf32> {tfc.dims = ["d1", "d2", "d3", "d4", "d5"], tfc.name = "extra"})
+                     %extra: tensor<?x?x?x?x?x?x?x?xf32> {tfc.dims = ["d1", "d2", "d3", "d4", "d5", "d6", "d7", "d8"], tfc.name = "extra"})
       -> tensor<?x?x8xf32> attributes {tfc.dim_max = {batch = 4 : i64, len = 16 : i64}} {
     %wte = tfc.weight "wte" : tensor<10x8xf32>
     %x = tfc.embedding %wte, %tok : (tensor<10x8xf32>, tensor<?x?xi64>) -> tensor<?x?x8xf32>

@@ -1273,6 +1273,94 @@ TEST_P(KernelTest, CachedAttentionPerRow) {
   }
 }
 
+/// An attention whose rows share key blocks (decode_step's cross-attention
+/// over one copy of each batch item's encoder memory): row b's keys are the
+/// blocks table[b], with key padding over them. Against the reference on each
+/// row's keys gathered.
+TEST_P(KernelTest, AttentionOverSharedBlocks) {
+  struct Case {
+    const char *name;
+    int64_t L, N, Sq;                          ///< block length, blocks, queries per row
+    std::vector<std::vector<int64_t>> table;   ///< per row: its blocks
+    int mask = kKeyPadding;
+  };
+  const Case cases[] = {
+      // Beams of 3 items, each item's source one block of 7 (no power of two).
+      {"beams share their item's block", 7, 3, 1, {{0}, {0}, {1}, {2}, {2}}},
+      {"no mask, a prefill of 3 queries", 7, 3, 3, {{2}, {0}, {2}}, kNone},
+      {"rows over 3 blocks of 16", 16, 6, 1, {{4, 1, 0}, {3, 5, 2}, {4, 1, 0}}},
+      {"a prefill of 20 over 2 blocks of 64", 64, 3, 20, {{2, 0}, {1, 2}}},
+  };
+  const int64_t H = 2, dk = 8, dv = 4, D = H * dk, Dv = H * dv;
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.name);
+    const int64_t B = static_cast<int64_t>(c.table.size());
+    const int64_t nb = static_cast<int64_t>(c.table[0].size()), Sk = nb * c.L;
+    HostTensor q = random(dt(), {B, c.Sq, D}), k = random(dt(), {c.N, c.L, D});
+    HostTensor v = random(dt(), {c.N, c.L, Dv});
+    std::vector<double> tv, tokv;
+    for (int64_t b = 0; b < B; ++b) {
+      for (int64_t j : c.table[b])
+        tv.push_back(static_cast<double>(j));
+      for (int64_t j = 0; j < Sk; ++j) // row b's last b keys are padding
+        tokv.push_back(j >= Sk - b ? 0.0 : static_cast<double>(randomInt(1, 9)));
+    }
+    HostTensor table = tensor(TFC_DTYPE_I64, {B, nb}, tv);
+    HostTensor tokens = tensor(TFC_DTYPE_I64, {B, Sk}, tokv);
+    HostTensor out(dt(), {B, c.Sq, Dv});
+    const double scale = 1.0 / std::sqrt(static_cast<double>(dk));
+    std::vector<HostTensor *> in = {&q, &k, &v};
+    if (c.mask == kKeyPadding)
+      in.push_back(&tokens);
+    in.push_back(&table);
+    // mask, heads, pad id, no bias (3), no grouping or window, a block table.
+    const std::string got =
+        run(TFC_KERNEL_ATTENTION, in, out, {c.mask, H, 0, 0, 0, 0, 0, 0, 1}, {scale, -1e9});
+    if (nb > 1 && backend().name() == "cuda") {
+      EXPECT_EQ(got, "attention: a block table of " + std::to_string(nb) +
+                         " blocks per row (the CUDA backend reads one block per row)");
+      continue;
+    }
+    ASSERT_EQ(got, "");
+    // The same rows with their keys gathered: the plain attention's reference.
+    HostTensor kg(dt(), {B, Sk, D}), vg(dt(), {B, Sk, Dv});
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t j = 0; j < Sk; ++j) {
+        const int64_t at = c.table[b][j / c.L] * c.L + j % c.L;
+        for (int64_t d = 0; d < D; ++d)
+          kg.set((b * Sk + j) * D + d, k.get(at * D + d));
+        for (int64_t d = 0; d < Dv; ++d)
+          vg.set((b * Sk + j) * Dv + d, v.get(at * Dv + d));
+      }
+    AttnCase ac{c.name, B, c.Sq, Sk, H, dk, dv, c.mask};
+    HostTensor none = random(dt(), {1});
+    expectNear(out, attentionRef(ac, q, kg, vg, tokens, none, scale, none), c.name);
+  }
+}
+
+TEST_P(KernelTest, AttentionOverSharedBlocksErrors) {
+  HostTensor q = random(dt(), {2, 1, 8}), k = random(dt(), {3, 6, 8}), v = random(dt(), {3, 6, 8});
+  HostTensor out(dt(), {2, 1, 8});
+  HostTensor table = tensor(TFC_DTYPE_I64, {3, 1}, {0, 1, 2});
+  EXPECT_EQ(run(TFC_KERNEL_ATTENTION, {&q, &k, &v, &table}, out, {kNone, 2, 0, 0, 0, 0, 0, 0, 1},
+                {0.5, -1e9}),
+            "attention: the block table [3, 1] is not [2, blocks]");
+  HostTensor tokens = tensor(TFC_DTYPE_I64, {2, 5}, {1, 1, 1, 1, 1, 1, 1, 1, 1, 1});
+  HostTensor two = tensor(TFC_DTYPE_I64, {2, 1}, {0, 2});
+  EXPECT_EQ(run(TFC_KERNEL_ATTENTION, {&q, &k, &v, &tokens, &two}, out,
+                {kKeyPadding, 2, 0, 0, 0, 0, 0, 0, 1}, {0.5, -1e9}),
+            "attention: the key tokens is [2, 5], not [2, 6]");
+  EXPECT_EQ(run(TFC_KERNEL_ATTENTION, {&q, &k, &v, &two}, out, {kCausal, 2, 0, 0, 0, 0, 0, 0, 1},
+                {0.5, -1e9}),
+            "attention: a block table takes no causal or additive mask");
+  if (backend().name() == "cuda")
+    return; // the table is in device memory: CUDA leaves such a row zero
+  HostTensor far = tensor(TFC_DTYPE_I64, {2, 1}, {0, 3});
+  EXPECT_EQ(run(TFC_KERNEL_ATTENTION, {&q, &k, &v, &far}, out, {kNone, 2, 0, 0, 0, 0, 0, 0, 1},
+                {0.5, -1e9}),
+            "attention block 3 is outside the 3 key blocks");
+}
+
 /// Grouped-query attention: H query heads over Hkv key/value heads; query
 /// head h reads key/value head h / (H / Hkv). Against the reference.
 TEST_P(KernelTest, GroupedQueryAttention) {
