@@ -402,7 +402,8 @@ std::string checkShapes(const AttentionCall &c) {
   int64_t sk = k.shape[1];
   int64_t width = 0;
   if (const Tensor *t = c.block_table) {
-    // k and v are [N, L, D] blocks the rows share; row b reads nb of them.
+    // k and v are [N, L, D] blocks the rows share; row b reads nb of them:
+    // its keys are the key tokens' count, else all nb * L.
     if (!(TFC_REQUIRE(t->shape.size() == 2 && t->shape[0] == b && t->shape[1] >= 1,
                       "the block table " + str(t->shape) + " is not [" + std::to_string(b) +
                           ", blocks]") &&
@@ -414,6 +415,14 @@ std::string checkShapes(const AttentionCall &c) {
           TFC_REQUIRE(!c.bias_table, "a block table takes no position bias")))
       return r.err;
     sk = t->shape[1] * k.shape[1];
+    if (c.key_tokens && c.key_tokens->shape.size() == 2 && c.key_tokens->shape[0] == b) {
+      if (!TFC_REQUIRE(c.key_tokens->shape[1] <= sk,
+                       "the key tokens " + str(c.key_tokens->shape) + " outnumber the " +
+                           std::to_string(sk) + " keys of " + std::to_string(t->shape[1]) +
+                           " blocks of " + std::to_string(k.shape[1])))
+        return r.err;
+      sk = c.key_tokens->shape[1];
+    }
   } else if (!TFC_REQUIRE(k.shape[0] == b && v.shape[0] == b && v.shape[1] == sk,
                           "q " + str(q.shape) + ", k " + str(k.shape) + " and v " +
                               str(v.shape) + " disagree on the batch or the keys")) {

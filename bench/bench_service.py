@@ -4,7 +4,7 @@ and CTranslate2, under Poisson arrivals (issue 23).
 
   bench/peers/run.sh service [--threads 1 2] [--beams 1 4] [--requests 256]
       [--rates 0.5 1 2] [--new-tokens 32] [--src-len 5 60] [--static 8 32]
-      [--static-wait-ms 50] [--rows 128] [--ct2-batch-tokens 1024] [--limit 300]
+      [--static-wait-ms 50] [--rows 128] [--engine-rows N] [--ct2-batch-tokens 1024] [--limit 300]
       [--rounds 1] [--engines fifo static engine ct2] [--capacity REQ_PER_S] [--no-stream]
       [--tfc-python PY] [--tfc-pythonpath DIR] [--markdown] [--quick] [--keep]
 
@@ -33,8 +33,8 @@ threads T in every one of them; a request is [1, n] input_ids + attention_mask:
             attention_mask 0) into one batch and calls session.generate; every
             request of the batch ends with the batch
   engine    tfc.Engine(model, threads=T, max_queue=max(256, --requests)): each request is
-            submitted at its arrival (continuous batching; its rows default to the
-            model's max_batch, --rows)
+            submitted at its arrival (continuous batching; its rows per step are
+            --engine-rows, default the model's max_batch, --rows)
   ct2       CTranslate2 Translator(intra_threads=T, inter_threads=1): a dispatcher
             submits every queued request in one translate_batch(asynchronous=True,
             max_batch_size=--ct2-batch-tokens, batch_type="tokens", beam_size,
@@ -354,7 +354,8 @@ def setup_worker(s):
     if s["mode"] == "engine":
         if not hasattr(tfc, "Engine"):
             raise RuntimeError(f"this tfc package ({tfc.__file__}) has no tfc.Engine")
-        st["engine"] = tfc.Engine(model, threads=s["threads"], max_queue=max(256, s["n"]))
+        st["engine"] = tfc.Engine(model, threads=s["threads"], max_queue=max(256, s["n"]),
+                                  max_rows=s.get("engine_rows"))
     else:
         st["session"] = model.session(threads=s["threads"])
     st["serve"] = serve_tfc
@@ -496,6 +497,8 @@ def main():
     ap.add_argument("--static", type=int, nargs="+", default=[8, 32], help="static batch sizes")
     ap.add_argument("--static-wait-ms", type=float, default=50.0)
     ap.add_argument("--rows", type=int, default=128, help="tfc compile --set max_batch=ROWS")
+    ap.add_argument("--engine-rows", type=int,
+                    help="the engine's rows per step (tfc.Engine max_rows; default --rows)")
     ap.add_argument("--ct2-batch-tokens", type=int, default=1024)
     ap.add_argument("--limit", type=float, help="seconds per configuration (default 300; "
                     "--quick: 60)")
@@ -582,7 +585,7 @@ def main():
     spec0 = dict(tmp=tmp, src=paths["src"], lens=paths["lens"], new_tokens=n, pad=pad,
                  model=binp, ct2_dir=ct2_dir, vocab=dims["vocab"], n=a.requests,
                  beams=a.beams, wait_ms=a.static_wait_ms, ct2_batch_tokens=a.ct2_batch_tokens,
-                 stream=not a.no_stream)
+                 stream=not a.no_stream, engine_rows=a.engine_rows)
     results, caps, versions, checks = {}, {}, {}, []
     for th in a.threads:
         engines = {}

@@ -128,11 +128,14 @@ struct Deriver {
   llvm::SetVector<Value> srcArgs;    // non-target inputs the decoder reads
   SmallVector<unsigned> decOutputs;  // @forward's results that depend on the target
   SmallVector<SmallVector<std::string>> boundaryDims; // the boundary's symbolic dims
-  /// The cross-attentions that read their keys and values once per batch
-  /// item (findItemMemory), and the boundary values they read, which
-  /// decode_step takes as [memory_rows, ...], one per item.
+  /// The cross-attentions that read their keys and values through a block
+  /// table (findItemMemory), and the boundary values they read, which
+  /// decode_step takes as [memory_rows, memory_len, width] blocks: a session
+  /// passes one block per batch item, the engine pages them. memSrcName is
+  /// the source length they all have in @forward (src_len).
   llvm::DenseSet<Operation *> itemAttn;
   llvm::DenseSet<Value> itemMemory;
+  std::string memSrcName;
   int memBlocksArg = -1; // decode_step's step.memory_blocks, when itemAttn is not empty
 
   bool dependsOnTarget(Value v) const { return deps.lookup(v) >> target & 1; }
@@ -349,9 +352,15 @@ void Deriver::findItemMemory() {
     candidates.push_back(a);
   }
   // A boundary value is per item when every decoder-side use is as the key or
-  // value of a candidate, and its batch dim is dynamic (a row count).
+  // value of a candidate, it is [rows, source length, width] with both
+  // counts dynamic, and every such value has the same source length.
   auto perItem = [&](Value v) {
-    if (v.getType().cast<RankedTensorType>().getDimSize(0) != kDyn)
+    auto t = v.getType().cast<RankedTensorType>();
+    if (t.getRank() != 3 || t.getDimSize(0) != kDyn || t.getDimSize(1) != kDyn)
+      return false;
+    const SmallVector<std::string> &dims = boundaryDims[llvm::find(boundary, v) - boundary.begin()];
+    if (dims.size() < 2 || (!memSrcName.empty() && dims[1] != memSrcName) ||
+        !dimMax.getAs<IntegerAttr>(dims[1]))
       return false;
     for (OpOperand &use : v.getUses()) {
       Operation *user = use.getOwner();
@@ -366,6 +375,7 @@ void Deriver::findItemMemory() {
   };
   for (AttentionOp a : candidates)
     if (perItem(a.getKey()) && perItem(a.getValue())) {
+      memSrcName = boundaryDims[llvm::find(boundary, a.getKey()) - boundary.begin()][1];
       itemAttn.insert(a);
       itemMemory.insert(a.getKey());
       itemMemory.insert(a.getValue());
@@ -441,9 +451,11 @@ func::FuncOp Deriver::createDecodeStep(OpBuilder &b, SmallVectorImpl<unsigned> &
   addArg(RankedTensorType::get({kDyn, kDyn}, b.getI64Type()),
          {named("tfc.name", b.getStringAttr("step.blocks")),
           named("tfc.dims", strArray(b, {batchName.str(), "kv_blocks"}))});
-  // The cross-attentions that read encoder memory once per batch item: row
-  // b's keys are in memory row step.memory_blocks[b][0] (a block table whose
-  // blocks are whole sources), so the beams of an item share one copy.
+  // The cross-attentions that read encoder memory through a block table: row
+  // b's source position p is in memory block step.memory_blocks[b][p / L] at
+  // p % L (L: the memory's second dim, memory_len). A session passes one block
+  // per batch item (L = its source length), the engine pages the memory in
+  // its pool; either way the beams of an item share one copy.
   if (!itemAttn.empty())
     memBlocksArg = (int)addArg(
         RankedTensorType::get({kDyn, kDyn}, b.getI64Type()),
@@ -456,8 +468,10 @@ func::FuncOp Deriver::createDecodeStep(OpBuilder &b, SmallVectorImpl<unsigned> &
   }
   for (auto [j, v] : llvm::enumerate(boundary)) {
     SmallVector<std::string> dims = boundaryDims[j];
-    if (itemMemory.contains(v) && !dims.empty())
+    if (itemMemory.contains(v)) {
       dims[0] = "memory_rows";
+      dims[1] = "memory_len";
+    }
     boundaryPos.push_back(addArg(
         v.getType(), {named("tfc.name", b.getStringAttr("memory." + std::to_string(j))),
                       named("tfc.dims", strArray(b, dims))}));
@@ -490,12 +504,16 @@ func::FuncOp Deriver::createDecodeStep(OpBuilder &b, SmallVectorImpl<unsigned> &
   if (!dimMax.get("kv_blocks"))
     dm.push_back(named("kv_blocks", b.getI64IntegerAttr(L)));
   if (!itemAttn.empty()) {
-    // One memory row per batch row at most (each item has a row), and one
-    // block per row (a whole source).
-    if (auto bm = dimMax.getAs<IntegerAttr>(batchName); bm && !dimMax.get("memory_rows"))
-      dm.push_back(named("memory_rows", bm));
-    if (!dimMax.get("memory_blocks"))
-      dm.push_back(named("memory_blocks", b.getI64IntegerAttr(1)));
+    // Memory in blocks of at most a whole source, one per position at least;
+    // as many blocks as every row's source in blocks of one, and a block of
+    // zeros (the engine's padding).
+    const int64_t S = dimMax.getAs<IntegerAttr>(memSrcName).getInt();
+    const auto bm = dimMax.getAs<IntegerAttr>(batchName);
+    const int64_t rowsMax = bm ? bm.getInt() : 1;
+    for (auto [name, v] : {std::make_pair("memory_rows", rowsMax * S + 1),
+                           std::make_pair("memory_len", S), std::make_pair("memory_blocks", S)})
+      if (!dimMax.get(name))
+        dm.push_back(named(name, b.getI64IntegerAttr(v)));
   }
   dec->setAttr("tfc.dim_max", b.getDictionaryAttr(dm));
   dec.addEntryBlock();

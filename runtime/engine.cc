@@ -177,6 +177,7 @@ Status Engine::Impl::init() {
   TFC_RETURN_IF_ERROR(s->reserveState(numBlocks, blockLen, /*blocks=*/true));
   kv = std::make_unique<BlockAllocator>(static_cast<uint32_t>(numBlocks),
                                         static_cast<uint32_t>(blockLen));
+  TFC_RETURN_IF_ERROR(initMemory());
   rowsFree = o.rows;
   counters.kvBlockPositions = blockLen;
   counters.kvBlockBytes = static_cast<int64_t>(blockBytes);
@@ -207,6 +208,7 @@ void Engine::Impl::endLocked(const std::shared_ptr<Req> &r, Status st) {
   r->status = std::move(st);
   r->state = Req::State::Ended;
   releaseRows(*r);
+  releaseMemory(*r);
   rowsFree += r->needRows;
   running.erase(std::remove(running.begin(), running.end(), r), running.end());
   if (r->status.isOk())

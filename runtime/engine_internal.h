@@ -18,6 +18,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <deque>
 #include <map>
 #include <memory>
@@ -40,10 +41,11 @@ struct RowInputDesc {
   int fwdInput = -1;         ///< a @forward input, or
   int encOutput = -1;        ///< an @encode output value
   bool defaulted = false;    ///< an optional input made from its source (a mask): pad 0
-  /// One row per batch item, not per batch row (encoder memory that the
-  /// cross-attentions read through step.memory_blocks): the beams of an item
-  /// share it.
+  /// Encoder memory that the cross-attentions read through
+  /// step.memory_blocks: it lives in the engine's memory pool, one sequence
+  /// of blocks per batch item, which the item's rows (its beams) share.
   bool perItem = false;
+  int64_t width = 0; ///< perItem: the memory's width (floats per position)
 };
 
 } // namespace engine_detail
@@ -78,10 +80,10 @@ struct Req {
   };
   std::vector<std::vector<ItemData>> items;
   std::vector<BlockCopy> copies; ///< KV blocks to copy before its next step (copy-on-write)
-  /// Its batch items' memory slots in the one-token steps' item inputs
-  /// (RowInputBatch), and the layout epoch they were written in.
-  std::vector<int64_t> slots;
-  uint64_t slotEpoch = 0;
+  /// Its batch items' encoder memory in the memory pool: each item's
+  /// sequence and its blocks (fixed once written; copied here under mu).
+  std::vector<BlockAllocator::SeqId> itemSeq;
+  std::vector<std::vector<uint32_t>> itemBlocks;
 
   // The step exchange.
   bool posted = false, stepDone = false;
@@ -107,27 +109,19 @@ struct Engine::Impl {
   size_t decIdx = 0;
   int encIdx = -1;
   int tokensIdx = -1, posIdx = -1, blocksIdx = -1;
-  int memBlocksIdx = -1; ///< step.memory_blocks: each row's item memory slot
+  int memBlocksIdx = -1; ///< step.memory_blocks: each row's memory block table
   int64_t vocab = 0, maxStep = 1, len = 0;
   std::vector<RowInputDesc> rowInputs;
   std::vector<StateCache> caches;
   /// The one-token steps' row inputs (encoder memory, source ids) as last
   /// assembled, and the rows they were assembled for (request id, batch item):
   /// rebuilt only when requests join or leave, not every step.
-  ///
-  /// The per-item inputs (encoder memory) hold one slot per batch item of
-  /// the requests, which the rows read through step.memory_blocks: a request
-  /// keeps its slots from step to step (written once, and again when the
-  /// padded length changes: a new epoch), and a beam's rows share their
-  /// item's. A prefill's own batch holds its request's items in order.
+  /// The per-item inputs (encoder memory) are not here: they are the memory
+  /// pool's blocks (memBuf), which each row reads through its item's table.
   struct RowInputBatch {
     std::vector<std::pair<uint64_t, int64_t>> rows;
     std::vector<std::vector<char>> data;
     std::vector<std::vector<int64_t>> shapes;
-    std::vector<uint64_t> slotOwner; ///< request id per slot (0: free)
-    std::vector<int64_t> memBlocks;  ///< per row: its item's slot
-    int64_t slotsUsed = 0;           ///< slots bound (one past the last held)
-    uint64_t epoch = 1;
   };
   RowInputBatch decodeInputs;
 
@@ -143,6 +137,22 @@ struct Engine::Impl {
   /// V, one sequence per row. Guarded by mu.
   std::unique_ptr<BlockAllocator> kv;
   int64_t blockLen = 0;
+  /// The encoder memory (cross-attention K/V) of encoder-decoder requests: a
+  /// pool of blocks of memLen source positions, one buffer per per-item
+  /// input (calloc'ed: pages are touched as blocks are used), one sequence of
+  /// blocks per batch item. Block zeroBlock stays zeros: the table entries
+  /// of a row past its own blocks. Sized so that it never runs out (every
+  /// row an item at the model's longest source). The allocator is guarded
+  /// by mu; the buffers and memHigh (one past the highest block ever used:
+  /// the blocks a step binds) belong to the engine thread.
+  struct FreeDeleter {
+    void operator()(float *p) const { std::free(p); }
+  };
+  std::unique_ptr<BlockAllocator> memPool;
+  std::vector<std::unique_ptr<float, FreeDeleter>> memBuf; ///< per RowInputDesc (perItem)
+  int64_t memLen = 0;
+  uint32_t zeroBlock = 0, memHigh = 1;
+  std::vector<int64_t> memTables; ///< the step's [rows, memory blocks] tables
   int64_t rowsFree = 0; ///< rows per step not held by a running request
   uint64_t nextId = 1;
   bool stopping = false;
@@ -193,13 +203,16 @@ struct Engine::Impl {
   /// |batch| for the rows of |group|, in order: rewrites the rows that differ
   /// from the ones it holds (all of them when the padded lengths change).
   void updateRowInputs(const std::vector<Req *> &group, RowInputBatch &batch);
-  /// The item slots of |group|'s requests in |batch| (kept where they are in
-  /// the |decoding| run's batch), and each row's slot (memBlocks).
-  void placeItems(const std::vector<Req *> &group, RowInputBatch &batch, bool decoding);
-  /// Writes per-item input |k| of the requests whose slots are not written
-  /// in |batch|'s epoch (every one in a prefill's own batch).
-  void writeItems(const std::vector<Req *> &group, size_t k, RowInputBatch &batch,
-                  bool decoding);
+  /// Sets up the memory pool (init).
+  Status initMemory();
+  /// Puts |r|'s encoder memory (@encode's outputs, just run) in the memory
+  /// pool: a sequence of blocks per batch item.
+  Status storeMemory(Req &r);
+  /// Returns |r|'s memory blocks to the pool (mu held).
+  void releaseMemory(Req &r);
+  /// The rows' memory block tables for a step whose sources are padded to
+  /// |padded| positions: [rows, blocks], past a row's own blocks the zeros.
+  int64_t memoryTables(const std::vector<Req *> &group, int64_t padded);
   /// Orders a one-token step's requests so that those of the last one keep
   /// their rows (new ones fill the rows of those that left), and their row
   /// inputs stay where they are.

@@ -157,6 +157,7 @@ Status Engine::Impl::startRequest(Req &r) {
       ins[i] = {r.inputs[fi].ids.data(), TFC_DTYPE_I64, r.inputs[fi].shape};
     }
     TFC_RETURN_IF_ERROR(runFunction(*s, encIdx, ins));
+    TFC_RETURN_IF_ERROR(storeMemory(r));
   }
   r.items.assign(rowInputs.size(), {});
   for (size_t k = 0; k < rowInputs.size(); ++k) {
@@ -185,7 +186,8 @@ Status Engine::Impl::startRequest(Req &r) {
     const uint64_t rowBytes = tfc_dtype_bytes(dtype, rowElems);
     r.items[k].resize(static_cast<size_t>(batch));
     for (int64_t i = 0; i < batch; ++i) {
-      r.items[k][i].bytes.assign(src + i * rowBytes, src + (i + 1) * rowBytes);
+      if (!d.perItem) // encoder memory is in the pool (storeMemory): its shape only
+        r.items[k][i].bytes.assign(src + i * rowBytes, src + (i + 1) * rowBytes);
       r.items[k][i].shape.assign(shape.begin() + 1, shape.end());
     }
   }
@@ -297,16 +299,11 @@ void Engine::Impl::updateRowInputs(const std::vector<Req *> &group, RowInputBatc
     batch.rows.clear();
     batch.data.resize(rowInputs.size());
     batch.shapes = std::move(shapes);
-    ++batch.epoch; // and every item slot
   }
-  if (memBlocksIdx >= 0)
-    placeItems(group, batch, decoding);
   for (size_t k = 0; k < rowInputs.size(); ++k) {
     const RowInputDesc &d = rowInputs[k];
-    if (d.perItem) {
-      writeItems(group, k, batch, decoding);
-      continue;
-    }
+    if (d.perItem)
+      continue; // in the memory pool
     const std::vector<int64_t> &shape = batch.shapes[k];
     const uint32_t dtype = d.fwdInput >= 0 ? TFC_DTYPE_I64 : TFC_DTYPE_F32;
     uint64_t elems = 1;
@@ -333,95 +330,6 @@ void Engine::Impl::updateRowInputs(const std::vector<Req *> &group, RowInputBatc
       }
   }
   batch.rows = std::move(rows);
-  if (decoding)
-    for (Req *r : group)
-      r->slotEpoch = batch.epoch;
-}
-
-void Engine::Impl::placeItems(const std::vector<Req *> &group, RowInputBatch &batch,
-                              bool decoding) {
-  std::vector<int64_t> &blocks = batch.memBlocks;
-  blocks.clear();
-  if (!decoding) {
-    // A prefill's own batch: its requests' items in order (their slots in
-    // the decode steps' batch stay as they are).
-    int64_t first = 0;
-    for (const Req *r : group) {
-      for (int64_t i = 0; i < r->rows; ++i)
-        blocks.push_back(first + r->rowItem[i]);
-      first += r->plan.batch;
-    }
-    batch.slotsUsed = first;
-    return;
-  }
-  // The requests that still hold their slots keep them; every other slot is
-  // free (its request ended, or is not in this step), and the requests
-  // without slots take the lowest free ones.
-  std::vector<uint64_t> &owner = batch.slotOwner;
-  if (owner.size() < static_cast<size_t>(o.rows))
-    owner.resize(static_cast<size_t>(o.rows), 0);
-  std::vector<char> held(owner.size(), 0);
-  for (Req *r : group) {
-    bool holds = r->slots.size() == static_cast<size_t>(r->plan.batch) && r->slotEpoch != 0;
-    for (int64_t sl : r->slots)
-      holds = holds && sl >= 0 && static_cast<size_t>(sl) < owner.size() && owner[sl] == r->id &&
-              !held[sl];
-    if (holds)
-      for (int64_t sl : r->slots)
-        held[sl] = 1;
-    else
-      r->slots.clear();
-  }
-  for (size_t sl = 0; sl < owner.size(); ++sl)
-    if (!held[sl])
-      owner[sl] = 0;
-  size_t next = 0;
-  for (Req *r : group) {
-    if (!r->slots.empty())
-      continue;
-    for (int64_t i = 0; i < r->plan.batch; ++i, ++next) {
-      while (owner[next] != 0)
-        ++next; // within o.rows: the group's items are at most its rows
-      owner[next] = r->id;
-      r->slots.push_back(static_cast<int64_t>(next));
-    }
-    r->slotEpoch = 0; // to be written
-  }
-  batch.slotsUsed = 0;
-  for (size_t sl = 0; sl < owner.size(); ++sl)
-    if (owner[sl] != 0)
-      batch.slotsUsed = static_cast<int64_t>(sl) + 1;
-  for (const Req *r : group)
-    for (int64_t i = 0; i < r->rows; ++i)
-      blocks.push_back(r->slots[r->rowItem[i]]);
-}
-
-void Engine::Impl::writeItems(const std::vector<Req *> &group, size_t k, RowInputBatch &batch,
-                              bool decoding) {
-  const std::vector<int64_t> &shape = batch.shapes[k];
-  uint64_t elems = 1;
-  for (int64_t e : shape)
-    elems *= static_cast<uint64_t>(e);
-  const uint64_t slotBytes = tfc_dtype_bytes(TFC_DTYPE_F32, elems);
-  std::vector<char> &buf = batch.data[k];
-  if (decoding && buf.capacity() < slotBytes * static_cast<uint64_t>(o.rows))
-    buf.reserve(slotBytes * static_cast<uint64_t>(o.rows)); // grows in place after
-  buf.resize(slotBytes * static_cast<uint64_t>(batch.slotsUsed));
-  int64_t first = 0; // a prefill's batch: the requests' items in order
-  for (const Req *r : group) {
-    const bool skip = decoding && r->slotEpoch == batch.epoch; // in place
-    for (int64_t i = 0; i < r->plan.batch && !skip; ++i) {
-      // The items that still have rows (the padded length is theirs).
-      if (std::find(r->rowItem.begin(), r->rowItem.begin() + r->rows, i) ==
-          r->rowItem.begin() + r->rows)
-        continue;
-      const Req::ItemData &it = r->items[k][i];
-      char *dst = buf.data() + (decoding ? r->slots[i] : first + i) * slotBytes;
-      std::memcpy(dst, it.bytes.data(), it.bytes.size());
-      std::memset(dst + it.bytes.size(), 0, slotBytes - it.bytes.size());
-    }
-    first += r->plan.batch;
-  }
 }
 
 Status Engine::Impl::runRows(const std::vector<Req *> &group, int64_t steps, bool wantLogits,
@@ -459,10 +367,17 @@ Status Engine::Impl::runRows(const std::vector<Req *> &group, int64_t steps, boo
   RowInputBatch fresh;
   RowInputBatch &batch = lastRun ? decodeInputs : fresh;
   updateRowInputs(group, batch);
-  if (memBlocksIdx >= 0)
-    ins[memBlocksIdx] = {batch.memBlocks.data(), TFC_DTYPE_I64, {rows, 1}};
   for (size_t k = 0; k < rowInputs.size(); ++k) {
-    std::vector<int64_t> full{rowInputs[k].perItem ? batch.slotsUsed : rows};
+    const RowInputDesc &d = rowInputs[k];
+    if (d.perItem) {
+      // The memory pool's blocks in use, which each row reads through its
+      // item's table, padded to the step's source length.
+      const int64_t nb = memoryTables(group, batch.shapes[k].at(0));
+      ins[memBlocksIdx] = {memTables.data(), TFC_DTYPE_I64, {rows, nb}};
+      ins[d.input] = {memBuf[k].get(), TFC_DTYPE_F32, {memHigh, memLen, d.width}};
+      continue;
+    }
+    std::vector<int64_t> full{rows};
     full.insert(full.end(), batch.shapes[k].begin(), batch.shapes[k].end());
     ins[rowInputs[k].input] = {batch.data[k].data(),
                                rowInputs[k].fwdInput >= 0 ? TFC_DTYPE_I64 : TFC_DTYPE_F32,

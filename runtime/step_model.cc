@@ -123,6 +123,8 @@ public:
         return Status::invalidModel("decode_step input '" + dec.inputs[r.input].name +
                                     "' has other rows than step.tokens, and no "
                                     "step.memory_blocks to read them through");
+      if (r.perItem)
+        TFC_RETURN_IF_ERROR(pageMemory(r));
     }
     const ValueDesc &logits = dec.values[dec.outputs.at(0).value];
     vocab = logits.dims.empty() ? 0 : logits.dims.back();
@@ -233,10 +235,15 @@ private:
         rowBlocks[r] = r;
       ins[blocksIdx] = {rowBlocks.data(), TFC_DTYPE_I64, {n, 1}};
     }
-    if (memBlocksIdx >= 0)
-      ins[memBlocksIdx] = {rowItem.data(), TFC_DTYPE_I64, {n, 1}};
+    if (memBlocksIdx >= 0) {
+      memTables.resize(static_cast<size_t>(n * memBlocks));
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t j = 0; j < memBlocks; ++j)
+          memTables[r * memBlocks + j] = rowItem[r] * memBlocks + j;
+      ins[memBlocksIdx] = {memTables.data(), TFC_DTYPE_I64, {n, memBlocks}};
+    }
     for (const RowInput &r : rowInputs) {
-      std::vector<int64_t> shape{r.perItem ? items : n};
+      std::vector<int64_t> shape{r.perItem ? items * memBlocks : n};
       shape.insert(shape.end(), r.rowShape.begin(), r.rowShape.end());
       ins[r.input] = {r.data.data(), r.dtype, std::move(shape)};
     }
@@ -314,6 +321,31 @@ private:
     std::vector<char> data;
     bool perItem = false; ///< one row per batch item (step.memory_blocks)
   };
+  /// Lays per-item input |r| ([items, S, width], as @encode made it) out as
+  /// blocks of memLen positions, |memBlocks| per item, the last one padded
+  /// with zeros: the engine's layout (engine_memory.cc), so that a request's
+  /// cross-attention adds up its keys in the same blocks on a session and on
+  /// an engine, and its tokens are the same on both.
+  Status pageMemory(RowInput &r) {
+    const int64_t S = r.rowShape.at(0);
+    const uint64_t posBytes = S > 0 ? r.rowBytes / static_cast<uint64_t>(S) : 0;
+    const int64_t len = s->dev->hostMemory() ? std::min<int64_t>(16, S) : S;
+    if (memLen == 0) {
+      memLen = std::max<int64_t>(1, len);
+      memBlocks = std::max<int64_t>(1, (S + memLen - 1) / memLen);
+    } else if ((S + memLen - 1) / memLen > memBlocks) {
+      return Status::invalidModel("decode_step's encoder memory inputs differ in length");
+    }
+    const uint64_t itemBytes = posBytes * static_cast<uint64_t>(memBlocks * memLen);
+    std::vector<char> blocks(itemBytes * static_cast<uint64_t>(items), 0);
+    for (int64_t i = 0; i < items; ++i)
+      std::memcpy(blocks.data() + i * itemBytes, r.data.data() + i * r.rowBytes, r.rowBytes);
+    r.data.swap(blocks);
+    r.rowShape[0] = memLen;
+    r.rowBytes = posBytes * static_cast<uint64_t>(memLen);
+    return Status::ok();
+  }
+
   size_t index(const char *name) const {
     for (size_t i = 0; i < m.functions.size(); ++i)
       if (m.functions[i].name == name)
@@ -325,6 +357,9 @@ private:
   size_t decIdx = 0;
   int tokensIdx = -1, posIdx = -1, blocksIdx = -1, memBlocksIdx = -1;
   int64_t items = 0; ///< the batch items (rows of the per-item inputs)
+  /// The per-item inputs' blocks: memLen positions each, memBlocks per item.
+  int64_t memLen = 0, memBlocks = 1;
+  std::vector<int64_t> memTables;
   bool posPerRow = false; ///< step.pos is [rows] (model.bin files since continuous batching)
   std::vector<int64_t> rowPos, rowBlocks;
   std::vector<RowInput> rowInputs;

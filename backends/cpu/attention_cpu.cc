@@ -475,9 +475,10 @@ namespace {
 
 /// An attention whose k and v are [N, L, D] blocks that rows share (the
 /// encoder memory of decode_step's cross-attentions, one copy per batch
-/// item): row b reads its nb * L keys through |table| ([B, nb]) in place.
-/// Every block index is checked here: the table is the caller's.
-Status pagedKeys(const Tensor &table, const Tensor &k, AttentionParams &p) {
+/// item): row b reads its |keys| keys (at most nb * L) through |table|
+/// ([B, nb]) in place. Every block index is checked here: the table is the
+/// caller's.
+Status pagedKeys(const Tensor &table, const Tensor &k, int64_t keys, AttentionParams &p) {
   const int64_t B = table.shape[0], nb = table.shape[1], N = k.shape[0], L = k.shape[1];
   const int64_t *t = table.as<int64_t>();
   for (int64_t i = 0; i < B * nb; ++i)
@@ -490,9 +491,9 @@ Status pagedKeys(const Tensor &table, const Tensor &k, AttentionParams &p) {
                                " keys per row (a block length the kernel reads in place: a "
                                "power of two up to 64, or a multiple of 64)");
   thread_local std::vector<int64_t> lens;
-  lens.assign(static_cast<size_t>(B), nb * L);
-  p.kv_len = nb * L;
-  p.key_tokens_batch_stride = nb * L;
+  lens.assign(static_cast<size_t>(B), keys);
+  p.kv_len = keys;
+  p.key_tokens_batch_stride = keys;
   p.kv_lens = lens.data();
   p.kv_blocks = t;
   p.kv_blocks_stride = nb;
@@ -538,7 +539,10 @@ Status run(const AttentionCall &c) {
   // bf16 q/k/v are widened once (the kernel's arithmetic is f32 either way).
   thread_local std::vector<float> qb, kb, vb, ob;
   if (c.block_table)
-    TFC_RETURN_IF_ERROR(pagedKeys(*c.block_table, k, p));
+    TFC_RETURN_IF_ERROR(pagedKeys(*c.block_table, k,
+                                  c.key_tokens ? c.key_tokens->shape[1]
+                                               : c.block_table->shape[1] * k.shape[1],
+                                  p));
   attention(p, asF32(q, qb), asF32(k, kb), asF32(v, vb), outF32(out, ob));
   finishOut(out, ob);
   return Status();

@@ -205,6 +205,8 @@ Status run(Context &ctx, const AttentionCall &c) {
                                  " blocks per row (the CUDA backend reads one block per row)");
     a.slots = static_cast<const int64_t *>(t->data);
     a.cacheRows = k.shape[0];
+    if (c.key_tokens) // a row's keys: its key tokens' count (at most the block's)
+      a.kvLen = a.tokensBatch = c.key_tokens->shape[1];
     TFC_RETURN_IF_ERROR(
         fillZero(ctx, out.data, tfc_dtype_bytes(out.dtype, (uint64_t)out.numel())));
   }

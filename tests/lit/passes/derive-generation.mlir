@@ -66,9 +66,11 @@ module @decoder_only {
 // (memory.0, memory.1, with their symbolic dims); decode_step takes step.tokens,
 // step.pos, step.blocks, step.memory_blocks (each row's batch item: the
 // cross-attention reads its keys through it), src (the cross-attention's
-// padding mask reads it, one row per row), memory.0 and memory.1 (one row per
-// batch item: [memory_rows, src_len], so beams share them), then the
-// self-attention's caches, [batch, 20, 8].
+// padding mask reads it, one row per row), memory.0 and memory.1 as blocks
+// ([memory_rows, memory_len]: a session passes one per batch item, the engine
+// pages them; beams share them), then the self-attention's caches,
+// [batch, 20, 8]. memory_rows is at most max_batch blocks of one position per
+// source position, plus one.
 
 // CHECK-LABEL: module @encoder_decoder attributes {tfc.generation = {max_len = 20 : i64, target = "tgt"}} {
 // CHECK: func.func @forward(
@@ -78,7 +80,7 @@ module @decoder_only {
 // CHECK-NEXT: %[[K:.+]] = tfc.slice %[[KV]] {axis = 2 : i64, size = 8 : i64, start = 0 : i64}
 // CHECK-NEXT: %[[V:.+]] = tfc.slice %[[KV]] {axis = 2 : i64, size = 4 : i64, start = 8 : i64}
 // CHECK-NEXT: return %[[K]], %[[V]] : tensor<?x?x8xf32>, tensor<?x?x4xf32>
-// CHECK: func.func @decode_step(%arg0: tensor<?x?xi64> {tfc.dims = ["batch", "step"], tfc.name = "step.tokens"}, %arg1: tensor<?xi64> {tfc.dims = ["batch"], tfc.name = "step.pos"}, %arg2: tensor<?x?xi64> {tfc.dims = ["batch", "kv_blocks"], tfc.name = "step.blocks"}, %arg3: tensor<?x?xi64> {tfc.dims = ["batch", "memory_blocks"], tfc.name = "step.memory_blocks"}, %arg4: tensor<?x?xi64> {tfc.dims = ["batch", "src_len"], tfc.name = "src"}, %arg5: tensor<?x?x8xf32> {tfc.dims = ["memory_rows", "src_len"], tfc.name = "memory.0"}, %arg6: tensor<?x?x4xf32> {tfc.dims = ["memory_rows", "src_len"], tfc.name = "memory.1"}, %arg7: tensor<?x20x8xf32> {tfc.dims = ["batch"], tfc.name = "cache.k.0", tfc.state}, %arg8: tensor<?x20x8xf32> {tfc.dims = ["batch"], tfc.name = "cache.v.0", tfc.state}) -> (tensor<?x1x10xf32> {tfc.name = "logits"}) attributes {tfc.dim_max = {batch = 2 : i64, kv_blocks = 20 : i64, memory_blocks = 1 : i64, memory_rows = 2 : i64, src_len = 12 : i64, step = 20 : i64, tgt_len = 20 : i64}} {
+// CHECK: func.func @decode_step(%arg0: tensor<?x?xi64> {tfc.dims = ["batch", "step"], tfc.name = "step.tokens"}, %arg1: tensor<?xi64> {tfc.dims = ["batch"], tfc.name = "step.pos"}, %arg2: tensor<?x?xi64> {tfc.dims = ["batch", "kv_blocks"], tfc.name = "step.blocks"}, %arg3: tensor<?x?xi64> {tfc.dims = ["batch", "memory_blocks"], tfc.name = "step.memory_blocks"}, %arg4: tensor<?x?xi64> {tfc.dims = ["batch", "src_len"], tfc.name = "src"}, %arg5: tensor<?x?x8xf32> {tfc.dims = ["memory_rows", "memory_len"], tfc.name = "memory.0"}, %arg6: tensor<?x?x4xf32> {tfc.dims = ["memory_rows", "memory_len"], tfc.name = "memory.1"}, %arg7: tensor<?x20x8xf32> {tfc.dims = ["batch"], tfc.name = "cache.k.0", tfc.state}, %arg8: tensor<?x20x8xf32> {tfc.dims = ["batch"], tfc.name = "cache.v.0", tfc.state}) -> (tensor<?x1x10xf32> {tfc.name = "logits"}) attributes {tfc.dim_max = {batch = 2 : i64, kv_blocks = 20 : i64, memory_blocks = 12 : i64, memory_len = 12 : i64, memory_rows = 25 : i64, src_len = 12 : i64, step = 20 : i64, tgt_len = 20 : i64}} {
 // CHECK: %[[XT:.+]] = tfc.token_embedding %arg0, %{{.+}} positions(%{{.+}}) offset(%arg1)
 // CHECK-NEXT: %[[SA:.+]] = tfc.cached_attention %[[XT]], %[[XT]], %[[XT]], %arg7, %arg8, %arg1 blocks(%arg2) {num_heads = 2 : i64, scale = 5.000000e-01 : f64}
 // CHECK-NEXT: %[[CA:.+]] = tfc.attention key_padding %[[SA]], %arg5, %arg6, %arg4 blocks(%arg3) {num_heads = 2 : i64, scale = 5.000000e-01 : f64}

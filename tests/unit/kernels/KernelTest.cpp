@@ -1283,6 +1283,7 @@ TEST_P(KernelTest, AttentionOverSharedBlocks) {
     int64_t L, N, Sq;                          ///< block length, blocks, queries per row
     std::vector<std::vector<int64_t>> table;   ///< per row: its blocks
     int mask = kKeyPadding;
+    int64_t keys = 0; ///< each row's keys (the key tokens' count; 0: nb * L)
   };
   const Case cases[] = {
       // Beams of 3 items, each item's source one block of 7 (no power of two).
@@ -1290,12 +1291,17 @@ TEST_P(KernelTest, AttentionOverSharedBlocks) {
       {"no mask, a prefill of 3 queries", 7, 3, 3, {{2}, {0}, {2}}, kNone},
       {"rows over 3 blocks of 16", 16, 6, 1, {{4, 1, 0}, {3, 5, 2}, {4, 1, 0}}},
       {"a prefill of 20 over 2 blocks of 64", 64, 3, 20, {{2, 0}, {1, 2}}},
+      // The engine's rows: sources padded to 27 keys over 2 blocks of 16, the
+      // second block of the first row the zero block (0).
+      {"27 keys over 2 blocks of 16", 16, 5, 1, {{3, 0}, {1, 4}, {2, 0}}, kKeyPadding, 27},
+      {"one block of 7, 5 keys (a session's source)", 7, 2, 2, {{1}, {0}}, kKeyPadding, 5},
   };
   const int64_t H = 2, dk = 8, dv = 4, D = H * dk, Dv = H * dv;
   for (const Case &c : cases) {
     SCOPED_TRACE(c.name);
     const int64_t B = static_cast<int64_t>(c.table.size());
-    const int64_t nb = static_cast<int64_t>(c.table[0].size()), Sk = nb * c.L;
+    const int64_t nb = static_cast<int64_t>(c.table[0].size());
+    const int64_t Sk = c.keys ? c.keys : nb * c.L;
     HostTensor q = random(dt(), {B, c.Sq, D}), k = random(dt(), {c.N, c.L, D});
     HostTensor v = random(dt(), {c.N, c.L, Dv});
     std::vector<double> tv, tokv;
@@ -1345,11 +1351,11 @@ TEST_P(KernelTest, AttentionOverSharedBlocksErrors) {
   EXPECT_EQ(run(TFC_KERNEL_ATTENTION, {&q, &k, &v, &table}, out, {kNone, 2, 0, 0, 0, 0, 0, 0, 1},
                 {0.5, -1e9}),
             "attention: the block table [3, 1] is not [2, blocks]");
-  HostTensor tokens = tensor(TFC_DTYPE_I64, {2, 5}, {1, 1, 1, 1, 1, 1, 1, 1, 1, 1});
+  HostTensor tokens = tensor(TFC_DTYPE_I64, {2, 7}, std::vector<double>(14, 1.0));
   HostTensor two = tensor(TFC_DTYPE_I64, {2, 1}, {0, 2});
   EXPECT_EQ(run(TFC_KERNEL_ATTENTION, {&q, &k, &v, &tokens, &two}, out,
                 {kKeyPadding, 2, 0, 0, 0, 0, 0, 0, 1}, {0.5, -1e9}),
-            "attention: the key tokens is [2, 5], not [2, 6]");
+            "attention: the key tokens [2, 7] outnumber the 6 keys of 1 blocks of 6");
   EXPECT_EQ(run(TFC_KERNEL_ATTENTION, {&q, &k, &v, &two}, out, {kCausal, 2, 0, 0, 0, 0, 0, 0, 1},
                 {0.5, -1e9}),
             "attention: a block table takes no causal or additive mask");
