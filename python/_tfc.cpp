@@ -509,6 +509,10 @@ NB_MODULE(_tfc, mod) {
         d["kv_blocks_free"] = st.kv_blocks_free;
         d["kv_block_positions"] = st.kv_block_positions;
         d["kv_block_bytes"] = st.kv_block_bytes;
+        d["memory_blocks_used"] = st.memory_blocks_used;
+        d["memory_blocks_free"] = st.memory_blocks_free;
+        d["memory_block_positions"] = st.memory_block_positions;
+        d["memory_block_bytes"] = st.memory_block_bytes;
         d["requests_preempted"] = st.requests_preempted;
         d["requests_finished"] = st.requests_finished;
         d["requests_cancelled"] = st.requests_cancelled;

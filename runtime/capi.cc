@@ -532,6 +532,10 @@ tfrun_status_t *tfrun_engine_stats(const tfrun_engine_t *e, tfrun_engine_stats_t
     out->kv_blocks_free = st.kvBlocksFree;
     out->kv_block_positions = st.kvBlockPositions;
     out->kv_block_bytes = st.kvBlockBytes;
+    out->memory_blocks_used = st.memBlocksUsed;
+    out->memory_blocks_free = st.memBlocksFree;
+    out->memory_block_positions = st.memBlockPositions;
+    out->memory_block_bytes = st.memBlockBytes;
     out->requests_finished = st.requestsFinished;
     out->requests_cancelled = st.requestsCancelled;
     out->requests_failed = st.requestsFailed;

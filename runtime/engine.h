@@ -67,6 +67,9 @@ struct EngineStats {
   int64_t kvBlocksUsed = 0, kvBlocksFree = 0; ///< the KV pool's blocks
   int64_t kvBlockPositions = 0;               ///< positions per block
   int64_t kvBlockBytes = 0;                   ///< bytes per block (every layer's K and V)
+  /// The encoder memory pool (tfrun_engine_stats_t): blocks used (not the
+  /// zero block) and free, positions and bytes per block; 0 without one.
+  int64_t memBlocksUsed = 0, memBlocksFree = 0, memBlockPositions = 0, memBlockBytes = 0;
   uint64_t requestsFinished = 0, requestsCancelled = 0, requestsFailed = 0;
   uint64_t preemptions = 0; ///< requests preempted (and later recomputed)
   uint64_t tokensGenerated = 0, steps = 0;

@@ -226,6 +226,10 @@ EngineStats Engine::stats() const {
   st.running = static_cast<int64_t>(e.running.size());
   st.kvBlocksFree = e.kv->freeBlocks();
   st.kvBlocksUsed = e.kv->usedBlocks();
+  if (e.memPool) {
+    st.memBlocksFree = e.memPool->freeBlocks();
+    st.memBlocksUsed = e.memPool->usedBlocks() - 1; // not the zero block
+  }
   st.tokensPerSecond = e.busySeconds > 0 ? (double)st.tokensGenerated / e.busySeconds : 0.0;
   return st;
 }

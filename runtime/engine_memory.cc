@@ -61,6 +61,9 @@ Status Engine::Impl::initMemory() {
   TFC_RETURN_IF_ERROR(memPool->append(zero, static_cast<uint64_t>(memLen), none));
   zeroBlock = memPool->table(zero)->front();
   memHigh = zeroBlock + 1;
+  counters.memBlockPositions = memLen;
+  for (const RowInputDesc &d : rowInputs)
+    counters.memBlockBytes += d.perItem ? memLen * d.width * static_cast<int64_t>(sizeof(float)) : 0;
   return Status::ok();
 }
 

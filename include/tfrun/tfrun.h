@@ -27,7 +27,7 @@
 extern "C" {
 #endif
 
-#define TFRUN_API_VERSION 8 /* 3: tfrun_session_memory_info, tfrun_model_input_info;
+#define TFRUN_API_VERSION 9 /* 3: tfrun_session_memory_info, tfrun_model_input_info;
                               4: tfrun_session_generate_stream,
                                  tfrun_session_clear_inputs; generate options
                                  of 0 / NaN take the model's defaults;
@@ -40,7 +40,9 @@ extern "C" {
                                  of sample -1, top_k -1, temperature and top_p
                                  NaN take the model's sampling defaults;
                               8: repetition_penalty and min_p in the generate
-                                 options (which grew) */
+                                 options (which grew);
+                              9: the encoder memory pool's blocks in the
+                                 engine's stats (which grew) */
 
 /* Status codes. Append-only. */
 typedef enum tfrun_code_t {
@@ -362,6 +364,13 @@ typedef struct tfrun_engine_stats_t {
   uint64_t requests_preempted; /* preemptions: a request's blocks taken back for one
                                   admitted before it, recomputed when it resumes */
   int64_t kv_block_bytes;       /* bytes per block, to size kv_cache_bytes */
+  /* Encoder-decoder models: the encoder memory pool (the cross-attentions' K and
+     V of running requests, one sequence of blocks per batch item, shared by its
+     beams), sized for every row at the longest source: blocks in use (not counting
+     the one block of zeros), free, and the source positions and bytes of one
+     block (every cross-attention's K and V). All 0 for decoder-only models. */
+  int64_t memory_blocks_used, memory_blocks_free;
+  int64_t memory_block_positions, memory_block_bytes;
 } tfrun_engine_stats_t;
 
 tfrun_status_t *tfrun_engine_stats(const tfrun_engine_t *engine, tfrun_engine_stats_t *out);

@@ -269,7 +269,10 @@ class Engine:
 
     def stats(self) -> Dict[str, float]:
         """Requests queued and running, KV blocks used and free (kv_blocks_*, of
-        kv_block_positions positions and kv_block_bytes bytes each), requests
+        kv_block_positions positions and kv_block_bytes bytes each), encoder-decoder
+        models' encoder memory blocks used and free (memory_blocks_*, of
+        memory_block_positions source positions and memory_block_bytes bytes each; one
+        sequence per batch item of the running requests, shared by its beams), requests
         finished / cancelled / failed / preempted, tokens generated, steps, and tokens
         per second of steps run."""
         return self._native.stats()

@@ -87,6 +87,12 @@ class EngineTest(unittest.TestCase):
         for i, r in enumerate(reqs):
             # Rows of other source lengths share the batch (padded memory).
             self.assertSameGenerations(r.result(timeout=60), want[i], f"request {i}")
+        # The encoder memory went back to its pool: blocks of 16 source positions,
+        # each every layer's cross-attention K and V (16 x 2 layers x 2 x 32 f32: 8 KiB).
+        st = engine.stats()
+        self.assertEqual((st["memory_block_positions"], st["memory_block_bytes"]), (16, 8192))
+        self.assertEqual(st["memory_blocks_used"], 0)
+        self.assertEqual(tfc.Engine(self.gpt2).stats()["memory_block_positions"], 0)
 
     def test_asyncio_generate_and_stream(self):
         p = prompts(1, 3, 50)[0]

@@ -163,6 +163,7 @@ void expectPoolFull(const EngineGuard &e) {
   ASSERT_EQ(tfrun_engine_stats(e.e, &st), nullptr);
   EXPECT_EQ(st.kv_blocks_used, 0);
   EXPECT_EQ(st.kv_blocks_free, e.blocks);
+  EXPECT_EQ(st.memory_blocks_used, 0); // encoder memory too
   EXPECT_EQ(st.requests_running, 0);
   EXPECT_EQ(st.requests_queued, 0);
 }
@@ -327,6 +328,68 @@ TEST(Engine, EncoderDecoderRowsJoinAndLeaveMidStream) {
                  "wave " + std::to_string(w) + ", request " + std::to_string(i));
   }
   expectSame(collect(e.e, first), firstWant, "wave 0, request 0");
+  expectPoolFull(e);
+}
+
+/// The stats at a greedy request's first token, taken from its callback.
+struct StatsAtFirstToken {
+  tfrun_engine_t *e = nullptr;
+  bool taken = false;
+  tfrun_engine_stats_t st{};
+};
+
+int statsAtFirstToken(const tfrun_token_t *, void *user) {
+  auto *s = static_cast<StatsAtFirstToken *>(user);
+  if (!s->taken)
+    s->taken = tfrun_engine_stats(s->e, &s->st) == nullptr;
+  return 0;
+}
+
+/// Encoder memory lives in the engine's memory pool, one sequence of blocks
+/// per batch item: a beam-2 request over a source of 22 positions holds
+/// ceil(22 / P) blocks (its two beams share them, not twice as many) beside
+/// a greedy one's ceil(5 / P), with P the positions per block (16 on the CPU;
+/// the longest source, 24, on CUDA); all return to the pool at the end. The
+/// tokens are those of each request alone.
+TEST(Engine, EncoderMemoryIsPagedPerItem) {
+  ModelGuard m(TFC_ENGINE_FLOYDHUB);
+  Request beam, greedy;
+  for (Request *r : {&beam, &greedy}) {
+    r->input = "src";
+    tfrun_generate_options_init(&r->opt);
+  }
+  for (int t = 0; t < 22; ++t)
+    beam.ids.push_back(3 + (t * 7) % 37);
+  beam.opt.beam_width = 2;
+  beam.opt.max_len = 20;
+  greedy.ids = {5, 9, 4, 7, 3};
+  greedy.opt.max_len = 4;
+  const std::vector<Outcome> want = aloneEach(m.m, {beam, greedy});
+  // The beam request runs on past the greedy one's first step.
+  ASSERT_GE(want[0].ids.at(0).size(), 6u);
+  EngineGuard e(m.m, 8);
+  StatsAtFirstToken at;
+  at.e = e.e;
+  uint64_t ids[2] = {0, 0};
+  StatusGuard g0{submit(e.e, beam, &ids[0])};
+  ASSERT_EQ(g0.s, nullptr) << g0.text();
+  StatusGuard g1{submit(e.e, greedy, &ids[1], statsAtFirstToken, &at)};
+  ASSERT_EQ(g1.s, nullptr) << g1.text();
+  expectSame(collect(e.e, ids[1]), want[1], "greedy request");
+  expectSame(collect(e.e, ids[0]), want[0], "beam request");
+  ASSERT_TRUE(at.taken);
+  const int64_t P = at.st.memory_block_positions;
+  EXPECT_EQ(P, testDevice() == TFRUN_DEVICE_CPU ? 16 : 24);
+  ASSERT_GT(P, 0);
+  EXPECT_EQ(at.st.requests_running, 2);
+  EXPECT_EQ(at.st.memory_blocks_used, (22 + P - 1) / P + (5 + P - 1) / P);
+  // Every layer's cross-attention K and V, d_model floats per position each.
+  EXPECT_GT(at.st.memory_block_bytes, 0);
+  EXPECT_EQ(at.st.memory_block_bytes % (P * 4), 0);
+  tfrun_engine_stats_t st;
+  ASSERT_EQ(tfrun_engine_stats(e.e, &st), nullptr);
+  EXPECT_EQ(st.memory_blocks_used, 0);
+  EXPECT_EQ(st.memory_blocks_free, at.st.memory_blocks_used + at.st.memory_blocks_free);
   expectPoolFull(e);
 }
 
