@@ -583,11 +583,12 @@ def Tfc_AttentionOp : Tfc_KernelAttrOp<"attention", "ATTENTION", [AttrSizedOpera
 
     With a `block_table` ([B, nb] i64), `key` and `value` are [N, L, D] blocks
     that rows share: row b's key j is block `block_table[b][j / L]`, at
-    `j % L`, and each row has nb * L keys (a `key_padding` mask is then
-    [B, nb * L]). `tfc-derive-generation` gives decode_step's cross-attentions
-    one: the encoder memory is held once per batch item, and the beams of an
-    item (and the rows of the engine's requests) read their item's blocks. No
-    causal mask, position bias or additive mask goes with it.
+    `j % L`, and each row has as many keys as a `key_padding` mask's [B, Sk]
+    (Sk <= nb * L), else nb * L. `tfc-derive-generation` gives decode_step's
+    cross-attentions one: the encoder memory is held once per batch item, in
+    blocks, and the beams of an item (and the rows of the engine's requests)
+    read their item's blocks. No causal mask, position bias or additive mask
+    goes with it.
 
     ```mlir
     %o = tfc.attention #tfc<mask key_padding> %q, %k, %v, %src {num_heads = 8 : i64, scale = 0.125 : f64, mask_value = -1.0e9 : f64, pad_id = 0 : i64} : (tensor<?x?x512xf32>, tensor<?x?x512xf32>, tensor<?x?x512xf32>, tensor<?x?xi64>) -> tensor<?x?x512xf32>
