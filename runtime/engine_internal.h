@@ -210,9 +210,10 @@ struct Engine::Impl {
   Status storeMemory(Req &r);
   /// Returns |r|'s memory blocks to the pool (mu held).
   void releaseMemory(Req &r);
-  /// The rows' memory block tables for a step whose sources are padded to
-  /// |padded| positions: [rows, blocks], past a row's own blocks the zeros.
-  int64_t memoryTables(const std::vector<Req *> &group, int64_t padded);
+  /// The rows' memory block tables (memTables) for a step whose sources are
+  /// padded to |padded| positions: [rows, nb], past a row's own blocks the
+  /// zeros.
+  Status memoryTables(const std::vector<Req *> &group, int64_t padded, int64_t &nb);
   /// Orders a one-token step's requests so that those of the last one keep
   /// their rows (new ones fill the rows of those that left), and their row
   /// inputs stay where they are.

@@ -119,16 +119,21 @@ void Engine::Impl::releaseMemory(Req &r) {
   r.itemSeq.clear();
 }
 
-int64_t Engine::Impl::memoryTables(const std::vector<Req *> &group, int64_t padded) {
-  const int64_t nb = std::max<int64_t>(1, (padded + memLen - 1) / memLen);
+Status Engine::Impl::memoryTables(const std::vector<Req *> &group, int64_t padded,
+                                  int64_t &nb) {
+  nb = std::max<int64_t>(1, (padded + memLen - 1) / memLen);
   memTables.clear();
   for (const Req *r : group)
     for (int64_t i = 0; i < r->rows; ++i) {
-      const std::vector<uint32_t> &t = r->itemBlocks.at(r->rowItem[i]);
+      const int64_t item = r->rowItem[i];
+      if (item < 0 || item >= static_cast<int64_t>(r->itemBlocks.size()))
+        return Status::internal("request " + std::to_string(r->id) + " has no encoder memory " +
+                                "for batch item " + std::to_string(item));
+      const std::vector<uint32_t> &t = r->itemBlocks[item];
       for (int64_t j = 0; j < nb; ++j)
         memTables.push_back(j < static_cast<int64_t>(t.size()) ? t[j] : zeroBlock);
     }
-  return nb;
+  return Status::ok();
 }
 
 } // namespace tfrun::rt

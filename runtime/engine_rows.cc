@@ -372,7 +372,9 @@ Status Engine::Impl::runRows(const std::vector<Req *> &group, int64_t steps, boo
     if (d.perItem) {
       // The memory pool's blocks in use, which each row reads through its
       // item's table, padded to the step's source length.
-      const int64_t nb = memoryTables(group, batch.shapes[k].at(0));
+      int64_t nb = 1;
+      TFC_RETURN_IF_ERROR(
+          memoryTables(group, batch.shapes[k].empty() ? 0 : batch.shapes[k][0], nb));
       ins[memBlocksIdx] = {memTables.data(), TFC_DTYPE_I64, {rows, nb}};
       ins[d.input] = {memBuf[k].get(), TFC_DTYPE_F32, {memHigh, memLen, d.width}};
       continue;

@@ -327,7 +327,10 @@ private:
   /// cross-attention adds up its keys in the same blocks on a session and on
   /// an engine, and its tokens are the same on both.
   Status pageMemory(RowInput &r) {
-    const int64_t S = r.rowShape.at(0);
+    if (r.rowShape.size() != 2)
+      return Status::invalidModel("decode_step's encoder memory input " +
+                                  std::to_string(r.input) + " is not [rows, length, width]");
+    const int64_t S = r.rowShape[0];
     const uint64_t posBytes = S > 0 ? r.rowBytes / static_cast<uint64_t>(S) : 0;
     const int64_t len = s->dev->hostMemory() ? std::min<int64_t>(16, S) : S;
     if (memLen == 0) {
