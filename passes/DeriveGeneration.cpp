@@ -358,7 +358,8 @@ void Deriver::findItemMemory() {
     auto t = v.getType().cast<RankedTensorType>();
     if (t.getRank() != 3 || t.getDimSize(0) != kDyn || t.getDimSize(1) != kDyn)
       return false;
-    const SmallVector<std::string> &dims = boundaryDims[llvm::find(boundary, v) - boundary.begin()];
+    const SmallVector<std::string> &dims =
+        boundaryDims[llvm::find(boundary, v) - boundary.begin()];
     if (dims.size() < 2 || (!memSrcName.empty() && dims[1] != memSrcName) ||
         !dimMax.getAs<IntegerAttr>(dims[1]))
       return false;
@@ -377,9 +378,27 @@ void Deriver::findItemMemory() {
     if (perItem(a.getKey()) && perItem(a.getValue())) {
       memSrcName = boundaryDims[llvm::find(boundary, a.getKey()) - boundary.begin()][1];
       itemAttn.insert(a);
-      itemMemory.insert(a.getKey());
-      itemMemory.insert(a.getValue());
     }
+  // Every reader of a value in blocks must read it through the table: drop
+  // the attentions whose memory another candidate reads without one, until
+  // none is left to drop.
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (Operation *a : llvm::to_vector(itemAttn)) {
+      auto att = cast<AttentionOp>(a);
+      for (Value x : {att.getKey(), att.getValue()})
+        for (Operation *user : x.getUsers())
+          if (dependsOnTarget(user->getResult(0)) && !itemAttn.contains(user) &&
+              itemAttn.contains(a)) {
+            itemAttn.erase(a);
+            changed = true;
+          }
+    }
+  }
+  for (Operation *a : itemAttn) {
+    itemMemory.insert(cast<AttentionOp>(a).getKey());
+    itemMemory.insert(cast<AttentionOp>(a).getValue());
+  }
 }
 
 func::FuncOp Deriver::buildEncode(OpBuilder &b) {

@@ -143,6 +143,39 @@ module @memory_read_elsewhere {
 
 // -----
 
+// Two cross-attentions share their key: the first could read its memory
+// through a block table, but the second's value is read elsewhere (by an
+// attention with a position bias), so the second reads the shared key as
+// rows, and so must the first. Nothing is read through a table.
+
+// CHECK-LABEL: module @shared_key_read_as_rows
+// CHECK: func.func @decode_step(
+// CHECK-NOT: step.memory_blocks
+// CHECK-SAME: tfc.dims = ["batch", "src_len"], tfc.name = "memory.0"
+// CHECK-NOT: blocks(%arg3)
+// CHECK: return
+module @shared_key_read_as_rows {
+  func.func @forward(%src: tensor<?x?xi64> {tfc.dims = ["batch", "src_len"], tfc.name = "src"},
+                     %tgt: tensor<?x?xi64> {tfc.dims = ["batch", "tgt_len"], tfc.name = "tgt"})
+      -> (tensor<?x?x8xf32> {tfc.name = "out"})
+      attributes {tfc.dim_max = {batch = 2 : i64, src_len = 12 : i64, tgt_len = 20 : i64}} {
+    %emb = tfc.weight "emb" : tensor<10x8xf32>
+    %pos = tfc.weight "pos" : tensor<20x8xf32>
+    %xs = tfc.token_embedding %src, %emb positions(%pos) : (tensor<?x?xi64>, tensor<10x8xf32>, tensor<20x8xf32>) -> tensor<?x?x8xf32>
+    %w = tfc.weight "w" : tensor<8x8xf32>
+    %ys = tfc.linear %xs, %w : (tensor<?x?x8xf32>, tensor<8x8xf32>) -> tensor<?x?x8xf32>
+    %xt = tfc.token_embedding %tgt, %emb positions(%pos) : (tensor<?x?xi64>, tensor<10x8xf32>, tensor<20x8xf32>) -> tensor<?x?x8xf32>
+    %sa = tfc.attention causal %xt, %xt, %xt {num_heads = 2 : i64, scale = 0.5 : f64} : (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>) -> tensor<?x?x8xf32>
+    %c1 = tfc.attention key_padding %sa, %xs, %xs, %src {num_heads = 2 : i64, scale = 0.5 : f64} : (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?xi64>) -> tensor<?x?x8xf32>
+    %c2 = tfc.attention key_padding %c1, %xs, %ys, %src {num_heads = 2 : i64, scale = 0.5 : f64} : (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?xi64>) -> tensor<?x?x8xf32>
+    %table = tfc.weight "rel" : tensor<8x2xf32>
+    %c3 = tfc.attention none %c2, %ys, %ys bias(%table) {num_heads = 2 : i64, scale = 0.5 : f64} : (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<8x2xf32>) -> tensor<?x?x8xf32>
+    return %c3 : tensor<?x?x8xf32>
+  }
+}
+
+// -----
+
 // Encoder-only (no causal self-attention): nothing to derive, and no warning.
 
 // CHECK-LABEL: module @encoder_only {
