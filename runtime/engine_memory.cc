@@ -32,10 +32,7 @@ Status Engine::Impl::initMemory() {
   }
   if (srcMax <= 0)
     return Status::ok(); // no per-item memory
-  // Blocks of 16 positions where the attention pages them in place (the
-  // CPU); else one block per item, a whole source (CUDA reads one block per
-  // row).
-  memLen = s->dev->hostMemory() ? std::min<int64_t>(16, srcMax) : srcMax;
+  memLen = memoryBlockLen(s->dev->hostMemory(), srcMax);
   const uint64_t perItem = static_cast<uint64_t>((srcMax + memLen - 1) / memLen);
   const uint64_t blocks = 1 + static_cast<uint64_t>(o.rows) * perItem;
   if (blocks > maxRows || blocks > INT32_MAX)
@@ -63,7 +60,8 @@ Status Engine::Impl::initMemory() {
   memHigh = zeroBlock + 1;
   counters.memBlockPositions = memLen;
   for (const RowInputDesc &d : rowInputs)
-    counters.memBlockBytes += d.perItem ? memLen * d.width * static_cast<int64_t>(sizeof(float)) : 0;
+    if (d.perItem)
+      counters.memBlockBytes += memLen * d.width * static_cast<int64_t>(sizeof(float));
   return Status::ok();
 }
 
@@ -72,8 +70,14 @@ Status Engine::Impl::storeMemory(Req &r) {
   // Every per-item input has the source's length: the first one's.
   int64_t S = -1;
   for (size_t k = 0; k < rowInputs.size() && S < 0; ++k)
-    if (rowInputs[k].perItem)
-      S = s->fns[encIdx].tensors[rowInputs[k].encOutput].shape.at(1);
+    if (rowInputs[k].perItem) {
+      const std::vector<int64_t> &shape = s->fns[encIdx].tensors[rowInputs[k].encOutput].shape;
+      if (shape.size() != 3)
+        return Status::invalidModel("encoder memory for decode_step input " +
+                                    std::to_string(rowInputs[k].input) +
+                                    " is not [batch, length, width]");
+      S = shape[1];
+    }
   if (S < 0)
     return Status::ok();
   {

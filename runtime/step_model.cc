@@ -332,9 +332,8 @@ private:
                                   std::to_string(r.input) + " is not [rows, length, width]");
     const int64_t S = r.rowShape[0];
     const uint64_t posBytes = S > 0 ? r.rowBytes / static_cast<uint64_t>(S) : 0;
-    const int64_t len = s->dev->hostMemory() ? std::min<int64_t>(16, S) : S;
     if (memLen == 0) {
-      memLen = std::max<int64_t>(1, len);
+      memLen = std::max<int64_t>(1, memoryBlockLen(s->dev->hostMemory(), S));
       memBlocks = std::max<int64_t>(1, (S + memLen - 1) / memLen);
     } else if ((S + memLen - 1) / memLen > memBlocks) {
       return Status::invalidModel("decode_step's encoder memory inputs differ in length");
