@@ -101,7 +101,7 @@ for beam in (1, 4):
 generate("gpt2", f"tokens={prompt}", 1, ["--bos-id", "1", "--eos-id", "2"])
 # The LLaMA family: rotary, grouped- and multi-query attention, q/k norms; T5's
 # relative position bias (make_hf.py).
-for name in ("llama-gqa", "llama-mqa", "qwen3", "t5"):
+for name in ("llama-gqa", "llama-mqa", "qwen3", "gemma2", "t5"):
     if os.path.exists(os.path.join(M, name + ".bin")):
         forward(name, bounds=BOUND if name == "t5" else {**BOUND, "bf16": BOUND_BF16_LLAMA})
         for beam in (1, 4):

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Small random-weight Hugging Face models for the GPU check (pack.sh).
 
-  make_hf.py DIR      writes DIR/llama-gqa, DIR/llama-mqa, DIR/qwen3, DIR/t5 (save_pretrained)
+  make_hf.py DIR      writes DIR/llama-gqa, DIR/llama-mqa, DIR/qwen3, DIR/gemma2, DIR/t5 (save_pretrained)
 
 The decoder-only ones cover what the LLaMA family brings to the CUDA backend: rotary
 embeddings (plain and llama3-scaled), grouped- and multi-query attention, RMS norm,
@@ -13,7 +13,8 @@ import os
 import sys
 
 import torch
-from transformers import (LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM,
+from transformers import (Gemma2Config, Gemma2ForCausalLM, LlamaConfig, LlamaForCausalLM,
+                          Qwen3Config, Qwen3ForCausalLM,
                           T5Config, T5ForConditionalGeneration)
 
 out = sys.argv[1]
@@ -39,6 +40,14 @@ save("llama-mqa", LlamaForCausalLM(LlamaConfig(
                      "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                      "original_max_position_embeddings": 32})))
 save("qwen3", Qwen3ForCausalLM(Qwen3Config(**COMMON, head_dim=32, tie_word_embeddings=True)))
+# Gemma 2: soft-capped attention scores and logits (the fused attention's softcap), local
+# layers with a window of 3, GeGLU (the gate GEMM's multiplier epilogue).
+save("gemma2", Gemma2ForCausalLM(Gemma2Config(
+    vocab_size=1000, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+    num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=256,
+    query_pre_attn_scalar=24, sliding_window=3, attn_logit_softcapping=1.0,
+    final_logit_softcapping=2.0, initializer_range=0.1, bos_token_id=1, eos_token_id=2,
+    pad_token_id=0)))
 save("t5", T5ForConditionalGeneration(T5Config(
     vocab_size=1000, d_model=64, d_kv=16, d_ff=128, num_layers=2, num_heads=4,
     relative_attention_num_buckets=8, relative_attention_max_distance=20,

@@ -9,7 +9,8 @@
 #                                               NO_BENCH=1: without the benchmarks' models)
 #
 # The bundle is one xz tarball (about 45 MB), because the device tool carries at most
-# 64 MiB and oneDNN plus OpenBLAS alone are 77 MB.
+# 64 MiB and oneDNN plus OpenBLAS alone are 77 MB. .gpu-bundle is git-ignored: a copy
+# of the tree for the GPU machine must take it along explicitly.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -56,7 +57,7 @@ small=(--set d_model=64 --set heads=4 --set d_ff=128 --set layers=2)
 # T5 (relative position bias), from small Hugging Face directories (make_hf.py).
 hfdir="$stage/hf"
 "$PY" scripts/gpu-check/make_hf.py "$hfdir"
-for m in llama-gqa llama-mqa qwen3 t5; do
+for m in llama-gqa llama-mqa qwen3 gemma2 t5; do
   "$TFC" compile "$hfdir/$m" -o "$stage/b/models/$m.bin"
 done
 rm -rf "$hfdir"
