@@ -135,20 +135,19 @@ Status Engine::Impl::init() {
     o.maxBatchTokens = 2048;
   len = m.gen.maxLen;
   caches = stateCaches(*dec);
-  // The KV pool. Blocks of kvBlockSize positions where the device reads
-  // block tables and the model takes more than one block per row; else one
-  // block of max_len per row, as a session's cache.
+  // The KV pool. Blocks of kvBlockSize positions (16 by default) where the
+  // model takes more than one block per row (every backend reads block
+  // tables); else one block of max_len per row, as a session's cache.
   const ValueDesc &blocksV = dec->values[dec->inputs[blocksIdx].value];
   const bool paging = blocksV.dims.size() == 2 && m.maxDim(blocksV.dims[1]) > 1;
   if (o.kvBlockSize < 0 || o.kvBlockSize > len)
     return Status::invalidArgument("a KV block of " + std::to_string(o.kvBlockSize) +
                                    " positions is outside 1 .. max_len " + std::to_string(len));
-  if (o.kvBlockSize > 0 && o.kvBlockSize != len && (!paging || !s->dev->hostMemory()))
-    return Status::unsupported(
-        std::string("KV blocks of ") + std::to_string(o.kvBlockSize) + " positions: " +
-        (paging ? "the device backend (" + s->dev->describe() + ") reads one block of max_len per row"
-                : "model '" + m.name + "' was compiled before paged KV caches; recompile it"));
-  blockLen = o.kvBlockSize > 0 ? o.kvBlockSize : paging && s->dev->hostMemory() ? 16 : len;
+  if (o.kvBlockSize > 0 && o.kvBlockSize != len && !paging)
+    return Status::unsupported("KV blocks of " + std::to_string(o.kvBlockSize) +
+                               " positions: model '" + m.name +
+                               "' was compiled before paged KV caches; recompile it");
+  blockLen = o.kvBlockSize > 0 ? o.kvBlockSize : paging ? std::min<int64_t>(16, len) : len;
   TFC_RETURN_IF_ERROR(prepareFunction(*s, decIdx)); // the caches' dtypes on the device
   uint64_t blockBytes = 0;
   for (const StateCache &c : caches)
@@ -306,7 +305,7 @@ void Engine::Impl::run() {
       // The watermark is vLLM's int(0.01 * blocks): none below 100 blocks.
       // An idle engine admits without it: a request the pool holds (submit
       // refuses the others) must not wait forever for blocks nobody holds,
-      // as in a pool of one block of max_len per row.
+      // as in a small pool of whole rows.
       const int64_t watermark = running.empty() ? 0 : kv->numBlocks() / 100;
       return static_cast<int64_t>(kv->freeBlocks()) >=
              q.plan.batch * blocksFor(prompt) + watermark;

@@ -32,7 +32,7 @@ Status Engine::Impl::initMemory() {
   }
   if (srcMax <= 0)
     return Status::ok(); // no per-item memory
-  memLen = memoryBlockLen(s->dev->hostMemory(), srcMax);
+  memLen = memoryBlockLen(srcMax);
   const uint64_t perItem = static_cast<uint64_t>((srcMax + memLen - 1) / memLen);
   const uint64_t blocks = 1 + static_cast<uint64_t>(o.rows) * perItem;
   if (blocks > maxRows || blocks > INT32_MAX)

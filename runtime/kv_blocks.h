@@ -38,14 +38,11 @@ struct BlockCopy {
 };
 
 /// Source positions per block of encoder memory (decode_step's
-/// step.memory_blocks) for a source of |srcLen|: 16 where the attention reads
-/// blocks in place (a host device), else the whole source (CUDA reads one
-/// block per row). Sessions and the engine lay memory out alike, so that a
-/// request's cross-attention adds its keys up in the same blocks on both and
-/// its tokens are the same.
-inline int64_t memoryBlockLen(bool hostMemory, int64_t srcLen) {
-  return hostMemory && srcLen > 16 ? 16 : srcLen;
-}
+/// step.memory_blocks) for a source of |srcLen|: 16, or the whole source when
+/// shorter. Sessions and the engine lay memory out alike, so that a request's
+/// cross-attention adds its keys up in the same blocks on both (the CPU's sums
+/// follow the blocks) and its tokens are the same.
+inline int64_t memoryBlockLen(int64_t srcLen) { return srcLen > 16 ? 16 : srcLen; }
 
 class BlockAllocator {
 public:

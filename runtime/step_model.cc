@@ -333,7 +333,7 @@ private:
     const int64_t S = r.rowShape[0];
     const uint64_t posBytes = S > 0 ? r.rowBytes / static_cast<uint64_t>(S) : 0;
     if (memLen == 0) {
-      memLen = std::max<int64_t>(1, memoryBlockLen(s->dev->hostMemory(), S));
+      memLen = std::max<int64_t>(1, memoryBlockLen(S));
       memBlocks = std::max<int64_t>(1, (S + memLen - 1) / memLen);
     } else if ((S + memLen - 1) / memLen > memBlocks) {
       return Status::invalidModel("decode_step's encoder memory inputs differ in length");

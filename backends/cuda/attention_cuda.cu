@@ -30,6 +30,13 @@
 // attention_cpu.cc does; the online softmax does not depend on the order of
 // the tiles.
 //
+// Paged keys. With a block table (AttnArgs::table), k and v are blocks of L
+// positions and row b's key j is at j % L of block table[b][j / L]: the
+// engine's paged KV cache, and the blocks of encoder memory an item's rows
+// share. Each key tile first looks up its 32 keys' rows (Tile::krow); the
+// tiles still run over the row's logical positions, so the sums, and the
+// results, do not depend on the block length.
+//
 // Arithmetic is f32 whatever the dtypes (f32, f16, bf16; each operand's own).
 // The scores and P V run on the CUDA cores, not on tensor cores: see
 // docs/backend-cuda.md for why and what comes next.
@@ -58,6 +65,7 @@ template <int DVC> struct Tile {
   float k[kBlockK][kChunkD + 1];    // K chunk, padded rows
   float v[kBlockK][DVC * 32];       // the V tile's columns of this slice
   float p[kWarps][kRowsPerWarp][kBlockK]; // probabilities, per warp
+  int64_t krow[kBlockK]; // a paged tile's keys: their rows of the [blocks * L] cache
 };
 
 /// What every thread knows of its block's (batch, head, query tile, value
@@ -66,7 +74,7 @@ struct BlockCtx {
   int tid, lane, warp;
   int64_t b, h, q0, d0v, dvSlice;
   int64_t kvLen, qOffset;
-  int64_t kSlot; // the cache row the keys and values are read from
+  bool paged; // keys through a block table (AttnArgs::table)
   bool keyPad, causal, additive;
   float mv;
   int64_t row0; // this warp's first query row
@@ -96,29 +104,28 @@ __device__ __forceinline__ bool initBlock(const AttnArgs &a, BlockCtx &c) {
 
   c.kvLen = a.kvLen;
   c.qOffset = a.qPosOffset;
-  c.kSlot = c.b;
+  c.paged = a.table != nullptr;
   if (a.pos) {
     // Cached attention: the cache write checked pos and recorded any error.
     const long long p = loadId(a.pos, a.posType, a.posPerRow ? c.b : 0);
     if (p < 0 || p + a.qLen > a.cacheLen)
       return false;
-    if (a.slots && a.slots[c.b] != c.b) {
-      // Another cache row (the cache write checked it and recorded any error).
-      const long long row = a.slots[c.b];
-      if (row < 0 || row >= a.cacheRows)
-        return false;
-      c.kSlot = row;
-    }
     c.kvLen = p + a.qLen;
     c.qOffset = p;
-  } else if (a.slots) {
-    // Rows that share key blocks (decode_step's cross-attention over one
-    // copy of each item's encoder memory): row b reads block slots[b]. The
-    // host zeroed the output, which a block out of range leaves as it is.
-    const long long row = a.slots[c.b];
-    if (row < 0 || row >= a.cacheRows)
+  }
+  if (c.paged) {
+    // Every block the row reads must be in range. A cached attention's
+    // cache write checked them and recorded any error; for rows that share
+    // blocks of encoder memory the host zeroed the output, which a row with
+    // a block out of range leaves as it is.
+    const int64_t used = (c.kvLen + a.blockLen - 1) / a.blockLen;
+    bool bad = false;
+    for (int64_t i = c.tid; i < used; i += kThreadsPerBlock) {
+      const int64_t blk = a.table[c.b * a.blocksPerRow + i];
+      bad = bad || blk < 0 || blk >= a.numBlocks;
+    }
+    if (__syncthreads_or(bad))
       return false;
-    c.kSlot = row;
   }
   c.keyPad = a.mask == TFC_MASK_KEY_PADDING || a.mask == TFC_MASK_PADDING_CAUSAL;
   c.causal = a.mask == TFC_MASK_CAUSAL || a.mask == TFC_MASK_PADDING_CAUSAL;
@@ -130,8 +137,9 @@ __device__ __forceinline__ bool initBlock(const AttnArgs &a, BlockCtx &c) {
   c.nChunks = static_cast<int>((a.dk + kChunkD - 1) / kChunkD);
 
   c.qBase = c.b * a.qBatch + c.h * a.dk;
-  c.kBase = c.kSlot * a.kBatch + c.h / a.group * a.dk;
-  c.vBase = c.kSlot * a.vBatch + c.h / a.group * a.dv + c.d0v;
+  // Paged keys add their row of the [blocks * L] cache (sh.krow) to these.
+  c.kBase = (c.paged ? 0 : c.b * a.kBatch) + c.h / a.group * a.dk;
+  c.vBase = (c.paged ? 0 : c.b * a.vBatch) + c.h / a.group * a.dv + c.d0v;
   c.tokBase = c.b * a.tokensBatch;
   return true;
 }
@@ -148,6 +156,14 @@ __device__ __forceinline__ void loadQ(Tile<DVC> &sh, const AttnArgs &a, const Bl
                        ? a.scale * loadF(a.q, a.qType, c.qBase + i * a.qRow + d)
                        : 0.0f;
   }
+}
+
+/// Key k0 + jj's row in k and v: its cache row of [blocks * L] when paged
+/// (processTile filled sh.krow), else its row of c.b's keys.
+template <int DVC>
+__device__ __forceinline__ int64_t keyRow(const Tile<DVC> &sh, const BlockCtx &c, int64_t k0,
+                                          int jj) {
+  return c.paged ? sh.krow[jj] : k0 + jj;
 }
 
 /// Whether every query row of the block has every key of the tile masked.
@@ -183,7 +199,7 @@ __device__ __forceinline__ void tileScores(Tile<DVC> &sh, const AttnArgs &a, con
       const int jj = idx / kChunkD, dd = idx % kChunkD;
       const int64_t d = static_cast<int64_t>(ch) * kChunkD + dd;
       sh.k[jj][dd] = jj < nk && d < a.dk
-                         ? loadF(a.k, a.kType, c.kBase + (k0 + jj) * a.kRow + d)
+                         ? loadF(a.k, a.kType, c.kBase + keyRow(sh, c, k0, jj) * a.kRow + d)
                          : 0.0f;
     }
     __syncthreads();
@@ -269,7 +285,16 @@ __device__ __forceinline__ void processTile(Tile<DVC> &sh, const AttnArgs &a, co
                                             RowState<DVC> &st, int64_t k0, bool forced) {
   const int nk = static_cast<int>(min(static_cast<int64_t>(kBlockK), c.kvLen - k0));
   float s[kRowsPerWarp];
-  __syncthreads(); // the previous tile's readers of sh.k and sh.v are done
+  __syncthreads(); // the previous tile's readers of sh.k, sh.v and sh.krow are done
+  if (c.paged) {
+    // Where the tile's keys are: block table[b][j / L], position j % L.
+    if (c.tid < nk) {
+      const int64_t j = k0 + c.tid;
+      sh.krow[c.tid] = a.table[c.b * a.blocksPerRow + j / a.blockLen] * a.blockLen +
+                       j % a.blockLen;
+    }
+    __syncthreads();
+  }
   if (!forced) {
     tileScores(sh, a, c, k0, nk, s);
   } else {
@@ -281,7 +306,7 @@ __device__ __forceinline__ void processTile(Tile<DVC> &sh, const AttnArgs &a, co
   for (int idx = c.tid; idx < kBlockK * DVC * 32; idx += kThreadsPerBlock) {
     const int jj = idx / (DVC * 32), dd = idx % (DVC * 32);
     sh.v[jj][dd] = jj < nk && dd < c.dvSlice
-                       ? loadF(a.v, a.vType, c.vBase + (k0 + jj) * a.vRow + dd)
+                       ? loadF(a.v, a.vType, c.vBase + keyRow(sh, c, k0, jj) * a.vRow + dd)
                        : 0.0f;
   }
   __syncthreads();

@@ -192,7 +192,8 @@ Status launchLinearEpilogue(const EpilogueArgs &a, cudaStream_t s);
 
 /// k, v [B, T, dk|dv] into the caches [>=B, L, dk|dv] at rows pos .. pos+T-1,
 /// with pos read from device memory; records kErrDecodePosition instead when
-/// pos < 0 or pos + T > L.
+/// pos < 0 or pos + T is past the row's positions, kErrKvBlock for a block
+/// index outside the caches.
 struct CacheWriteArgs {
   const void *k = nullptr, *v = nullptr;
   uint32_t kType = 0, vType = 0;
@@ -202,9 +203,12 @@ struct CacheWriteArgs {
   const void *pos = nullptr;
   uint32_t posType = 0;
   bool posPerRow = false; ///< pos holds one position per batch row
-  /// Row b's cache row (a one-block-per-row block table, i64 [batch]), or null:
-  /// cache row b.
-  const int64_t *slots = nullptr;
+  /// A block table (i64 [batch, blocksPerRow]), or null: cache row b. With
+  /// one, the caches are [cacheRows, len, D] blocks and row b's position p is
+  /// at p % len of block table[b][p / len]; a row holds blocksPerRow * len
+  /// positions.
+  const int64_t *table = nullptr;
+  int64_t blocksPerRow = 1;
   int64_t cacheRows = 0;
 };
 Status launchCacheWrite(const CacheWriteArgs &a, DeviceError *err, cudaStream_t s);
@@ -256,11 +260,14 @@ struct AttnArgs {
   const void *pos = nullptr;
   uint32_t posType = 0;
   bool posPerRow = false; ///< cached attention: pos holds one position per batch row
-  /// Row b's cache row (cached attention), or key block (an attention whose
-  /// rows share key blocks: cross-attention over item memory); null: row b.
-  const int64_t *slots = nullptr;
-  int64_t cacheRows = 0;
-  int64_t cacheLen = 0;
+  /// A block table (i64 [batch, blocksPerRow], device memory), or null: row
+  /// b's keys are k[b]. With one, k and v are [numBlocks, blockLen, D] blocks
+  /// and row b's key j is at position j % blockLen of block
+  /// table[b][j / blockLen]: a paged KV cache (cached attention), or the
+  /// blocks of encoder memory that an item's rows share (cross-attention).
+  const int64_t *table = nullptr;
+  int64_t blocksPerRow = 0, blockLen = 0, numBlocks = 0;
+  int64_t cacheLen = 0; ///< cached attention: the positions a row can hold
   /// T5's relative position bias: the [relBuckets, heads] f32 table, or null;
   /// score (i, j) gets relBias[bucket(j - i - qOffset) * heads + h] added
   /// before the masks (tfc/relative_bucket.h).

@@ -198,15 +198,16 @@ Status run(Context &ctx, const AttentionCall &c) {
   }
   setRelativeBias(a, c.bias_table, at.bidirectional, at.max_distance);
   if (const Tensor *t = c.block_table) {
-    // k and v are [N, L, D] blocks that rows share; row b reads block
-    // table[b][0] (one block per row, as the cached attention here).
-    if (t->shape[1] != 1)
-      return Status::unsupported("attention: a block table of " + std::to_string(t->shape[1]) +
-                                 " blocks per row (the CUDA backend reads one block per row)");
-    a.slots = static_cast<const int64_t *>(t->data);
-    a.cacheRows = k.shape[0];
-    if (c.key_tokens) // a row's keys: its key tokens' count (at most the block's)
-      a.kvLen = a.tokensBatch = c.key_tokens->shape[1];
+    // k and v are [N, L, D] blocks that rows share; row b's key j is at
+    // j % L of block table[b][j / L] (kernel_rules.cc checked the shapes).
+    a.table = static_cast<const int64_t *>(t->data);
+    a.blocksPerRow = t->shape[1];
+    a.blockLen = k.shape[1];
+    a.numBlocks = k.shape[0];
+    a.kBatch = a.vBatch = 0; // unused: the table places every key
+    // A row's keys: its key tokens' count (at most nb * L), else nb * L.
+    a.kvLen = c.key_tokens ? c.key_tokens->shape[1] : a.blocksPerRow * a.blockLen;
+    a.tokensBatch = a.kvLen;
     TFC_RETURN_IF_ERROR(
         fillZero(ctx, out.data, tfc_dtype_bytes(out.dtype, (uint64_t)out.numel())));
   }
@@ -221,15 +222,14 @@ Status run(Context &ctx, const CachedAttentionCall &c) {
                &pos = *c.pos;
   Tensor &out = *c.out;
   const int64_t B = q.shape[0], T = q.shape[1], L = kc.shape[1];
+  // With a block table the caches are [N, L, D] blocks and row b's position p
+  // is at p % L of block table[b][p / L] (a paged cache, in the engine).
   const Tensor *table = c.block_table;
-  if (table && table->shape[1] != 1)
-    return Status::unsupported("cached_attention: a block table of " +
-                               std::to_string(table->shape[1]) +
-                               " blocks per row (the CUDA backend reads one cache row per row)");
   if (!table && (kc.shape[0] < B || vc.shape[0] < B))
     return Status::invalidArgument("the KV cache holds fewer rows than the batch");
   const bool posPerRow = pos.numel() > 1;
-  const int64_t *slots = table ? static_cast<const int64_t *>(table->data) : nullptr;
+  const int64_t *tableData = table ? static_cast<const int64_t *>(table->data) : nullptr;
+  const int64_t nb = table ? table->shape[1] : 1;
   CacheWriteArgs w;
   w.k = k.data;
   w.v = v.data;
@@ -247,7 +247,8 @@ Status run(Context &ctx, const CachedAttentionCall &c) {
   w.pos = pos.data;
   w.posType = pos.dtype;
   w.posPerRow = posPerRow;
-  w.slots = slots;
+  w.table = tableData;
+  w.blocksPerRow = nb;
   w.cacheRows = kc.shape[0];
   TFC_RETURN_IF_ERROR(launchCacheWrite(w, ctx.error, ctx.stream));
 
@@ -282,9 +283,11 @@ Status run(Context &ctx, const CachedAttentionCall &c) {
   a.pos = pos.data;
   a.posType = pos.dtype;
   a.posPerRow = posPerRow;
-  a.slots = slots;
-  a.cacheRows = kc.shape[0];
-  a.cacheLen = L;
+  a.table = tableData;
+  a.blocksPerRow = nb;
+  a.blockLen = L;
+  a.numBlocks = kc.shape[0];
+  a.cacheLen = nb * L;
   setRelativeBias(a, c.bias_table, c.attrs.bidirectional, c.attrs.max_distance);
   return launchAttention(a, ctx.stream);
 }

@@ -378,22 +378,28 @@ __global__ void rotaryKernel(RotaryArgs a, DeviceError *err) {
   }
 }
 
-/// One block per new row (b, t): k and v into the caches at row pos + t.
+/// One block per new row (b, t): k and v into the caches at position pos + t
+/// of row b (in its block table's block (pos + t) / len, where it has one).
 __global__ void cacheWriteKernel(CacheWriteArgs a, DeviceError *err) {
   const int64_t b = blockIdx.x / a.steps, t = blockIdx.x % a.steps;
   const long long pos = loadId(a.pos, a.posType, a.posPerRow ? b : 0);
-  if (pos < 0 || pos + a.steps > a.len) {
+  const int64_t rowLen = a.table ? a.blocksPerRow * a.len : a.len;
+  if (pos < 0 || pos + a.steps > rowLen) {
     if (t == 0 && threadIdx.x == 0)
-      recordError(err, kErrDecodePosition, pos + a.steps, a.len);
+      recordError(err, kErrDecodePosition, pos + a.steps, rowLen);
     return;
   }
-  const int64_t row = a.slots ? a.slots[b] : b;
-  if (row < 0 || row >= a.cacheRows) {
-    if (t == 0 && threadIdx.x == 0)
-      recordError(err, kErrKvBlock, row, a.cacheRows);
-    return;
-  }
-  const int64_t src = b * a.steps + t, dst = row * a.len + pos + t;
+  if (a.table && t == 0) // every block the row's attention reads, as the CPU checks them
+    for (int64_t i = threadIdx.x; i < (pos + a.steps + a.len - 1) / a.len; i += blockDim.x) {
+      const int64_t blk = a.table[b * a.blocksPerRow + i];
+      if (blk < 0 || blk >= a.cacheRows)
+        recordError(err, kErrKvBlock, blk, a.cacheRows);
+    }
+  const int64_t p = pos + t;
+  const int64_t row = a.table ? a.table[b * a.blocksPerRow + p / a.len] : b;
+  if (row < 0 || row >= a.cacheRows)
+    return; // recorded above
+  const int64_t src = b * a.steps + t, dst = row * a.len + (a.table ? p % a.len : p);
   for (int64_t d = threadIdx.x; d < a.dk; d += blockDim.x)
     storeF(a.kc, a.kcType, dst * a.dk + d, loadF(a.k, a.kType, src * a.dk + d));
   for (int64_t d = threadIdx.x; d < a.dv; d += blockDim.x)

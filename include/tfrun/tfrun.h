@@ -298,9 +298,9 @@ typedef struct tfrun_engine_options_t {
   int64_t kv_cache_bytes;   /* > 0: the KV pool's size: blocks of kv_block_size
                                positions of every layer's K and V; an error when not
                                even one fits. 0: every row at max_len, at most 1 GiB */
-  int32_t kv_block_size;    /* positions per KV block; 0: 16 on the CPU. CUDA, and a
-                               model.bin compiled before paged caches, take max_len
-                               (one block per row); another value is TFRUN_UNSUPPORTED */
+  int32_t kv_block_size;    /* positions per KV block; 0: 16. A model.bin compiled
+                               before paged caches takes max_len (one block per row);
+                               another value is TFRUN_UNSUPPORTED there */
 } tfrun_engine_options_t;
 
 /* Fills |options| with the defaults: the session defaults, 0 for the rest. */

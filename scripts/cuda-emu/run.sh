@@ -11,8 +11,9 @@
 # launch on host threads, one per CUDA thread, with barriers for __syncthreads
 # and warp shuffles), compiled with g++, and linked with emu_runtime.cc, a fake
 # CUDA runtime and cuBLAS/cuBLASLt (a reference GEMM) on host memory. Then it
-# runs the backend kernel tests and the runtime's DeviceRuntimeTest (CUDA
-# against CPU logits and greedy tokens) on the emulated device, and builds an
+# runs the backend kernel tests, the runtime's DeviceRuntimeTest (CUDA
+# against CPU logits and greedy tokens) and the engine's tests on the emulated
+# device, and builds an
 # emulated tfrun at BUILD_DIR/tfrun for end-to-end checks:
 #   BUILD_DIR/tfrun model.bin --device cuda --dtype bf16 --input ...
 # Needs a configured build tree in build/ (for the test model).
@@ -40,7 +41,7 @@ compile "$ROOT/format/arena_plan.cc" rt_arena_plan.o
 compile "$ROOT/format/kernel_schema.cc" rt_kernel_schema.o
 compile "$ROOT/format/metadata.cc" rt_metadata.o
 for f in runtime/model.cc runtime/capi.cc runtime/session.cc runtime/executor.cc \
-         runtime/step_model.cc runtime/device_cpu.cc runtime/generate.cc runtime/generate_beam.cc runtime/engine.cc runtime/engine_api.cc runtime/engine_rows.cc runtime/kv_blocks.cc backends/cpu/kernels_cpu.cc backends/kernel_rules.cc backends/kernel_call.cc \
+         runtime/step_model.cc runtime/device_cpu.cc runtime/generate.cc runtime/generate_beam.cc runtime/engine.cc runtime/engine_api.cc runtime/engine_memory.cc runtime/engine_rows.cc runtime/kv_blocks.cc backends/cpu/kernels_cpu.cc backends/kernel_rules.cc backends/kernel_call.cc \
          backends/cpu/embedding_cpu.cc backends/cpu/linear_cpu.cc backends/cpu/pointwise_cpu.cc \
          backends/cpu/shape_cpu.cc backends/cpu/reduce_cpu.cc backends/cpu/elementwise_cpu.cc backends/cpu/search_cpu.cc \
          backends/cpu/linear_dnnl.cc backends/cpu/attention_cpu.cc backends/cpu/attention_row.cc backends/cpu/layer_norm_cpu.cc \
@@ -63,9 +64,18 @@ compile "$ROOT/tests/unit/runtime/DeviceRuntimeTest.cpp" DeviceRuntimeTest.o \
   -DTFC_TEST_MODEL="\"$ROOT/build/tests/floydhub-small.bin\""
 $CXX "${objs[@]}" "${cuda[@]}" "${rt[@]}" -ldnnl -lxxhash -lgtest -lgtest_main -lpthread -o "$OUT/runtime-tests"
 objs=()
+compile "$ROOT/tests/unit/runtime/EngineTest.cpp" EngineTest.o \
+  -DTFC_ENGINE_GPT2="\"$ROOT/build/tests/gpt2-engine.bin\"" \
+  -DTFC_ENGINE_FLOYDHUB="\"$ROOT/build/tests/floydhub-engine.bin\"" \
+  -DTFC_ENGINE_OLD_MODEL="\"$ROOT/tests/lit/runtime/Inputs/v5/floydhub-bf16.bin\""
+$CXX "${objs[@]}" "${cuda[@]}" "${rt[@]}" -ldnnl -lxxhash -lgtest -lgtest_main -lpthread -o "$OUT/engine-tests"
+objs=()
 compile "$ROOT/tools/tfrun/tfrun.cpp" tool_tfrun.o -I"$ROOT/tools/tfrun"
 compile "$ROOT/tools/tfrun/npy.cpp" tool_npy.o -I"$ROOT/tools/tfrun"
 $CXX "${objs[@]}" "${cuda[@]}" "${rt[@]}" -ldnnl -lxxhash -lpthread -o "$OUT/tfrun"
 "$OUT/kernel-tests" --gtest_brief=1
 "$OUT/runtime-tests" --gtest_brief=1
+# The engine with every session and engine on the emulated device (no stress
+# run: host threads per CUDA thread make it slow).
+TFC_ENGINE_TEST_DEVICE=cuda "$OUT/engine-tests" --gtest_brief=1 --gtest_filter=-*Stress*
 echo "emulated tfrun: $OUT/tfrun (--device cuda)"

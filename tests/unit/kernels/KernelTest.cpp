@@ -1153,9 +1153,8 @@ TEST_P(KernelTest, CachedAttentionBeyondCache) {
 }
 
 /// Continuous batching (docs/generation.md): rows at their own positions, their
-/// K and V in cache rows a block table names. With one block per row (every
-/// backend), and with blocks of L positions spanning several cache rows (the
-/// CPU; CUDA reports that it does not read them).
+/// K and V in cache rows a block table names: one block per row, and blocks of
+/// L positions spanning several cache rows (every backend).
 TEST_P(KernelTest, CachedAttentionPerRow) {
   struct Case {
     const char *name;
@@ -1220,11 +1219,6 @@ TEST_P(KernelTest, CachedAttentionPerRow) {
     const std::string got = run(TFC_KERNEL_CACHED_ATTENTION,
                                 {&q, &k, &v, &kc, &vc, &pos, &table}, out,
                                 {H, 0, 0, 0, 1, c.Hkv, c.window}, {scale, c.softcap});
-    if (nb > 1 && backend().name() == "cuda") {
-      EXPECT_EQ(got, "cached_attention: a block table of " + std::to_string(nb) +
-                         " blocks per row (the CUDA backend reads one cache row per row)");
-      continue;
-    }
     ASSERT_EQ(got, "");
     // Each row on its own: its positions gathered from its blocks.
     std::vector<double> kref = kc0.values(), vref = vc0.values();
@@ -1322,11 +1316,6 @@ TEST_P(KernelTest, AttentionOverSharedBlocks) {
     // mask, heads, pad id, no bias (3), no grouping or window, a block table.
     const std::string got =
         run(TFC_KERNEL_ATTENTION, in, out, {c.mask, H, 0, 0, 0, 0, 0, 0, 1}, {scale, -1e9});
-    if (nb > 1 && backend().name() == "cuda") {
-      EXPECT_EQ(got, "attention: a block table of " + std::to_string(nb) +
-                         " blocks per row (the CUDA backend reads one block per row)");
-      continue;
-    }
     ASSERT_EQ(got, "");
     // The same rows with their keys gathered: the plain attention's reference.
     HostTensor kg(dt(), {B, Sk, D}), vg(dt(), {B, Sk, Dv});
@@ -1508,6 +1497,19 @@ TEST_P(KernelTest, CachedAttentionPerRowErrors) {
   EXPECT_EQ(run(TFC_KERNEL_CACHED_ATTENTION, {&q, &k, &v, &kc, &vc, &pos, &table}, out,
                 {2, 0, 0, 0, 1}, {0.5}),
             "KV block 3 is outside the cache's 3 blocks");
+  // Two blocks of 4 per row: 8 positions a row, and every block up to the
+  // row's last position is checked, the ones written before too.
+  HostTensor kc4 = random(dt(), {3, 4, 8}), vc4 = random(dt(), {3, 4, 8});
+  HostTensor pos2 = tensor(TFC_DTYPE_I64, {2}, {5, 8});
+  HostTensor two = tensor(TFC_DTYPE_I64, {2, 2}, {0, 1, 2, 0});
+  EXPECT_EQ(run(TFC_KERNEL_CACHED_ATTENTION, {&q, &k, &v, &kc4, &vc4, &pos2, &two}, out,
+                {2, 0, 0, 0, 1}, {0.5}),
+            "decode position 9 is beyond the KV cache's 8 positions");
+  pos2.set(1, 4);
+  two.set(2, -1); // row 1's first block, behind its position 4
+  EXPECT_EQ(run(TFC_KERNEL_CACHED_ATTENTION, {&q, &k, &v, &kc4, &vc4, &pos2, &two}, out,
+                {2, 0, 0, 0, 1}, {0.5}),
+            "KV block -1 is outside the cache's 3 blocks");
   HostTensor three = tensor(TFC_DTYPE_I64, {3}, {1, 2, 3});
   EXPECT_EQ(run(TFC_KERNEL_CACHED_ATTENTION, {&q, &k, &v, &kc, &vc, &three}, out, {2}, {0.5}),
             "cached_attention: the positions [3] are neither one value nor one per row of the "

@@ -379,8 +379,7 @@ TEST(Engine, EncoderMemoryIsPagedPerItem) {
   expectSame(collect(e.e, ids[0]), want[0], "beam request");
   ASSERT_TRUE(at.taken);
   const int64_t P = at.st.memory_block_positions;
-  EXPECT_EQ(P, testDevice() == TFRUN_DEVICE_CPU ? 16 : 24);
-  ASSERT_GT(P, 0);
+  ASSERT_EQ(P, 16);
   EXPECT_EQ(at.st.requests_running, 2);
   EXPECT_EQ(at.st.memory_blocks_used, (22 + P - 1) / P + (5 + P - 1) / P);
   // Every layer's cross-attention K and V, d_model floats per position each.
@@ -393,19 +392,11 @@ TEST(Engine, EncoderMemoryIsPagedPerItem) {
   expectPoolFull(e);
 }
 
-/// Blocks shorter than max_len are the CPU's: the CUDA backend reads one block
-/// of max_len per row, which ASmallPoolOfWholeRowsPreempts covers.
-#define SKIP_UNLESS_PAGED()                                                                  \
-  if (testDevice() != TFRUN_DEVICE_CPU)                                                      \
-  GTEST_SKIP() << "the CUDA backend reads one block of max_len per row "                     \
-                  "(ASmallPoolOfWholeRowsPreempts covers it)"
-
 /// The KV pool in blocks of 4 positions, too small for every running row's
 /// whole length: rows take blocks as they grow, the most recently admitted
 /// request is preempted when none is free, and recomputed later. Every
 /// request's tokens still equal those it gets alone.
 TEST(Engine, ASmallPoolPreemptsAndRecomputes) {
-  SKIP_UNLESS_PAGED();
   ModelGuard m(TFC_ENGINE_GPT2);
   const std::vector<Request> rs = gpt2Requests(24, 17);
   const std::vector<Outcome> want = aloneEach(m.m, rs);
@@ -450,7 +441,6 @@ std::vector<Request> floydhubRequests(int n, uint32_t seed) {
 /// The same with an encoder-decoder: a recompute prefills the decoder's
 /// tokens again beside the encoder memory the request keeps.
 TEST(Engine, ASmallPoolPreemptsEncoderDecoders) {
-  SKIP_UNLESS_PAGED();
   ModelGuard m(TFC_ENGINE_FLOYDHUB);
   const std::vector<Request> rs = floydhubRequests(12, 9);
   const std::vector<Outcome> want = aloneEach(m.m, rs);
@@ -460,8 +450,8 @@ TEST(Engine, ASmallPoolPreemptsEncoderDecoders) {
   expectWholeAfterPreempting(e, rs.size());
 }
 
-/// A pool of one block of max_len per row (the layout every device reads,
-/// the CUDA backend's only one), smaller than the rows: a beam's fan-out
+/// A pool of one block of max_len per row (the layout of a model.bin compiled
+/// before paged caches, and kv_block_size = max_len), smaller than the rows: a beam's fan-out
 /// copies its shared block when a row first writes to it, and the pool runs
 /// out. An engine of one row and one block still admits its requests.
 TEST(Engine, ASmallPoolOfWholeRowsPreempts) {
@@ -628,16 +618,13 @@ TEST(Engine, BadRequestsAndModels) {
 
 /// 8 threads submit, cancel and release random requests against one engine for a
 /// bounded time, with more requests than rows (requests queue), a KV pool of
-/// 27 blocks of 4 positions (5 of 48 on CUDA; it runs out: requests are preempted and
+/// 27 blocks of 4 positions (it runs out: requests are preempted and
 /// recomputed) and a small queue (some submits are busy). Every request ends
 /// finished or cancelled, and the pool is whole at the end.
 TEST(Engine, StressSubmitAndCancelFromThreads) {
   ModelGuard m(TFC_ENGINE_GPT2);
-  // The largest request may take 27 blocks; where the device reads one block
-  // of max_len (48) per row (CUDA), 3 of 5.
-  const bool paged = testDevice() == TFRUN_DEVICE_CPU;
-  const int blockSize = paged ? 4 : 48;
-  EngineGuard e(m.m, 10, 8, blockSize, (paged ? 27 : 5) * kvBlockBytes(m.m, 10, blockSize));
+  // The largest request may take 27 blocks.
+  EngineGuard e(m.m, 10, 8, 4, 27 * kvBlockBytes(m.m, 10, 4));
   // 4 s in the suite; TFC_ENGINE_STRESS_SECONDS=60 for the long run.
   const char *env = std::getenv("TFC_ENGINE_STRESS_SECONDS");
   const int seconds = env && std::atoi(env) > 0 ? std::min(std::atoi(env), 600) : 4;
