@@ -39,16 +39,8 @@ public:
 
   Status bindModel(const Model &m) override {
     model = &m;
-    for (const Function &f : m.functions)
-      for (const Instr &in : f.plan)
-        if ((in.kernel == TFC_KERNEL_LINEAR || in.kernel == TFC_KERNEL_FUSED_LINEAR) &&
-            (f.values[in.inputs[1]].dtype == TFC_DTYPE_I8 ||
-             f.values[in.inputs[1]].dtype == TFC_DTYPE_I4)) {
-          const char *p = f.values[in.inputs[1]].dtype == TFC_DTYPE_I8 ? "int8" : "int4";
-          return Status::unsupported(std::string(p) + " linear weights (tfc compile --precision " +
-                                     p + ") run on the CPU only; on CUDA use an f32 or bf16 "
-                                         "model.bin, or --dtype f16 / bf16");
-        }
+    // int8 and int4 weights run as stored (weight-only; linear_cuda.cc), with
+    // the activations the model.bin names: its own precision, not --dtype's.
     if (compute != TFC_DTYPE_F32)
       for (const Function &f : m.functions)
         for (const ValueDesc &v : f.values)

@@ -38,21 +38,32 @@ Status Context::activate() {
   return Status::ok();
 }
 
-Status Context::scratchFor(size_t bytes, void **out) {
-  if (bytes > scratchBytes) {
+namespace {
+/// |buf| grown to at least |bytes| (never shrunk).
+Status growScratch(cudaStream_t stream, void *&buf, size_t &have, size_t bytes, void **out) {
+  if (bytes > have) {
     // The old buffer may still be read by queued work.
-    if (scratch) {
+    if (buf) {
       TFC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream), "scratch resize");
-      TFC_CUDA_RETURN_IF_ERROR(cudaFree(scratch), "cudaFree (scratch)");
-      scratch = nullptr;
-      scratchBytes = 0;
+      TFC_CUDA_RETURN_IF_ERROR(cudaFree(buf), "cudaFree (scratch)");
+      buf = nullptr;
+      have = 0;
     }
     const size_t size = std::max<size_t>(bytes, 1 << 20);
-    TFC_CUDA_RETURN_IF_ERROR(cudaMalloc(&scratch, size), "cudaMalloc (scratch)");
-    scratchBytes = size;
+    TFC_CUDA_RETURN_IF_ERROR(cudaMalloc(&buf, size), "cudaMalloc (scratch)");
+    have = size;
   }
-  *out = scratch;
+  *out = buf;
   return Status::ok();
+}
+} // namespace
+
+Status Context::scratchFor(size_t bytes, void **out) {
+  return growScratch(stream, scratch, scratchBytes, bytes, out);
+}
+
+Status Context::weightScratchFor(size_t bytes, void **out) {
+  return growScratch(stream, weightScratch, weightScratchBytes, bytes, out);
 }
 
 Context::~Context() {
@@ -63,6 +74,8 @@ Context::~Context() {
   gemm.reset();
   if (scratch)
     (void)cudaFree(scratch);
+  if (weightScratch)
+    (void)cudaFree(weightScratch);
   if (error)
     (void)cudaFree(error);
   if (errorHost)

@@ -85,6 +85,11 @@ public:
   Status activate();
   /// |bytes| of scratch (grown, never shrunk; growing waits for the device).
   Status scratchFor(size_t bytes, void **out);
+  /// A second scratch, for a quantized weight dequantized for one GEMM
+  /// (runLinear then takes the first for its own operands).
+  void *weightScratch = nullptr;
+  size_t weightScratchBytes = 0;
+  Status weightScratchFor(size_t bytes, void **out);
   ~Context();
 };
 
@@ -160,7 +165,9 @@ struct EmbedArgs {
   const void *table = nullptr;
   uint32_t tableType = 0;
   int64_t vocab = 0, dim = 0;
-  const float *rowScales = nullptr; ///< an i8 table's per-row scales
+  /// An i8 table's scales: one per row (group 0), or [vocab, ceil(dim / group)].
+  const float *rowScales = nullptr;
+  int64_t group = 0;
   float scale = 1;
   const void *typeIds = nullptr, *typeTable = nullptr;
   uint32_t typeIdsType = 0, typeTableType = 0;
@@ -189,6 +196,27 @@ struct EpilogueArgs {
   int32_t actKernel = -1, actMode = 0;
 };
 Status launchLinearEpilogue(const EpilogueArgs &a, cudaStream_t s);
+
+/// A linear layer's int8 or int4 weight [n, k] as model.bin stores it
+/// (docs/model-bin.md): element [r, c] is scales[r * groups + c / group] *
+/// q[r, c] with groups = ceil(k / group), or scales[r] when group is 0; int4
+/// is two's complement, element e in the low nibble of byte e / 2 when e is
+/// even, the high nibble when odd.
+struct QuantWeightArgs {
+  const void *q = nullptr;
+  uint32_t qType = 0; ///< TFC_DTYPE_I8 or TFC_DTYPE_I4
+  const float *scales = nullptr;
+  int64_t n = 0, k = 0, group = 0;
+};
+/// The rows up to which a quantized linear layer runs as a GEMV on the
+/// quantized weight (decoding); more rows dequantize it for cuBLAS.
+constexpr int64_t kQuantGemvRows = 8;
+/// acc[r, j] = sum_c x[r, c] * w[j, c], f32, for rows <= kQuantGemvRows: one
+/// warp per output column, reading the weight's bytes once.
+Status launchQuantGemv(const QuantWeightArgs &w, const void *x, uint32_t xType, int64_t rows,
+                       float *acc, cudaStream_t s);
+/// The weight as f32 [n, k]: q * scale, exact.
+Status launchDequantize(const QuantWeightArgs &w, float *out, cudaStream_t s);
 
 /// k, v [B, T, dk|dv] into the caches [>=B, L, dk|dv] at rows pos .. pos+T-1,
 /// with pos read from device memory; records kErrDecodePosition instead when

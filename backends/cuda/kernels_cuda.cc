@@ -325,6 +325,7 @@ Status run(Context &ctx, const TokenEmbeddingCall &c) {
   a.vocab = table.shape[0];
   a.dim = table.shape[1];
   a.rowScales = table.scales;
+  a.group = table.group;
   a.scale = static_cast<float>(c.attrs.scale);
   if (c.type_table) {
     a.typeIds = c.type_ids->data;

@@ -17,6 +17,7 @@
 #include "backends/cuda/cuda_device.cuh"
 #include "tfc/relative_bucket.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace tfc::cuda {
@@ -335,9 +336,12 @@ __global__ void embeddingKernel(EmbedArgs a, DeviceError *err) {
       return;
     }
   }
-  const float s = a.rowScales ? a.scale * a.rowScales[id] : a.scale;
+  const float s = a.rowScales && a.group == 0 ? a.scale * a.rowScales[id] : a.scale;
+  const float *groupScales =
+      a.rowScales && a.group > 0 ? a.rowScales + id * ((a.dim + a.group - 1) / a.group) : nullptr;
   for (int64_t k = threadIdx.x; k < a.dim; k += blockDim.x) {
-    float v = loadF(a.table, a.tableType, id * a.dim + k) * s;
+    float v = loadF(a.table, a.tableType, id * a.dim + k) *
+              (groupScales ? a.scale * groupScales[k / a.group] : s);
     if (a.typeTable)
       v += loadF(a.typeTable, a.typeTableType, typeId * a.dim + k);
     if (a.pos)
@@ -404,6 +408,127 @@ __global__ void cacheWriteKernel(CacheWriteArgs a, DeviceError *err) {
     storeF(a.kc, a.kcType, dst * a.dk + d, loadF(a.k, a.kType, src * a.dk + d));
   for (int64_t d = threadIdx.x; d < a.dv; d += blockDim.x)
     storeF(a.vc, a.vcType, dst * a.dv + d, loadF(a.v, a.vType, src * a.dv + d));
+}
+
+/// Weight element [r, c] of a quantized weight, scaled (QuantWeightArgs).
+__device__ __forceinline__ float quantAt(const QuantWeightArgs &w, int64_t r, int64_t c,
+                                         int64_t groups) {
+  const int64_t e = r * w.k + c;
+  int q;
+  if (w.qType == TFC_DTYPE_I8) {
+    q = static_cast<const signed char *>(w.q)[e];
+  } else {
+    const unsigned b = static_cast<const unsigned char *>(w.q)[e >> 1];
+    q = static_cast<int>(((e & 1) ? b >> 4 : b & 15u) ^ 8u) - 8;
+  }
+  return static_cast<float>(q) * w.scales[w.group > 0 ? r * groups + c / w.group : r];
+}
+
+/// One warp per output column j: lane l sums columns l, l + 32, ... of every
+/// row (consecutive lanes read consecutive weight bytes), then the warp adds
+/// its lanes up.
+__global__ void quantGemvKernel(QuantWeightArgs w, const void *x, uint32_t xType, int64_t rows,
+                                float *acc) {
+  const int lane = threadIdx.x & 31;
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + (threadIdx.x >> 5);
+  if (j >= w.n)
+    return;
+  const int64_t groups = w.group > 0 ? (w.k + w.group - 1) / w.group : 1;
+  float sum[kQuantGemvRows];
+#pragma unroll
+  for (int r = 0; r < kQuantGemvRows; ++r)
+    sum[r] = 0.0f;
+  for (int64_t c = lane; c < w.k; c += 32) {
+    const float wv = quantAt(w, j, c, groups);
+#pragma unroll
+    for (int r = 0; r < kQuantGemvRows; ++r)
+      if (r < rows)
+        sum[r] += loadF(x, xType, r * w.k + c) * wv;
+  }
+#pragma unroll
+  for (int r = 0; r < kQuantGemvRows; ++r) {
+    const float v = warpSum(sum[r]);
+    if (lane == 0 && r < rows)
+      acc[r * w.n + j] = v;
+  }
+}
+
+/// The 8 signed nibbles of |u|, element 0 in the low nibble, times s, into
+/// v[0..7]; or its 4 signed bytes into v[0..3].
+__device__ __forceinline__ void nibbles(uint32_t u, float s, float *v) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+    v[i] = static_cast<float>(static_cast<int>(((u >> (4 * i)) & 15u) ^ 8u) - 8) * s;
+}
+__device__ __forceinline__ void bytes4(uint32_t u, float s, float *v) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+    v[i] = static_cast<float>(static_cast<signed char>(u >> (8 * i))) * s;
+}
+
+/// The GEMV's vector form (launchQuantGemv checks its conditions: 16-byte
+/// aligned weight rows and x, k a multiple of 16 (int8) or 32 (int4), groups
+/// a multiple of 32): lane l reads 16 bytes at a time, 16 int8 or 32 int4
+/// weights under one scale, and the matching x as float4s; per row, the
+/// chunk's products are summed, then scaled once.
+template <bool kInt4>
+__global__ void quantGemvVecKernel(QuantWeightArgs w, const float *x, int64_t rows, float *acc) {
+  constexpr int kPer = kInt4 ? 32 : 16; // weights per 16 bytes
+  const int lane = threadIdx.x & 31;
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + (threadIdx.x >> 5);
+  if (j >= w.n)
+    return;
+  const int64_t groups = w.group > 0 ? (w.k + w.group - 1) / w.group : 1;
+  const uint4 *row = reinterpret_cast<const uint4 *>(static_cast<const unsigned char *>(w.q) +
+                                                     j * (kInt4 ? w.k / 2 : w.k));
+  const float *scale = w.scales + (w.group > 0 ? j * groups : j);
+  const int64_t chunks = w.k / kPer;
+  float sum[kQuantGemvRows];
+#pragma unroll
+  for (int r = 0; r < kQuantGemvRows; ++r)
+    sum[r] = 0.0f;
+  for (int64_t c = lane; c < chunks; c += 32) {
+    const uint4 q = __ldg(row + c);
+    const int64_t k0 = c * kPer;
+    float wv[kPer];
+    const uint32_t words[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      if (kInt4)
+        nibbles(words[i], 1.0f, wv + 8 * i);
+      else
+        bytes4(words[i], 1.0f, wv + 4 * i);
+    }
+    const float s = w.group > 0 ? __ldg(scale + k0 / w.group) : __ldg(scale);
+#pragma unroll
+    for (int r = 0; r < kQuantGemvRows; ++r) {
+      if (r >= rows)
+        break;
+      const float4 *xr = reinterpret_cast<const float4 *>(x + r * w.k + k0);
+      float d = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kPer / 4; ++i) {
+        const float4 xv = __ldg(xr + i);
+        d += xv.x * wv[4 * i] + xv.y * wv[4 * i + 1] + xv.z * wv[4 * i + 2] + xv.w * wv[4 * i + 3];
+      }
+      sum[r] += d * s;
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kQuantGemvRows; ++r) {
+    const float v = warpSum(sum[r]);
+    if (lane == 0 && r < rows)
+      acc[r * w.n + j] = v;
+  }
+}
+
+/// One block per weight row (grid-stride): no division per element, reads
+/// and writes coalesced along the row.
+__global__ void dequantizeKernel(QuantWeightArgs w, float *out) {
+  const int64_t groups = w.group > 0 ? (w.k + w.group - 1) / w.group : 1;
+  for (int64_t r = blockIdx.x; r < w.n; r += gridDim.x)
+    for (int64_t c = threadIdx.x; c < w.k; c += blockDim.x)
+      out[r * w.k + c] = quantAt(w, r, c, groups);
 }
 
 __global__ void linearEpilogueKernel(EpilogueArgs a) {
@@ -535,6 +660,39 @@ Status launchCacheWrite(const CacheWriteArgs &a, DeviceError *err, cudaStream_t 
     return Status::unsupported("KV-cache write of too many rows for one CUDA grid");
   cacheWriteKernel<<<static_cast<unsigned>(a.batch * a.steps), 128, 0, s>>>(a, err);
   return launched("KV-cache write kernel");
+}
+
+Status launchQuantGemv(const QuantWeightArgs &w, const void *x, uint32_t xType, int64_t rows,
+                       float *acc, cudaStream_t s) {
+  if (rows <= 0 || w.n <= 0)
+    return Status::ok();
+  constexpr int kWarpsPerBlock = 4;
+  const int64_t blocks = (w.n + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  if (blocks > 0x7fffffff || rows > kQuantGemvRows)
+    return Status::unsupported("quantized GEMV of too many columns or rows");
+  const bool int4 = w.qType == TFC_DTYPE_I4;
+  const auto aligned = [](const void *p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (xType == TFC_DTYPE_F32 && aligned(x) && aligned(w.q) && w.k % (int4 ? 32 : 16) == 0 &&
+      (w.group == 0 || w.group % 32 == 0)) {
+    if (int4)
+      quantGemvVecKernel<true><<<static_cast<unsigned>(blocks), kWarpsPerBlock * 32, 0, s>>>(
+          w, static_cast<const float *>(x), rows, acc);
+    else
+      quantGemvVecKernel<false><<<static_cast<unsigned>(blocks), kWarpsPerBlock * 32, 0, s>>>(
+          w, static_cast<const float *>(x), rows, acc);
+    return launched("quantized GEMV kernel");
+  }
+  quantGemvKernel<<<static_cast<unsigned>(blocks), kWarpsPerBlock * 32, 0, s>>>(w, x, xType, rows,
+                                                                               acc);
+  return launched("quantized GEMV kernel");
+}
+
+Status launchDequantize(const QuantWeightArgs &w, float *out, cudaStream_t s) {
+  if (w.n * w.k <= 0)
+    return Status::ok();
+  const int64_t blocks = std::min<int64_t>(w.n, 65535);
+  dequantizeKernel<<<static_cast<unsigned>(blocks), 256, 0, s>>>(w, out);
+  return launched("dequantize kernel");
 }
 
 Status launchLinearEpilogue(const EpilogueArgs &a, cudaStream_t s) {

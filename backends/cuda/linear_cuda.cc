@@ -24,6 +24,10 @@
 // declines (it can, for some leading dimensions and alignments in f16/bf16)
 // runs on plain cuBLAS (cublasGemmStridedBatchedEx), which takes any.
 //
+// int8 and int4 weights (runQuantLinear) are weight-only: a GEMV of our own on
+// the quantized bytes while decoding, and, for more rows, the weight
+// dequantized to f32 for cuBLASLt.
+//
 // Accumulation is f32 (CUBLAS_COMPUTE_32F, no TF32), so an f32 model gives
 // f32 GEMM results. Algorithms come from cuBLASLt's heuristic once per shape,
 // dtype, epilogue and pointer alignment, and are cached in the Context.
@@ -303,6 +307,115 @@ Status dtypeError(const char *what, uint32_t dtype) {
 /// Bytes rounded up to 256 (scratch sub-buffers stay 256-byte aligned).
 size_t round256(size_t n) { return (n + 255) / 256 * 256; }
 
+/// The unfused path's last step: bias, activation, multiplier and residual
+/// applied to the f32 sums |acc| [rows, n], rounded to out's dtype (nothing
+/// to do when there is none and out is acc).
+Status epilogue(Context &ctx, const void *acc, int64_t rows, int64_t n, const Tensor *bias,
+                const Tensor *residual, const Tensor *multiplier, int act, Tensor &out) {
+  uint32_t actKernel = 0;
+  int64_t actMode = 0;
+  const bool hasAct = schema::activationUnary(act, &actKernel, &actMode);
+  if (!bias && !residual && !multiplier && !hasAct && acc == out.data)
+    return Status::ok();
+  EpilogueArgs e;
+  e.acc = acc;
+  e.accType = TFC_DTYPE_F32;
+  if (bias) {
+    e.bias = bias->data;
+    e.biasType = bias->dtype;
+  }
+  if (residual) {
+    e.res = residual->data;
+    e.resType = residual->dtype;
+  }
+  if (multiplier) {
+    e.mul = multiplier->data;
+    e.mulType = multiplier->dtype;
+  }
+  e.out = out.data;
+  e.outType = out.dtype;
+  e.rows = rows;
+  e.n = n;
+  e.actKernel = hasAct ? static_cast<int32_t>(actKernel) : -1;
+  e.actMode = static_cast<int32_t>(actMode);
+  return launchLinearEpilogue(e, ctx.stream);
+}
+
+/// A linear layer over an int8 or int4 weight (tfc compile --precision int8 /
+/// int4), weight-only: the activations stay in their dtype and every sum is
+/// f32. Up to kQuantGemvRows rows (a decoding step) a GEMV reads the
+/// quantized bytes, a quarter (int8) or an eighth (int4) of the f32 weight's;
+/// more rows (a prefill, an encoder) dequantize the weight to f32, exactly,
+/// in a scratch of its own and take the f32 GEMM path.
+Status runQuantLinear(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *bias,
+                      const Tensor *residual, const Tensor *multiplier, int act, Tensor &out) {
+  const char *name = w.dtype == TFC_DTYPE_I8 ? "int8" : "int4";
+  if (w.shape.size() != 2 || x.shape.empty() || x.shape.back() != w.shape[1])
+    return Status::invalidModel("linear: the input's last dim does not match the weight [N, K]");
+  if (!w.scales || w.group < 0)
+    return Status::invalidModel(std::string("linear: the ") + name + " weight has no scales");
+  cudaDataType_t operandType;
+  for (const Tensor *t : {&x, static_cast<const Tensor *>(&out), bias, residual, multiplier})
+    if (t && !cudaType(t->dtype, operandType))
+      return dtypeError("linear operand", t->dtype);
+  uint32_t actKernel = 0;
+  int64_t actMode = 0;
+  if (act != TFC_ACT_NONE && !schema::activationUnary(act, &actKernel, &actMode))
+    return Status::invalidModel("linear: unknown activation " + std::to_string(act));
+  QuantWeightArgs q;
+  q.q = w.data;
+  q.qType = w.dtype;
+  q.scales = w.scales;
+  q.n = w.shape[0];
+  q.k = w.shape[1];
+  q.group = w.group;
+  const int64_t rows = q.k > 0 ? x.numel() / q.k : 0;
+  if (rows > kQuantGemvRows || q.k == 0) {
+    void *wf = nullptr;
+    TFC_RETURN_IF_ERROR(ctx.weightScratchFor(round256(q.n * q.k * sizeof(float)), &wf));
+    TFC_RETURN_IF_ERROR(launchDequantize(q, static_cast<float *>(wf), ctx.stream));
+    Tensor f32 = w;
+    f32.data = wf;
+    f32.dtype = TFC_DTYPE_F32;
+    f32.scales = nullptr;
+    f32.group = 0;
+    return runLinear(ctx, x, f32, bias, residual, multiplier, act, out);
+  }
+  if (rows == 0 || q.n == 0)
+    return Status::ok();
+  if (out.numel() != rows * q.n || (bias && bias->numel() != q.n) ||
+      (residual && residual->numel() != rows * q.n) ||
+      (multiplier && multiplier->numel() != rows * q.n))
+    return Status::invalidModel("linear: operand sizes do not match");
+  // Scratch: x in f32 (the GEMV's vector form reads float4s) and the f32
+  // sums when the output is not f32.
+  const size_t xBytes = x.dtype == TFC_DTYPE_F32 ? 0 : round256(rows * q.k * sizeof(float));
+  const size_t accBytes =
+      out.dtype == TFC_DTYPE_F32 ? 0 : round256(rows * q.n * sizeof(float));
+  void *scratch = nullptr;
+  if (xBytes + accBytes)
+    TFC_RETURN_IF_ERROR(ctx.scratchFor(xBytes + accBytes, &scratch));
+  const void *xData = x.data;
+  if (xBytes) {
+    EwArgs c;
+    c.op = EwOp::Cast;
+    c.in[0] = x.data;
+    c.inType[0] = x.dtype;
+    c.out = scratch;
+    c.outType = TFC_DTYPE_F32;
+    c.n = rows * q.k;
+    c.bc.rank = 1;
+    c.bc.shape[0] = c.n;
+    c.bc.stride[0][0] = 1;
+    TFC_RETURN_IF_ERROR(launchElementwise(c, ctx.stream));
+    xData = scratch;
+  }
+  void *acc = accBytes ? static_cast<char *>(scratch) + xBytes : out.data;
+  TFC_RETURN_IF_ERROR(launchQuantGemv(q, xData, TFC_DTYPE_F32, rows, static_cast<float *>(acc),
+                                      ctx.stream));
+  return epilogue(ctx, acc, rows, q.n, bias, residual, multiplier, act, out);
+}
+
 } // namespace
 
 Status createGemmState(Context &ctx) {
@@ -318,8 +431,7 @@ Status createGemmState(Context &ctx) {
 Status runLinear(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *bias,
                  const Tensor *residual, const Tensor *multiplier, int act, Tensor &out) {
   if (w.dtype == TFC_DTYPE_I8 || w.dtype == TFC_DTYPE_I4)
-    return Status::unsupported(std::string("linear: ") + tfc_dtype_name(w.dtype) +
-                               " weights are not supported by the CUDA backend yet");
+    return runQuantLinear(ctx, x, w, bias, residual, multiplier, act, out);
   cudaDataType_t abType, outType;
   if (!cudaType(w.dtype, abType))
     return dtypeError("linear weight", w.dtype);
@@ -427,30 +539,7 @@ Status runLinear(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b
                                  "x" + std::to_string(k) + " by " + std::to_string(n) + "x" +
                                  std::to_string(k) + " GEMM");
   }
-  if (!bias && !residual && !multiplier && !hasAct && f32Out)
-    return Status::ok();
-  EpilogueArgs e;
-  e.acc = acc;
-  e.accType = TFC_DTYPE_F32;
-  if (bias) {
-    e.bias = bias->data;
-    e.biasType = bias->dtype;
-  }
-  if (residual) {
-    e.res = residual->data;
-    e.resType = residual->dtype;
-  }
-  if (multiplier) {
-    e.mul = multiplier->data;
-    e.mulType = multiplier->dtype;
-  }
-  e.out = out.data;
-  e.outType = out.dtype;
-  e.rows = rows;
-  e.n = n;
-  e.actKernel = hasAct ? static_cast<int32_t>(actKernel) : -1;
-  e.actMode = static_cast<int32_t>(actMode);
-  return launchLinearEpilogue(e, ctx.stream);
+  return epilogue(ctx, acc, rows, n, bias, residual, multiplier, act, out);
 }
 
 Status runMatmul(Context &ctx, const Tensor &a, const Tensor &b, bool transB, Tensor &out) {

@@ -91,6 +91,7 @@ inline void __syncthreads() { emu::syncthreads(); }
 inline int __syncthreads_and(int p) { return emu::vote(p, true); }
 inline int __syncthreads_or(int p) { return emu::vote(p, false); }
 inline void __syncwarp(unsigned = 0xffffffffu) { emu::warpBar().arrive_and_wait(); }
+template <class T> inline T __ldg(const T *p) { return *p; }
 inline float __shfl_xor_sync(unsigned, float v, int o) { return emu::shfl_xor(v, o); }
 inline double __shfl_xor_sync(unsigned, double v, int o) { return emu::shfl_xor(v, o); }
 inline unsigned atomicCAS(unsigned *p, unsigned cmp, unsigned val) {

@@ -22,7 +22,7 @@ grep -q "TFC_HAVE_CUDA:INTERNAL=ON\|TFC_HAVE_CUDA.*ON" "$BUILD/CMakeCache.txt" 2
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/b/bin" "$stage/b/lib" "$stage/b/models" "$stage/b/testmodels" "$OUTDIR"
-cp "$BUILD"/bin/{tfrun,tfc-backend-kernel-tests,tfrun-tests,tfrun-engine-tests,tfc-bench-attention-cuda} \
+cp "$BUILD"/bin/{tfrun,tfc-backend-kernel-tests,tfrun-tests,tfrun-engine-tests,tfc-bench-attention-cuda,tfc-bench-linear-cuda} \
   "$stage/b/bin/"
 cp -a "$BUILD"/lib/libtfrun.so* "$BUILD"/lib/libtfrun_cuda.so* "$stage/b/lib/"
 # The non-CUDA system libraries the binaries load (ldd names them); the CUDA ones
@@ -60,6 +60,9 @@ hfdir="$stage/hf"
 for m in llama-gqa llama-mqa qwen3 gemma2 t5; do
   "$TFC" compile "$hfdir/$m" -o "$stage/b/models/$m.bin"
 done
+# ... and Llama's int8 (a scale per group of 32) and int4 weights.
+"$TFC" compile "$hfdir/llama-gqa" -o "$stage/b/models/llama-gqa-int8.bin" --precision int8
+"$TFC" compile "$hfdir/llama-gqa" -o "$stage/b/models/llama-gqa-int4.bin" --precision int4
 rm -rf "$hfdir"
 # NO_BENCH=1 leaves the encoder benchmark out (a bundle of ~20 MB, packed in seconds).
 if [[ "${NO_BENCH:-0}" != 1 ]]; then

@@ -6,7 +6,8 @@
 #   3. compare.py: small compiled models on the CPU and on CUDA (forward and generation);
 #   4. bench/bench_cuda.py --prebuilt: the encoder against PyTorch on the same GPU;
 #   5. tfc-bench-attention-cuda: the fused attention against cuBLAS and cuDNN;
-#   6. compute-sanitizer memcheck over the CUDA kernel tests, where it works.
+#   6. tfc-bench-linear-cuda: int8 and int4 linear layers against f32 and bf16;
+#   7. compute-sanitizer memcheck over the CUDA kernel tests, where it works.
 # Each step has its own time limit; logs go to $OUT (or ./gpu-check-out).
 #
 #   scripts/gpu-check/run.sh [BUNDLE_DIR]      (default .gpu-bundle)
@@ -52,6 +53,7 @@ fi
 if [[ "${NO_BENCH:-0}" != 1 ]]; then
   TAILN=40 step bench-attention 90 "$B/bin/tfc-bench-attention-cuda" --runs 30 --warmup 5
 fi
+TAILN=20 step bench-linear 120 "$B/bin/tfc-bench-linear-cuda" --runs 30 --warmup 3
 if command -v compute-sanitizer >/dev/null; then
   TAILN=15 step sanitizer 50 compute-sanitizer --tool memcheck --error-exitcode 9 \
     "$B/bin/tfc-backend-kernel-tests" --gtest_filter='*cuda_f16*:*cuda_f32*' --gtest_brief=1

@@ -104,8 +104,10 @@ struct HostTensor {
   uint32_t dtype = TFC_DTYPE_F32;
   std::vector<int64_t> shape;
   std::vector<unsigned char> bytes;
-  /// An i8 weight's descriptor: its f32 per-row scales (Tensor::scales).
+  /// An i8 or i4 weight's descriptor: its f32 scales (Tensor::scales), one per
+  /// row (group 0) or per group of |group| elements of a row.
   HostTensor *scales = nullptr;
+  int64_t group = 0;
 
   HostTensor() = default;
   HostTensor(uint32_t dt, std::vector<int64_t> sh) : dtype(dt), shape(std::move(sh)) {
@@ -121,6 +123,10 @@ struct HostTensor {
 
   /// Element i as a double.
   double get(int64_t i) const {
+    if (dtype == TFC_DTYPE_I4) { // two's complement nibbles, element i's in byte i / 2
+      const unsigned b = bytes[static_cast<size_t>(i / 2)];
+      return static_cast<int>(((i & 1) ? b >> 4 : b & 15u) ^ 8u) - 8;
+    }
     const unsigned char *p = bytes.data() + tfc_dtype_bytes(dtype, i);
     switch (dtype) {
     case TFC_DTYPE_F32: {
@@ -155,6 +161,12 @@ struct HostTensor {
 
   /// Stores |v| in element i, rounded (or truncated) to the dtype.
   void set(int64_t i, double v) {
+    if (dtype == TFC_DTYPE_I4) {
+      const unsigned nib = static_cast<unsigned>(static_cast<int>(v)) & 15u;
+      unsigned char &b = bytes[static_cast<size_t>(i / 2)];
+      b = static_cast<unsigned char>((i & 1) ? (b & 0x0f) | (nib << 4) : (b & 0xf0) | nib);
+      return;
+    }
     unsigned char *p = bytes.data() + tfc_dtype_bytes(dtype, i);
     switch (dtype) {
     case TFC_DTYPE_F32: {
@@ -252,6 +264,7 @@ public:
       ts[i].shape = h.shape;
       if (h.scales)
         ts[i].scales = static_cast<const float *>(h.scales->data());
+      ts[i].group = h.group;
       if (i < in.size())
         args.push_back(&ts[i]);
     }
@@ -314,6 +327,7 @@ public:
         err = cuda::copyToDevice(ctx, p, sc.bytes.data(), sc.bytes.size()).message();
       }
       ts[i].scales = static_cast<const float *>(p);
+      ts[i].group = all[i]->group;
     }
     if (err.empty()) {
       std::vector<const cuda::Tensor *> args;

@@ -212,6 +212,7 @@ struct EmbCase {
   double scale = 1.0;
   bool i8Table = false;  ///< an i8 table with per-row f32 scales (last input)
   bool f32Tables = false; ///< positions and type table in f32
+  int64_t group = 0;      ///< an i8 table's scales per group of a row (0: per row)
 };
 
 TEST_P(KernelTest, TokenEmbedding) {
@@ -226,6 +227,8 @@ TEST_P(KernelTest, TokenEmbedding) {
       {"i8 table", 2, 5, 11, 24, true, 1, 8, false, true, 2, TFC_DTYPE_I64, 2.0, true},
       {"f32 positions and types", 2, 5, 11, 24, true, 1, 8, true, false, 0, TFC_DTYPE_I64, 1.0,
        false, true},
+      {"i8 table, a scale per group of 32 (a short last group)", 2, 5, 11, 40, false, 1, 0,
+       false, false, 0, TFC_DTYPE_I64, 1.5, true, false, 32},
   };
   for (const EmbCase &c : cases) {
     SCOPED_TRACE(c.name);
@@ -237,7 +240,8 @@ TEST_P(KernelTest, TokenEmbedding) {
     HostTensor ids = tensor(c.idsType, {c.B, c.S}, idv);
     HostTensor table = c.i8Table ? random(TFC_DTYPE_I8, {c.V, c.D}, -127, 127)
                                  : random(dt(), {c.V, c.D});
-    HostTensor rowScales = random(TFC_DTYPE_F32, {c.V}, 0.001, 0.02);
+    const int64_t groups = c.group ? (c.D + c.group - 1) / c.group : 1;
+    HostTensor rowScales = random(TFC_DTYPE_F32, {c.V, groups}, 0.001, 0.02);
     const uint32_t tablesType = c.f32Tables ? uint32_t(TFC_DTYPE_F32) : dt();
     HostTensor pos = random(tablesType, {std::max<int64_t>(c.posRows, 1), c.D});
     HostTensor typeIds = tensor(TFC_DTYPE_I64, {c.B, c.S}, typev);
@@ -253,8 +257,10 @@ TEST_P(KernelTest, TokenEmbedding) {
     }
     if (c.offset)
       in.push_back(&offset);
-    if (c.i8Table)
+    if (c.i8Table) {
       table.scales = &rowScales; // the weight's descriptor, not an operand
+      table.group = c.group;
+    }
     ASSERT_EQ(run(TFC_KERNEL_TOKEN_EMBEDDING, in, out,
                   {c.axis, c.positions, c.types, c.offset}, {c.scale}),
               "");
@@ -264,7 +270,8 @@ TEST_P(KernelTest, TokenEmbedding) {
         const int64_t r = i * c.S + j, id = static_cast<int64_t>(ids.get(r));
         const int64_t p = c.axis == 0 ? i : j + c.offsetValue;
         for (int64_t k = 0; k < c.D; ++k) {
-          double v = table.get(id * c.D + k) * c.scale * (c.i8Table ? rowScales.get(id) : 1.0);
+          double v = table.get(id * c.D + k) * c.scale *
+                     (c.i8Table ? rowScales.get(id * groups + (c.group ? k / c.group : 0)) : 1.0);
           if (c.types)
             v += typeTable.get(static_cast<int64_t>(typeIds.get(r)) * c.D + k);
           if (c.positions)
@@ -414,6 +421,85 @@ TEST_P(KernelTest, LinearAndFusedLinear) {
                 c.multiplier ? mv.data() : nullptr);
     expectNear(out, ref, name.str());
   }
+}
+
+/// int8 and int4 weights with their scales per row or per group (model.bin's
+/// layout), on CUDA (weight-only: x stays in its dtype): the decoding GEMV
+/// (up to 8 rows) and the dequantized GEMM beyond, against the reference on
+/// the dequantized weight. The CPU runs them from the packed copy its device
+/// makes at load (GemmQ4Test, GemmS8Test).
+TEST_P(KernelTest, QuantizedLinear) {
+  if (backend().name() != "cuda")
+    GTEST_SKIP() << "the CPU runs quantized weights from its device's packed copy (GemmQ4Test)";
+  struct Case {
+    const char *name;
+    uint32_t wType;
+    int64_t group; ///< 0: a scale per row
+    int64_t rows, k, n;
+    bool bias = false, residual = false;
+    int act = -1; ///< FUSED_LINEAR's activation; -1: LINEAR
+    bool multiplier = false;
+  };
+  const Case cases[] = {
+      {"int8, a scale per row, one row", TFC_DTYPE_I8, 0, 1, 48, 40},
+      {"int8, groups of 32, 3 rows, bias", TFC_DTYPE_I8, 32, 3, 96, 70, true},
+      {"int8, groups of 32 over k 80 (a short last group), 8 rows", TFC_DTYPE_I8, 32, 8, 80, 33},
+      {"int8, groups of 32, 20 rows (dequantized), residual", TFC_DTYPE_I8, 32, 20, 64, 24, false,
+       true, TFC_ACT_NONE},
+      {"int8, a scale per row, 40 rows, gelu", TFC_DTYPE_I8, 0, 40, 48, 40, true, false,
+       TFC_ACT_GELU},
+      {"int4, groups of 32, one row", TFC_DTYPE_I4, 32, 1, 64, 40},
+      {"int4, odd k 45 (rows share bytes), 2 rows", TFC_DTYPE_I4, 32, 2, 45, 7},
+      {"int4, groups of 64, 5 rows, SwiGLU's multiplier", TFC_DTYPE_I4, 64, 5, 128, 50, false,
+       false, TFC_ACT_SILU, true},
+      {"int4, groups of 32, 17 rows (dequantized), bias and residual", TFC_DTYPE_I4, 32, 17, 45,
+       30, true, true, TFC_ACT_NONE},
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.name);
+    const int64_t groups = c.group ? (c.k + c.group - 1) / c.group : 1;
+    const int64_t qmax = c.wType == TFC_DTYPE_I8 ? 127 : 7;
+    HostTensor x = random(dt(), {c.rows, c.k});
+    HostTensor w(c.wType, {c.n, c.k});
+    for (int64_t i = 0; i < w.numel(); ++i)
+      w.set(i, static_cast<double>(randomInt(-qmax - 1, qmax)));
+    HostTensor scales =
+        random(TFC_DTYPE_F32, {c.n, groups}, 0.2 / qmax / std::sqrt((double)c.k), 2.0 / qmax / std::sqrt((double)c.k));
+    w.scales = &scales;
+    w.group = c.group;
+    HostTensor b = random(dt(), {c.n}), res = random(dt(), {c.rows, c.n});
+    HostTensor mul = random(TFC_DTYPE_F32, {c.rows, c.n});
+    HostTensor out(dt(), {c.rows, c.n});
+    std::vector<HostTensor *> in = {&x, &w};
+    if (c.bias)
+      in.push_back(&b);
+    if (c.residual)
+      in.push_back(&res);
+    if (c.multiplier)
+      in.push_back(&mul);
+    const std::string err =
+        c.act < 0 ? run(TFC_KERNEL_LINEAR, in, out, {c.bias})
+        : c.multiplier
+            ? run(TFC_KERNEL_FUSED_LINEAR, in, out, {c.bias, c.residual, c.act, 1})
+            : run(TFC_KERNEL_FUSED_LINEAR, in, out, {c.bias, c.residual, c.act});
+    ASSERT_EQ(err, "");
+    std::vector<double> wv(c.n * c.k);
+    for (int64_t r = 0; r < c.n; ++r)
+      for (int64_t j = 0; j < c.k; ++j)
+        wv[r * c.k + j] = static_cast<double>(static_cast<float>(
+            w.get(r * c.k + j) * scales.get(r * groups + (c.group ? j / c.group : 0))));
+    const std::vector<double> xv = x.values(), bv = b.values(), rv = res.values(),
+                              mv = mul.values();
+    std::vector<double> ref(c.rows * c.n);
+    ref::linear(c.rows, c.k, c.n, xv.data(), wv.data(), c.bias ? bv.data() : nullptr,
+                static_cast<ref::Activation>(c.act < 0 ? 0 : c.act),
+                c.residual ? rv.data() : nullptr, ref.data(),
+                c.multiplier ? mv.data() : nullptr);
+    expectNear(out, ref, c.name);
+  }
+  // A weight without its scales is a malformed model.
+  HostTensor x = random(dt(), {1, 32}), w(TFC_DTYPE_I8, {4, 32}), out(dt(), {1, 4});
+  EXPECT_EQ(run(TFC_KERNEL_LINEAR, {&x, &w}, out, {0}), "linear: the i8 weight has no scales");
 }
 
 struct MatmulCase {
