@@ -453,73 +453,90 @@ __global__ void quantGemvKernel(QuantWeightArgs w, const void *x, uint32_t xType
   }
 }
 
-/// The 8 signed nibbles of |u|, element 0 in the low nibble, times s, into
-/// v[0..7]; or its 4 signed bytes into v[0..3].
-__device__ __forceinline__ void nibbles(uint32_t u, float s, float *v) {
-#pragma unroll
-  for (int i = 0; i < 8; ++i)
-    v[i] = static_cast<float>(static_cast<int>(((u >> (4 * i)) & 15u) ^ 8u) - 8) * s;
-}
-__device__ __forceinline__ void bytes4(uint32_t u, float s, float *v) {
-#pragma unroll
-  for (int i = 0; i < 4; ++i)
-    v[i] = static_cast<float>(static_cast<signed char>(u >> (8 * i))) * s;
+/// Weight e (0..3) of the 4 that float4 i of a 16-byte chunk meets: int8
+/// byte e of word i; int4 nibble 4 * (i % 2) + e of word i / 2.
+template <bool kInt4>
+__device__ __forceinline__ float quantOf(const uint32_t (&wd)[4], int i, int e) {
+  if (kInt4)
+    return static_cast<float>(
+        static_cast<int>(((wd[i / 2] >> (4 * (4 * (i % 2) + e))) & 15u) ^ 8u) - 8);
+  return static_cast<float>(static_cast<signed char>(wd[i] >> (8 * e)));
 }
 
 /// The GEMV's vector form (launchQuantGemv checks its conditions: 16-byte
 /// aligned weight rows and x, k a multiple of 16 (int8) or 32 (int4), groups
-/// a multiple of 32): lane l reads 16 bytes at a time, 16 int8 or 32 int4
-/// weights under one scale, and the matching x as float4s; per row, the
-/// chunk's products are summed, then scaled once.
-template <bool kInt4>
+/// a multiple of 32). A warp owns kCols output columns; lane l reads 16 bytes
+/// of each at a time (16 int8 or 32 int4 weights under one scale, all loads in
+/// flight together) and each float4 of x once for all kCols columns; per row
+/// and column the chunk's products are summed, then scaled once.
+template <bool kInt4, int kCols>
 __global__ void quantGemvVecKernel(QuantWeightArgs w, const float *x, int64_t rows, float *acc) {
   constexpr int kPer = kInt4 ? 32 : 16; // weights per 16 bytes
   const int lane = threadIdx.x & 31;
-  const int64_t j = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + (threadIdx.x >> 5);
-  if (j >= w.n)
+  const int64_t j0 =
+      (static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + (threadIdx.x >> 5)) * kCols;
+  if (j0 >= w.n)
     return;
   const int64_t groups = w.group > 0 ? (w.k + w.group - 1) / w.group : 1;
-  const uint4 *row = reinterpret_cast<const uint4 *>(static_cast<const unsigned char *>(w.q) +
-                                                     j * (kInt4 ? w.k / 2 : w.k));
-  const float *scale = w.scales + (w.group > 0 ? j * groups : j);
+  const int64_t rowBytes = kInt4 ? w.k / 2 : w.k;
   const int64_t chunks = w.k / kPer;
-  float sum[kQuantGemvRows];
+  float sum[kQuantGemvRows][kCols];
 #pragma unroll
   for (int r = 0; r < kQuantGemvRows; ++r)
-    sum[r] = 0.0f;
-  for (int64_t c = lane; c < chunks; c += 32) {
-    const uint4 q = __ldg(row + c);
-    const int64_t k0 = c * kPer;
-    float wv[kPer];
-    const uint32_t words[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      if (kInt4)
-        nibbles(words[i], 1.0f, wv + 8 * i);
-      else
-        bytes4(words[i], 1.0f, wv + 4 * i);
+    for (int col = 0; col < kCols; ++col)
+      sum[r][col] = 0.0f;
+  for (int64_t c = lane; c < chunks; c += 32) {
+    const int64_t k0 = c * kPer;
+    uint32_t wd[kCols][4];
+    float sc[kCols];
+#pragma unroll
+    for (int col = 0; col < kCols; ++col) {
+      const int64_t j = j0 + col;
+      if (j < w.n) {
+        const uint4 q = __ldg(reinterpret_cast<const uint4 *>(
+                                  static_cast<const unsigned char *>(w.q) + j * rowBytes) +
+                              c);
+        wd[col][0] = q.x;
+        wd[col][1] = q.y;
+        wd[col][2] = q.z;
+        wd[col][3] = q.w;
+        sc[col] = __ldg(w.scales + (w.group > 0 ? j * groups + k0 / w.group : j));
+      } else {
+        wd[col][0] = wd[col][1] = wd[col][2] = wd[col][3] = 0;
+        sc[col] = 0.0f;
+      }
     }
-    const float s = w.group > 0 ? __ldg(scale + k0 / w.group) : __ldg(scale);
 #pragma unroll
     for (int r = 0; r < kQuantGemvRows; ++r) {
       if (r >= rows)
         break;
       const float4 *xr = reinterpret_cast<const float4 *>(x + r * w.k + k0);
-      float d = 0.0f;
+      float d[kCols];
+#pragma unroll
+      for (int col = 0; col < kCols; ++col)
+        d[col] = 0.0f;
 #pragma unroll
       for (int i = 0; i < kPer / 4; ++i) {
         const float4 xv = __ldg(xr + i);
-        d += xv.x * wv[4 * i] + xv.y * wv[4 * i + 1] + xv.z * wv[4 * i + 2] + xv.w * wv[4 * i + 3];
+#pragma unroll
+        for (int col = 0; col < kCols; ++col)
+          d[col] += xv.x * quantOf<kInt4>(wd[col], i, 0) + xv.y * quantOf<kInt4>(wd[col], i, 1) +
+                    xv.z * quantOf<kInt4>(wd[col], i, 2) + xv.w * quantOf<kInt4>(wd[col], i, 3);
       }
-      sum[r] += d * s;
+#pragma unroll
+      for (int col = 0; col < kCols; ++col)
+        sum[r][col] += d[col] * sc[col];
     }
   }
 #pragma unroll
-  for (int r = 0; r < kQuantGemvRows; ++r) {
-    const float v = warpSum(sum[r]);
-    if (lane == 0 && r < rows)
-      acc[r * w.n + j] = v;
-  }
+  for (int r = 0; r < kQuantGemvRows; ++r)
+#pragma unroll
+    for (int col = 0; col < kCols; ++col) {
+      const float v = warpSum(sum[r][col]);
+      if (lane == 0 && r < rows && j0 + col < w.n)
+        acc[r * w.n + j0 + col] = v;
+    }
 }
 
 /// One block per weight row (grid-stride): no division per element, reads
@@ -674,12 +691,29 @@ Status launchQuantGemv(const QuantWeightArgs &w, const void *x, uint32_t xType, 
   const auto aligned = [](const void *p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   if (xType == TFC_DTYPE_F32 && aligned(x) && aligned(w.q) && w.k % (int4 ? 32 : 16) == 0 &&
       (w.group == 0 || w.group % 32 == 0)) {
-    if (int4)
-      quantGemvVecKernel<true><<<static_cast<unsigned>(blocks), kWarpsPerBlock * 32, 0, s>>>(
-          w, static_cast<const float *>(x), rows, acc);
-    else
-      quantGemvVecKernel<false><<<static_cast<unsigned>(blocks), kWarpsPerBlock * 32, 0, s>>>(
-          w, static_cast<const float *>(x), rows, acc);
+    // Columns per warp: more share each load of x, fewer keep every SM busy
+    // on narrow layers (132 SMs on an H100).
+    const float *xf = static_cast<const float *>(x);
+    const unsigned threads = kWarpsPerBlock * 32;
+    auto grid = [&](int cols) {
+      return static_cast<unsigned>((w.n + cols * kWarpsPerBlock - 1) / (cols * kWarpsPerBlock));
+    };
+    if (w.n >= 16384) {
+      if (int4)
+        quantGemvVecKernel<true, 4><<<grid(4), threads, 0, s>>>(w, xf, rows, acc);
+      else
+        quantGemvVecKernel<false, 4><<<grid(4), threads, 0, s>>>(w, xf, rows, acc);
+    } else if (w.n >= 4096) {
+      if (int4)
+        quantGemvVecKernel<true, 2><<<grid(2), threads, 0, s>>>(w, xf, rows, acc);
+      else
+        quantGemvVecKernel<false, 2><<<grid(2), threads, 0, s>>>(w, xf, rows, acc);
+    } else {
+      if (int4)
+        quantGemvVecKernel<true, 1><<<grid(1), threads, 0, s>>>(w, xf, rows, acc);
+      else
+        quantGemvVecKernel<false, 1><<<grid(1), threads, 0, s>>>(w, xf, rows, acc);
+    }
     return launched("quantized GEMV kernel");
   }
   quantGemvKernel<<<static_cast<unsigned>(blocks), kWarpsPerBlock * 32, 0, s>>>(w, x, xType, rows,

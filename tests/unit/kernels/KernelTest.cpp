@@ -454,6 +454,9 @@ TEST_P(KernelTest, QuantizedLinear) {
        false, TFC_ACT_SILU, true},
       {"int4, groups of 32, 17 rows (dequantized), bias and residual", TFC_DTYPE_I4, 32, 17, 45,
        30, true, true, TFC_ACT_NONE},
+      // Wide layers: 2 and 4 columns per warp, the last warp's partly past n.
+      {"int8, 4099 columns, 2 rows", TFC_DTYPE_I8, 32, 2, 64, 4099},
+      {"int4, 16389 columns, 3 rows, bias", TFC_DTYPE_I4, 32, 3, 64, 16389, true},
   };
   for (const Case &c : cases) {
     SCOPED_TRACE(c.name);
