@@ -134,6 +134,9 @@ struct EwArgs {
   Broadcast bc;
 };
 Status launchElementwise(const EwArgs &a, cudaStream_t s);
+/// n contiguous elements of |in| (dtype inType) into |out| as outType.
+Status launchCast(const void *in, uint32_t inType, void *out, uint32_t outType, int64_t n,
+                  cudaStream_t s);
 
 /// A tensor seen as [outer, len, inner] around one axis.
 struct AxisArgs {

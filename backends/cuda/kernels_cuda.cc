@@ -148,6 +148,21 @@ void setRelativeBias(AttnArgs &a, const Tensor *table, bool bidirectional, int64
 
 } // namespace
 
+Status launchCast(const void *in, uint32_t inType, void *out, uint32_t outType, int64_t n,
+                  cudaStream_t s) {
+  EwArgs c;
+  c.op = EwOp::Cast;
+  c.in[0] = in;
+  c.inType[0] = inType;
+  c.out = out;
+  c.outType = outType;
+  c.n = n;
+  c.bc.rank = 1;
+  c.bc.shape[0] = n;
+  c.bc.stride[0][0] = 1;
+  return launchElementwise(c, s);
+}
+
 Status run(Context &ctx, const AttentionCall &c) {
   const Tensor &q = *c.q, &k = *c.k, &v = *c.v;
   Tensor &out = *c.out;

@@ -354,10 +354,6 @@ Status runQuantLinear(Context &ctx, const Tensor &x, const Tensor &w, const Tens
     return Status::invalidModel("linear: the input's last dim does not match the weight [N, K]");
   if (!w.scales || w.group < 0)
     return Status::invalidModel(std::string("linear: the ") + name + " weight has no scales");
-  cudaDataType_t operandType;
-  for (const Tensor *t : {&x, static_cast<const Tensor *>(&out), bias, residual, multiplier})
-    if (t && !cudaType(t->dtype, operandType))
-      return dtypeError("linear operand", t->dtype);
   uint32_t actKernel = 0;
   int64_t actMode = 0;
   if (act != TFC_ACT_NONE && !schema::activationUnary(act, &actKernel, &actMode))
@@ -397,17 +393,7 @@ Status runQuantLinear(Context &ctx, const Tensor &x, const Tensor &w, const Tens
     TFC_RETURN_IF_ERROR(ctx.scratchFor(xBytes + accBytes, &scratch));
   const void *xData = x.data;
   if (xBytes) {
-    EwArgs c;
-    c.op = EwOp::Cast;
-    c.in[0] = x.data;
-    c.inType[0] = x.dtype;
-    c.out = scratch;
-    c.outType = TFC_DTYPE_F32;
-    c.n = rows * q.k;
-    c.bc.rank = 1;
-    c.bc.shape[0] = c.n;
-    c.bc.stride[0][0] = 1;
-    TFC_RETURN_IF_ERROR(launchElementwise(c, ctx.stream));
+    TFC_RETURN_IF_ERROR(launchCast(x.data, x.dtype, scratch, TFC_DTYPE_F32, rows * q.k, ctx.stream));
     xData = scratch;
   }
   void *acc = accBytes ? static_cast<char *>(scratch) + xBytes : out.data;
@@ -471,17 +457,7 @@ Status runLinear(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b
     TFC_RETURN_IF_ERROR(ctx.scratchFor(xBytes + accBytes, &scratch));
   const void *xData = x.data;
   if (convertX) {
-    EwArgs c;
-    c.op = EwOp::Cast;
-    c.in[0] = x.data;
-    c.inType[0] = x.dtype;
-    c.out = scratch;
-    c.outType = w.dtype;
-    c.n = rows * k;
-    c.bc.rank = 1;
-    c.bc.shape[0] = c.n;
-    c.bc.stride[0][0] = 1;
-    TFC_RETURN_IF_ERROR(launchElementwise(c, ctx.stream));
+    TFC_RETURN_IF_ERROR(launchCast(x.data, x.dtype, scratch, w.dtype, rows * k, ctx.stream));
     xData = scratch;
   }
 
@@ -623,17 +599,7 @@ Status runMatmul(Context &ctx, const Tensor &a, const Tensor &b, bool transB, Te
     TFC_RETURN_IF_ERROR(ctx.scratchFor(convBytes + accBytes, &scratch));
   const void *aData = a.data, *bData = b.data;
   if (conv) {
-    EwArgs c;
-    c.op = EwOp::Cast;
-    c.in[0] = conv->data;
-    c.inType[0] = conv->dtype;
-    c.out = scratch;
-    c.outType = common;
-    c.n = conv->numel();
-    c.bc.rank = 1;
-    c.bc.shape[0] = c.n;
-    c.bc.stride[0][0] = 1;
-    TFC_RETURN_IF_ERROR(launchElementwise(c, ctx.stream));
+    TFC_RETURN_IF_ERROR(launchCast(conv->data, conv->dtype, scratch, common, conv->numel(), ctx.stream));
     (conv == &a ? aData : bData) = scratch;
   }
   const size_t es = tfc_dtype_bytes(common, 1);

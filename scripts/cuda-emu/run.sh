@@ -24,12 +24,14 @@ mkdir -p "$OUT"
 CXX="g++ -std=c++20 -O1 -g -fopenmp -I$ROOT -I$ROOT/include -I/usr/local/cuda/include -I$ROOT/scripts/cuda-emu"
 python3 "$ROOT/scripts/cuda-emu/gen.py" "$ROOT/backends/cuda/kernels_cuda.cu" "$OUT/emu_kernels.cc"
 python3 "$ROOT/scripts/cuda-emu/gen.py" "$ROOT/backends/cuda/attention_cuda.cu" "$OUT/emu_attention.cc"
+python3 "$ROOT/scripts/cuda-emu/gen.py" "$ROOT/backends/cuda/quant_cuda.cu" "$OUT/emu_quant.cc"
 objs=()
 compile() { # source object [extra flags]
   $CXX "${@:3}" -c "$1" -o "$OUT/$2" && objs+=("$OUT/$2")
 }
 compile "$OUT/emu_kernels.cc" emu_kernels.o -I"$ROOT/backends/cuda" -x c++
 compile "$OUT/emu_attention.cc" emu_attention.o -I"$ROOT/backends/cuda" -x c++
+compile "$OUT/emu_quant.cc" emu_quant.o -I"$ROOT/backends/cuda" -x c++
 compile "$ROOT/backends/cuda/context_cuda.cc" context_cuda.o
 compile "$ROOT/backends/cuda/kernels_cuda.cc" kernels_cuda.o
 compile "$ROOT/backends/cuda/linear_cuda.cc" linear_cuda.o

@@ -142,6 +142,16 @@ protected:
       h.set(i, u(rng_));
     return h;
   }
+  /// LINEAR (act < 0: |in| is x, w and the bias if any) or FUSED_LINEAR (x,
+  /// w, then the bias, residual and multiplier present, in that order).
+  std::string runLinear(const std::vector<HostTensor *> &in, HostTensor &out, bool bias,
+                        bool residual, int act, bool multiplier) {
+    if (act < 0)
+      return run(TFC_KERNEL_LINEAR, in, out, {bias});
+    if (multiplier)
+      return run(TFC_KERNEL_FUSED_LINEAR, in, out, {bias, residual, act, 1});
+    return run(TFC_KERNEL_FUSED_LINEAR, in, out, {bias, residual, act});
+  }
   int64_t randomInt(int64_t lo, int64_t hi) {
     return std::uniform_int_distribution<int64_t>(lo, hi)(rng_);
   }
@@ -401,11 +411,7 @@ TEST_P(KernelTest, LinearAndFusedLinear) {
       in.push_back(&res);
     if (c.multiplier)
       in.push_back(&mul);
-    const std::string err =
-        c.act < 0 ? run(TFC_KERNEL_LINEAR, in, out, {c.bias})
-        : c.multiplier
-            ? run(TFC_KERNEL_FUSED_LINEAR, in, out, {c.bias, c.residual, c.act, 1})
-            : run(TFC_KERNEL_FUSED_LINEAR, in, out, {c.bias, c.residual, c.act});
+    const std::string err = runLinear(in, out, c.bias, c.residual, c.act, c.multiplier);
     ASSERT_EQ(err, "");
     const int64_t rows = x.numel() / k;
     // An f32 x meets a reduced-precision weight in the weight's dtype.
@@ -480,11 +486,7 @@ TEST_P(KernelTest, QuantizedLinear) {
       in.push_back(&res);
     if (c.multiplier)
       in.push_back(&mul);
-    const std::string err =
-        c.act < 0 ? run(TFC_KERNEL_LINEAR, in, out, {c.bias})
-        : c.multiplier
-            ? run(TFC_KERNEL_FUSED_LINEAR, in, out, {c.bias, c.residual, c.act, 1})
-            : run(TFC_KERNEL_FUSED_LINEAR, in, out, {c.bias, c.residual, c.act});
+    const std::string err = runLinear(in, out, c.bias, c.residual, c.act, c.multiplier);
     ASSERT_EQ(err, "");
     std::vector<double> wv(c.n * c.k);
     for (int64_t r = 0; r < c.n; ++r)
