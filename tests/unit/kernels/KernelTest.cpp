@@ -142,15 +142,20 @@ protected:
       h.set(i, u(rng_));
     return h;
   }
-  /// LINEAR (act < 0: |in| is x, w and the bias if any) or FUSED_LINEAR (x,
-  /// w, then the bias, residual and multiplier present, in that order).
-  std::string runLinear(const std::vector<HostTensor *> &in, HostTensor &out, bool bias,
-                        bool residual, int act, bool multiplier) {
+  /// LINEAR (act < 0) or FUSED_LINEAR of x and w with the operands that are
+  /// not null.
+  std::string runLinear(HostTensor &x, HostTensor &w, HostTensor *bias, HostTensor *residual,
+                        HostTensor *multiplier, int act, HostTensor &out) {
+    std::vector<HostTensor *> in = {&x, &w};
+    for (HostTensor *t : {bias, residual, multiplier})
+      if (t)
+        in.push_back(t);
+    const bool b = bias != nullptr, r = residual != nullptr;
     if (act < 0)
-      return run(TFC_KERNEL_LINEAR, in, out, {bias});
+      return run(TFC_KERNEL_LINEAR, in, out, {b});
     if (multiplier)
-      return run(TFC_KERNEL_FUSED_LINEAR, in, out, {bias, residual, act, 1});
-    return run(TFC_KERNEL_FUSED_LINEAR, in, out, {bias, residual, act});
+      return run(TFC_KERNEL_FUSED_LINEAR, in, out, {b, r, act, 1});
+    return run(TFC_KERNEL_FUSED_LINEAR, in, out, {b, r, act});
   }
   int64_t randomInt(int64_t lo, int64_t hi) {
     return std::uniform_int_distribution<int64_t>(lo, hi)(rng_);
@@ -404,14 +409,8 @@ TEST_P(KernelTest, LinearAndFusedLinear) {
     HostTensor res = random(c.f32BiasRes ? f32 : dt(), oShape);
     HostTensor mul = random(f32, oShape);
     HostTensor out(c.f32Out ? f32 : dt(), oShape);
-    std::vector<HostTensor *> in = {&x, &w};
-    if (c.bias)
-      in.push_back(&b);
-    if (c.residual)
-      in.push_back(&res);
-    if (c.multiplier)
-      in.push_back(&mul);
-    const std::string err = runLinear(in, out, c.bias, c.residual, c.act, c.multiplier);
+    const std::string err = runLinear(x, w, c.bias ? &b : nullptr, c.residual ? &res : nullptr,
+                                      c.multiplier ? &mul : nullptr, c.act, out);
     ASSERT_EQ(err, "");
     const int64_t rows = x.numel() / k;
     // An f32 x meets a reduced-precision weight in the weight's dtype.
@@ -479,14 +478,8 @@ TEST_P(KernelTest, QuantizedLinear) {
     HostTensor b = random(dt(), {c.n}), res = random(dt(), {c.rows, c.n});
     HostTensor mul = random(TFC_DTYPE_F32, {c.rows, c.n});
     HostTensor out(dt(), {c.rows, c.n});
-    std::vector<HostTensor *> in = {&x, &w};
-    if (c.bias)
-      in.push_back(&b);
-    if (c.residual)
-      in.push_back(&res);
-    if (c.multiplier)
-      in.push_back(&mul);
-    const std::string err = runLinear(in, out, c.bias, c.residual, c.act, c.multiplier);
+    const std::string err = runLinear(x, w, c.bias ? &b : nullptr, c.residual ? &res : nullptr,
+                                      c.multiplier ? &mul : nullptr, c.act, out);
     ASSERT_EQ(err, "");
     std::vector<double> wv(c.n * c.k);
     for (int64_t r = 0; r < c.n; ++r)
