@@ -158,7 +158,7 @@ class Engine:
     batch B takes B rows, with beam K B x K); ``kv_cache_mb``: the paged KV cache's
     size in MiB (None: every row at max_len, at most 1 GiB; a smaller pool preempts
     and recomputes requests when it runs out); ``kv_block_size``: positions per KV
-    block (None: 16 on the CPU, max_len on CUDA);
+    block (None: 16);
     ``max_batch_tokens``: prompt tokens prefilled per step (None: 2048);
     ``max_queue``: requests waiting for rows (None: 256) before ``submit`` raises
     ``tfc.Busy``. Thread-safe: submit and cancel from any thread."""

@@ -42,7 +42,7 @@ def parser() -> argparse.ArgumentParser:
                    help="the paged KV cache's size in MiB (default: every row at max_len, "
                         "at most 1 GiB)")
     p.add_argument("--kv-block-size", type=int, default=None,
-                   help="positions per KV block (default 16 on the CPU)")
+                   help="positions per KV block (default 16)")
     p.add_argument("--max-batch-tokens", type=int, default=None,
                    help="prompt tokens prefilled per step (default 2048)")
     p.add_argument("--head", default=None,
