@@ -348,8 +348,8 @@ int statsAtFirstToken(const tfrun_token_t *, void *user) {
 /// Encoder memory lives in the engine's memory pool, one sequence of blocks
 /// per batch item: a beam-2 request over a source of 22 positions holds
 /// ceil(22 / P) blocks (its two beams share them, not twice as many) beside
-/// a greedy one's ceil(5 / P), with P the positions per block (16 on the CPU;
-/// the longest source, 24, on CUDA); all return to the pool at the end. The
+/// a greedy one's ceil(5 / P), with P = 16 the positions per block (on every
+/// device); all return to the pool at the end. The
 /// tokens are those of each request alone.
 TEST(Engine, EncoderMemoryIsPagedPerItem) {
   ModelGuard m(TFC_ENGINE_FLOYDHUB);
