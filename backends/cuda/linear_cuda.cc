@@ -386,14 +386,14 @@ Status runQuantLinear(Context &ctx, const Tensor &x, const Tensor &w, const Tens
   // Scratch: x in f32 (the GEMV's vector form reads float4s) and the f32
   // sums when the output is not f32.
   const size_t xBytes = x.dtype == TFC_DTYPE_F32 ? 0 : round256(rows * q.k * sizeof(float));
-  const size_t accBytes =
-      out.dtype == TFC_DTYPE_F32 ? 0 : round256(rows * q.n * sizeof(float));
+  const size_t accBytes = out.dtype == TFC_DTYPE_F32 ? 0 : round256(rows * q.n * sizeof(float));
   void *scratch = nullptr;
   if (xBytes + accBytes)
     TFC_RETURN_IF_ERROR(ctx.scratchFor(xBytes + accBytes, &scratch));
   const void *xData = x.data;
   if (xBytes) {
-    TFC_RETURN_IF_ERROR(launchCast(x.data, x.dtype, scratch, TFC_DTYPE_F32, rows * q.k, ctx.stream));
+    TFC_RETURN_IF_ERROR(
+        launchCast(x.data, x.dtype, scratch, TFC_DTYPE_F32, rows * q.k, ctx.stream));
     xData = scratch;
   }
   void *acc = accBytes ? static_cast<char *>(scratch) + xBytes : out.data;
@@ -599,7 +599,8 @@ Status runMatmul(Context &ctx, const Tensor &a, const Tensor &b, bool transB, Te
     TFC_RETURN_IF_ERROR(ctx.scratchFor(convBytes + accBytes, &scratch));
   const void *aData = a.data, *bData = b.data;
   if (conv) {
-    TFC_RETURN_IF_ERROR(launchCast(conv->data, conv->dtype, scratch, common, conv->numel(), ctx.stream));
+    TFC_RETURN_IF_ERROR(
+        launchCast(conv->data, conv->dtype, scratch, common, conv->numel(), ctx.stream));
     (conv == &a ? aData : bData) = scratch;
   }
   const size_t es = tfc_dtype_bytes(common, 1);
