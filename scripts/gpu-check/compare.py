@@ -141,9 +141,9 @@ def forward_quantized(name, base):
 forward_quantized("floydhub-int8", "floydhub")
 for beam in (1, 4):
     generate("floydhub-int8", f"src={src}", beam)
-for name in ("llama-gqa-int8", "llama-gqa-int4"):
+for name in ("llama-gqa-int8", "llama-gqa-int4", "qwen3-int8", "qwen3-int4"):
     if os.path.exists(os.path.join(M, name + ".bin")):
-        forward_quantized(name, "llama-gqa")
+        forward_quantized(name, name.rsplit("-", 1)[0])
         for beam in (1, 4):
             generate(name, f"input_ids={prompt}", beam)
 if bad:

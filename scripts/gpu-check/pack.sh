@@ -60,9 +60,13 @@ hfdir="$stage/hf"
 for m in llama-gqa llama-mqa qwen3 gemma2 t5; do
   "$TFC" compile "$hfdir/$m" -o "$stage/b/models/$m.bin"
 done
-# ... and Llama's int8 (a scale per group of 32) and int4 weights.
-"$TFC" compile "$hfdir/llama-gqa" -o "$stage/b/models/llama-gqa-int8.bin" --precision int8
-"$TFC" compile "$hfdir/llama-gqa" -o "$stage/b/models/llama-gqa-int4.bin" --precision int4
+# ... and int8 (a scale per group of 32) and int4 weights: Llama's untied lm_head,
+# Qwen3's tied to its token table.
+for m in llama-gqa qwen3; do
+  for p in int8 int4; do
+    "$TFC" compile "$hfdir/$m" -o "$stage/b/models/$m-$p.bin" --precision $p
+  done
+done
 rm -rf "$hfdir"
 # NO_BENCH=1 leaves the encoder benchmark out (a bundle of ~20 MB, packed in seconds).
 if [[ "${NO_BENCH:-0}" != 1 ]]; then
