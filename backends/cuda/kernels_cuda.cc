@@ -219,7 +219,6 @@ Status run(Context &ctx, const AttentionCall &c) {
     a.blocksPerRow = t->shape[1];
     a.blockLen = k.shape[1];
     a.numBlocks = k.shape[0];
-    a.kBatch = a.vBatch = 0; // unused: the table places every key
     // A row's keys: its key tokens' count (at most nb * L), else nb * L.
     a.kvLen = c.key_tokens ? c.key_tokens->shape[1] : a.blocksPerRow * a.blockLen;
     a.tokensBatch = a.kvLen;
