@@ -26,10 +26,12 @@
 //
 // int8 and int4 weights (runQuantLinear) are weight-only: a GEMV of our own on
 // the quantized bytes while decoding, and, for more rows, the weight
-// dequantized to f32 for cuBLASLt.
+// dequantized to f32 for cuBLASLt's TF32 tensor cores.
 //
 // Accumulation is f32 (CUBLAS_COMPUTE_32F, no TF32), so an f32 model gives
-// f32 GEMM results. Algorithms come from cuBLASLt's heuristic once per shape,
+// f32 GEMM results. The one exception is the dequantized int8/int4 GEMM:
+// TF32 rounds its operands to 11 significant bits, 4x finer than an int8
+// weight's own step (docs/precision.md), at 3-8x the f32 GEMM's speed. Algorithms come from cuBLASLt's heuristic once per shape,
 // dtype, epilogue and pointer alignment, and are cached in the Context.
 //
 //===----------------------------------------------------------------------===//
@@ -133,6 +135,9 @@ struct GemmCall {
   int64_t strideA = 0, strideB = 0, strideD = 0;
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   const void *bias = nullptr;
+  /// CUBLAS_COMPUTE_32F, or CUBLAS_COMPUTE_32F_FAST_TF32 for f32 operands
+  /// whose own error exceeds TF32's rounding (dequantized int8/int4 weights).
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
 };
 
 /// What selects an algorithm; compared as bytes, so zero-initialized.
@@ -142,7 +147,7 @@ struct GemmKey {
   int64_t lda, ldb, ldd;
   int64_t batch, strideA, strideB, strideD;
   uint32_t epilogue, hasBias;
-  uint32_t alignA, alignB, alignC, alignD, alignBias, pad;
+  uint32_t alignA, alignB, alignC, alignD, alignBias, compute;
 };
 
 /// RAII for cuBLASLt descriptors.
@@ -188,7 +193,7 @@ Status blasGemm(Context &ctx, const GemmCall &g) {
                                     g.transB ? CUBLAS_OP_T : CUBLAS_OP_N, g.m, g.n, g.k, &alpha,
                                     g.A, g.abType, g.lda, g.strideA, g.B, g.abType, g.ldb,
                                     g.strideB, &g.beta, g.D, g.cdType, g.ldd, g.strideD, g.batch,
-                                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                                    g.compute, CUBLAS_GEMM_DEFAULT),
       "cublasGemmStridedBatchedEx");
   return Status::ok();
 }
@@ -200,7 +205,7 @@ Status gemm(Context &ctx, const GemmCall &g, bool &unsupported) {
   unsupported = false;
   GemmState &st = *ctx.gemm;
   Descriptors ds;
-  TFC_LT_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&ds.op, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+  TFC_LT_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&ds.op, g.compute, CUDA_R_32F),
                          "cublasLtMatmulDescCreate");
   const int32_t opA = g.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
   const int32_t opB = g.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -251,6 +256,7 @@ Status gemm(Context &ctx, const GemmCall &g, bool &unsupported) {
   key.alignC = alignmentOf(g.C, multi * g.strideD * cdSize);
   key.alignD = alignmentOf(g.D, multi * g.strideD * cdSize);
   key.alignBias = g.bias ? alignmentOf(g.bias) : 0;
+  key.compute = static_cast<uint32_t>(g.compute);
   const std::string keyBytes(reinterpret_cast<const char *>(&key), sizeof key);
 
   auto found = st.algos.find(keyBytes);
@@ -341,12 +347,18 @@ Status epilogue(Context &ctx, const void *acc, int64_t rows, int64_t n, const Te
   return launchLinearEpilogue(e, ctx.stream);
 }
 
+/// A linear layer over f32, f16 or bf16 weights, with |compute| (runLinear's
+/// CUBLAS_COMPUTE_32F, or TF32 for a dequantized weight).
+Status runFloatLinear(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *bias,
+                      const Tensor *residual, const Tensor *multiplier, int act, Tensor &out,
+                      cublasComputeType_t compute);
+
 /// A linear layer over an int8 or int4 weight (tfc compile --precision int8 /
 /// int4), weight-only: the activations stay in their dtype and every sum is
 /// f32. Up to kQuantGemvRows rows (a decoding step) a GEMV reads the
 /// quantized bytes, a quarter (int8) or an eighth (int4) of the f32 weight's;
 /// more rows (a prefill, an encoder) dequantize the weight to f32, exactly,
-/// in a scratch of its own and take the f32 GEMM path.
+/// in a scratch of its own and take the f32 GEMM path on TF32 tensor cores.
 Status runQuantLinear(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *bias,
                       const Tensor *residual, const Tensor *multiplier, int act, Tensor &out) {
   const char *name = w.dtype == TFC_DTYPE_I8 ? "int8" : "int4";
@@ -375,7 +387,10 @@ Status runQuantLinear(Context &ctx, const Tensor &x, const Tensor &w, const Tens
     f32.dtype = TFC_DTYPE_F32;
     f32.scales = nullptr;
     f32.group = 0;
-    return runLinear(ctx, x, f32, bias, residual, multiplier, act, out);
+    // TF32: the tensor cores at f32's range; its rounding of x and of the
+    // weight (2^-11) is well under the weight's own quantization step.
+    return runFloatLinear(ctx, x, f32, bias, residual, multiplier, act, out,
+                          CUBLAS_COMPUTE_32F_FAST_TF32);
   }
   if (rows == 0 || q.n == 0)
     return Status::ok();
@@ -418,6 +433,14 @@ Status runLinear(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b
                  const Tensor *residual, const Tensor *multiplier, int act, Tensor &out) {
   if (w.dtype == TFC_DTYPE_I8 || w.dtype == TFC_DTYPE_I4)
     return runQuantLinear(ctx, x, w, bias, residual, multiplier, act, out);
+  return runFloatLinear(ctx, x, w, bias, residual, multiplier, act, out, CUBLAS_COMPUTE_32F);
+}
+
+namespace {
+
+Status runFloatLinear(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *bias,
+                      const Tensor *residual, const Tensor *multiplier, int act, Tensor &out,
+                      cublasComputeType_t compute) {
   cudaDataType_t abType, outType;
   if (!cudaType(w.dtype, abType))
     return dtypeError("linear weight", w.dtype);
@@ -473,6 +496,7 @@ Status runLinear(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b
   g.ldd = n;
   g.A = w.data;
   g.B = xData;
+  g.compute = compute;
 
   // The fused path: everything in cuBLASLt's epilogue.
   const bool sameDtypes = (!bias || bias->dtype == out.dtype) &&
@@ -517,6 +541,8 @@ Status runLinear(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b
   }
   return epilogue(ctx, acc, rows, n, bias, residual, multiplier, act, out);
 }
+
+} // namespace
 
 Status runMatmul(Context &ctx, const Tensor &a, const Tensor &b, bool transB, Tensor &out) {
   cudaDataType_t abType, outType, bType;

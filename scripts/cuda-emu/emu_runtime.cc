@@ -38,7 +38,7 @@ cudaError_t CUDARTAPI cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t) { 
 }
 
 // --- cuBLASLt ---------------------------------------------------------------
-struct FakeDesc { int32_t ta = 0, tb = 0; uint32_t epi = 1; const void *bias = nullptr; };
+struct FakeDesc { int32_t ta = 0, tb = 0; uint32_t epi = 1; const void *bias = nullptr; bool tf32 = false; };
 struct FakeLayout { cudaDataType t; uint64_t rows, cols; int64_t ld; int32_t batch = 1; int64_t stride = 0; };
 static bool env(const char *n) { const char *v = std::getenv(n); return v && *v == '1'; }
 static double ld(const void *p, cudaDataType t, int64_t i) {
@@ -51,9 +51,18 @@ static void st(void *p, cudaDataType t, int64_t i, double v) {
   else if (t == CUDA_R_16F) ((__half *)p)[i] = __float2half_rn((float)v);
   else ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn((float)v);
 }
+// TF32 as the worst case: f32 operands truncated to 11 significant bits.
+static double tf32(double v) {
+  float f = (float)v;
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  u &= ~0x1fffu;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
 static void gemmRef(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *A, cudaDataType at, int64_t lda, int64_t sa,
                     const void *B, int64_t ldb, int64_t sb, double beta, const void *C, void *D, cudaDataType dt, int64_t ldd,
-                    int64_t sd, int64_t batch, uint32_t epi, const void *bias) {
+                    int64_t sd, int64_t batch, uint32_t epi, const void *bias, bool useTf32 = false) {
   std::vector<double> out(m * n);
   for (int64_t e = 0; e < batch; ++e) {
     for (int64_t j = 0; j < n; ++j)
@@ -62,7 +71,7 @@ static void gemmRef(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const voi
         for (int64_t x = 0; x < k; ++x) {
           double a = ta ? ld(A, at, e * sa + x + i * lda) : ld(A, at, e * sa + i + x * lda);
           double b = tb ? ld(B, at, e * sb + j + x * ldb) : ld(B, at, e * sb + x + j * ldb);
-          acc += a * b;
+          acc += useTf32 ? tf32(a) * tf32(b) : a * b;
         }
         if (beta != 0) acc += beta * ld(C, dt, e * sd + i + j * ldd);
         if (epi & CUBLASLT_EPILOGUE_BIAS) acc += ld(bias, dt, i);
@@ -79,8 +88,10 @@ cublasStatus_t CUBLASWINAPI cublasLtCreate(cublasLtHandle_t *h) { *h = (cublasLt
 cublasStatus_t CUBLASWINAPI cublasLtDestroy(cublasLtHandle_t) { return CUBLAS_STATUS_SUCCESS; }
 const char *CUBLASWINAPI cublasLtGetStatusString(cublasStatus_t) { return "emulated cublas status"; }
 cublasStatus_t CUBLASWINAPI cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d, cublasComputeType_t c, cudaDataType_t s) {
-  if (c != CUBLAS_COMPUTE_32F || s != CUDA_R_32F) return CUBLAS_STATUS_INVALID_VALUE;
-  *d = (cublasLtMatmulDesc_t) new FakeDesc; return CUBLAS_STATUS_SUCCESS; }
+  if ((c != CUBLAS_COMPUTE_32F && c != CUBLAS_COMPUTE_32F_FAST_TF32) || s != CUDA_R_32F) return CUBLAS_STATUS_INVALID_VALUE;
+  FakeDesc *f = new FakeDesc;
+  f->tf32 = c == CUBLAS_COMPUTE_32F_FAST_TF32;
+  *d = (cublasLtMatmulDesc_t)f; return CUBLAS_STATUS_SUCCESS; }
 cublasStatus_t CUBLASWINAPI cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d) { delete (FakeDesc *)d; return CUBLAS_STATUS_SUCCESS; }
 cublasStatus_t CUBLASWINAPI cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t a, const void *buf, size_t n) {
   FakeDesc *f = (FakeDesc *)d;
@@ -135,7 +146,7 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_
     return CUBLAS_STATUS_INVALID_VALUE;
   }
   gemmRef(ta, tb, m, n, k, A, a->t, a->ld, a->stride, B, b->ld, b->stride, *(const float *)beta, C, D, o->t, o->ld, o->stride,
-          o->batch, f->epi, f->bias);
+          o->batch, f->epi, f->bias, f->tf32 && a->t == CUDA_R_32F);
   return CUBLAS_STATUS_SUCCESS;
 }
 // --- cuBLAS ------------------------------------------------------------------
@@ -144,13 +155,13 @@ cublasStatus_t CUBLASWINAPI cublasDestroy_v2(cublasHandle_t) { return CUBLAS_STA
 cublasStatus_t CUBLASWINAPI cublasSetStream_v2(cublasHandle_t, cudaStream_t) { return CUBLAS_STATUS_SUCCESS; }
 cublasStatus_t CUBLASWINAPI cublasGemmStridedBatchedEx_64(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n,
     int64_t k, const void *alpha, const void *A, cudaDataType at, int64_t lda, long long sa, const void *B, cudaDataType bt, int64_t ldb,
-    long long sb, const void *beta, void *C, cudaDataType ct, int64_t ldc, long long sc, int64_t batch, cublasComputeType_t,
+    long long sb, const void *beta, void *C, cudaDataType ct, int64_t ldc, long long sc, int64_t batch, cublasComputeType_t ctype,
     cublasGemmAlgo_t) {
   static bool said = false;
   if (!said) { std::fprintf(stderr, "emu: cuBLAS fallback used\n"); said = true; }
   if (*(const float *)alpha != 1.0f || at != bt) return CUBLAS_STATUS_INVALID_VALUE;
   gemmRef(ta == CUBLAS_OP_T, tb == CUBLAS_OP_T, m, n, k, A, at, lda, sa, B, ldb, sb, *(const float *)beta, C, C, ct, ldc, sc, batch,
-          CUBLASLT_EPILOGUE_DEFAULT, nullptr);
+          CUBLASLT_EPILOGUE_DEFAULT, nullptr, ctype == CUBLAS_COMPUTE_32F_FAST_TF32 && at == CUDA_R_32F);
   return CUBLAS_STATUS_SUCCESS;
 }
 }
