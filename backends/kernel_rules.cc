@@ -497,6 +497,11 @@ std::string checkShapes(const CachedAttentionCall &c) {
                           c.block_table->shape[1] >= 1,
                       "the block table " + str(c.block_table->shape) + " is not [" +
                           std::to_string(b) + ", blocks]")) &&
+         (!c.inv_freq ||
+          (r.rank(*c.inv_freq, "inv_freq", 1) &&
+           TFC_REQUIRE(c.inv_freq->shape[0] >= 1 && 2 * c.inv_freq->shape[0] <= q.shape[2] / heads,
+                       "inv_freq " + str(c.inv_freq->shape) + " rotates more than head_dim " +
+                           std::to_string(q.shape[2] / heads)))) &&
          r.same(*c.out, "the output", {b, t, width}));
   return r.err;
 }

@@ -183,6 +183,17 @@ LogicalResult CachedAttentionOp::verify() {
   if (!(getSoftcap().convertToDouble() >= 0) || !getSoftcap().isFinite())
     return emitOpError("the score soft-cap ")
            << getSoftcap().convertToDouble() << " must be finite and not negative";
+  if (Value inv = getInvFreq()) {
+    auto f = inv.getType().cast<RankedTensorType>();
+    if (f.getRank() != 1 || !f.getElementType().isF32())
+      return emitOpError("inv_freq must be f32 [rotary_dim / 2]");
+    const int64_t heads = (int64_t)getNumHeads();
+    const int64_t dq = getQuery().getType().cast<RankedTensorType>().getDimSize(2);
+    const int64_t half = f.getDimSize(0);
+    if (half != kDyn && dq != kDyn && heads > 0 && (half < 1 || 2 * half > dq / heads))
+      return emitOpError("inv_freq of ") << half << " frequencies rotates more than "
+                                         << "head_dim " << dq / heads;
+  }
   return verifyPositionBias(*this, getPositionBias(), (int64_t)getNumHeads(),
                             (int64_t)getBiasMaxDistance(), getBiasBidirectional());
 }

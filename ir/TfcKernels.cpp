@@ -164,6 +164,8 @@ void CachedAttentionOp::appendKernelAttributes(std::vector<int64_t> &ints,
   a.has_block_table = (bool)getBlockTable();
   a.num_kv_heads = (int64_t)getNumKvHeads();
   a.window = (int64_t)getWindow();
+  a.has_rotary = (bool)getInvFreq();
+  a.rotary_interleaved = a.has_rotary && getRotaryInterleaved();
   a.scale = getScale().convertToDouble();
   a.softcap = getSoftcap().convertToDouble();
   a.encode(ints, floats);

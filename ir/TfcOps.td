@@ -664,7 +664,11 @@ def Tfc_CachedAttentionOp : Op<Tfc_Dialect, "cached_attention",
     table is applied as in `tfc.attention`, with query i at position pos + i;
     `num_kv_heads` is grouped-query attention as there (the caches hold the
     key/value heads only), `window` the sliding window and `softcap` the
-    scores' soft-cap.
+    scores' soft-cap. With `inv_freq` ([rotary_dim / 2] f32, from a
+    `tfc.rotary` that `tfc-fuse-rotary` folded in), the new queries and keys
+    are first rotated as `tfc.rotary` does with the offset `pos`, pairs
+    interleaved when `rotary_interleaved`: the keys as they are written to the
+    cache, so no separate pass over them runs.
 
     ```mlir
     %o = tfc.cached_attention %q, %k, %v, %kc, %vc, %pos {num_heads = 8 : i64, scale = 0.125 : f64} : (tensor<?x?x512xf32>, tensor<?x?x512xf32>, tensor<?x?x512xf32>, tensor<?x64x512xf32>, tensor<?x64x512xf32>, tensor<i64>) -> tensor<?x?x512xf32>
@@ -674,15 +678,17 @@ def Tfc_CachedAttentionOp : Op<Tfc_Dialect, "cached_attention",
                        Tfc_FloatTensor:$k_cache, Tfc_FloatTensor:$v_cache,
                        Tfc_IdTensor:$pos, Optional<Tfc_FloatTensor>:$position_bias,
                        Optional<Tfc_IdTensor>:$block_table,
+                       Optional<Tfc_FloatTensor>:$inv_freq,
                        I64Attr:$num_heads, F64Attr:$scale,
                        DefaultValuedAttr<BoolAttr, "false">:$bias_bidirectional,
                        DefaultValuedAttr<I64Attr, "128">:$bias_max_distance,
                        DefaultValuedAttr<I64Attr, "0">:$num_kv_heads,
                        DefaultValuedAttr<I64Attr, "0">:$window,
-                       DefaultValuedAttr<F64Attr, "0.0">:$softcap);
+                       DefaultValuedAttr<F64Attr, "0.0">:$softcap,
+                       DefaultValuedAttr<BoolAttr, "false">:$rotary_interleaved);
   let results = (outs Tfc_FloatTensor:$result);
   let assemblyFormat = [{
-    $query `,` $key `,` $value `,` $k_cache `,` $v_cache `,` $pos (`bias` `(` $position_bias^ `)`)? (`blocks` `(` $block_table^ `)`)? attr-dict `:` functional-type(operands, results)
+    $query `,` $key `,` $value `,` $k_cache `,` $v_cache `,` $pos (`bias` `(` $position_bias^ `)`)? (`blocks` `(` $block_table^ `)`)? (`rotary` `(` $inv_freq^ `)`)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

@@ -623,9 +623,9 @@ void Deriver::cloneDecoder(func::FuncOp dec, ArrayRef<unsigned> srcArgPos,
           a.getLoc(), a.getType(), map.lookup(a.getQuery()), map.lookup(a.getKey()),
           map.lookup(a.getValue()), kc, vc, pos,
           a.getPositionBias() ? map.lookup(a.getPositionBias()) : Value(), blocks,
-          a.getNumHeadsAttr(), a.getScaleAttr(), a.getBiasBidirectionalAttr(),
-          a.getBiasMaxDistanceAttr(), a.getNumKvHeadsAttr(), a.getWindowAttr(),
-          a.getSoftcapAttr());
+          /*inv_freq=*/Value(), a.getNumHeadsAttr(), a.getScaleAttr(),
+          a.getBiasBidirectionalAttr(), a.getBiasMaxDistanceAttr(), a.getNumKvHeadsAttr(),
+          a.getWindowAttr(), a.getSoftcapAttr(), ob.getBoolAttr(false));
       map.map(a.getResult(), c.getResult());
       continue;
     }

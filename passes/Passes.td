@@ -74,4 +74,18 @@ def DeriveGeneration : Pass<"tfc-derive-generation", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::tfc::TfcDialect", "::mlir::func::FuncDialect"];
 }
 
+def FuseRotary : Pass<"tfc-fuse-rotary", "::mlir::func::FuncOp"> {
+  let summary = "Fold the tfc.rotary of a cached attention's new queries and keys "
+                "into the tfc.cached_attention";
+  let description = [{
+    Runs after tfc-derive-generation. Where a tfc.cached_attention's query and
+    key are each a tfc.rotary used only there, with the same inv_freq and pair
+    layout, at the attention's positions (offset = its pos) and its head
+    width, the attention takes the un-rotated values and `inv_freq`: the
+    kernel rotates each key as it writes it to the KV cache and each query as
+    it reads it, so no separate pass over them runs.
+  }];
+  let dependentDialects = ["::mlir::tfc::TfcDialect"];
+}
+
 #endif // TFC_PASSES_TD

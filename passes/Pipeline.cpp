@@ -18,6 +18,8 @@ void mlir::tfc::buildCompilePipeline(PassManager &pm, const PipelineOptions &opt
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   // Generation needs the fused attention (the unfused softmax mixes positions).
-  if (opts.fusion && opts.generation)
+  if (opts.fusion && opts.generation) {
     pm.addPass(createDeriveGeneration());
+    pm.addNestedPass<func::FuncOp>(createFuseRotary());
+  }
 }

@@ -46,6 +46,7 @@
 #include "backends/cpu/attention_cpu.h"
 #include "backends/cpu/attention_impl.h"
 #include "backends/cpu/kernels_cpu.h"
+#include "backends/cpu/rotary_cpu.h"
 #include "backends/kernel_rules.h"
 #include "tfc/relative_bucket.h"
 
@@ -583,13 +584,35 @@ Status run(const CachedAttentionCall &c) {
     const int64_t row = table ? table[b * nb + p / L] : b;
     return cache + (row * L + p % L) * w;
   };
-  for (int64_t b = 0; b < B; ++b) {
-    const int64_t pos = posOf(b);
-    for (int64_t t = 0; t < T; ++t) {
-      std::memcpy(at(kcache, dk, b, pos + t), k.as<float>() + (b * T + t) * dk,
-                  sizeof(float) * dk);
-      std::memcpy(at(vcache, dv, b, pos + t), v.as<float>() + (b * T + t) * dv,
-                  sizeof(float) * dv);
+  // A folded-in rotary (tfc-fuse-rotary): each new key is rotated as it is
+  // written to the cache, and each new query into |qRot|, which the attention
+  // reads; one cos/sin per position for both.
+  const float *qData = q.as<float>();
+  thread_local std::vector<float> qRot;
+  const int64_t half = c.inv_freq ? c.inv_freq->shape[0] : 0;
+  const int64_t hd = q.shape[2] / c.attrs.num_heads;
+  if (c.inv_freq) {
+    qRot.resize(static_cast<size_t>(B * T * q.shape[2]));
+    qData = qRot.data();
+  }
+  const int64_t newRows = B * T;
+#pragma omp parallel if (half > 0 && newRows * (q.shape[2] + dk) >= 65536)
+  {
+    std::vector<float> cs(static_cast<size_t>(2 * half));
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < newRows; ++r) {
+      const int64_t b = r / T, t = r % T;
+      const float *kr = k.as<float>() + r * dk;
+      float *kdst = at(kcache, dk, b, posOf(b) + t);
+      if (half > 0) {
+        rotaryAngles(posOf(b) + t, c.inv_freq->as<float>(), half, cs.data());
+        rotateHeads(kr, kdst, dk / hd, hd, cs.data(), half, c.attrs.rotary_interleaved);
+        rotateHeads(q.as<float>() + r * q.shape[2], qRot.data() + r * q.shape[2],
+                    c.attrs.num_heads, hd, cs.data(), half, c.attrs.rotary_interleaved);
+      } else {
+        std::memcpy(kdst, kr, sizeof(float) * dk);
+      }
+      std::memcpy(at(vcache, dv, b, posOf(b) + t), v.as<float>() + r * dv, sizeof(float) * dv);
     }
   }
   AttentionParams p{};
@@ -621,7 +644,7 @@ Status run(const CachedAttentionCall &c) {
     p.k_batch_stride = L * dk;
     p.v_batch_stride = L * dv;
     p.q_pos_offset = posv[0];
-    attention(p, q.as<float>(), kcache, vcache, c.out->as<float>());
+    attention(p, qData, kcache, vcache, c.out->as<float>());
     return Status();
   }
   // Rows at their own positions (the engine's rows): one call over the batch,
@@ -647,7 +670,7 @@ Status run(const CachedAttentionCall &c) {
     p.kv_blocks = table ? table : rowOf.data();
     p.kv_blocks_stride = table ? nb : 1;
     p.kv_block_len = L;
-    attention(p, q.as<float>(), kcache, vcache, c.out->as<float>());
+    attention(p, qData, kcache, vcache, c.out->as<float>());
     return Status();
   }
   thread_local std::vector<float> kg, vg;
@@ -668,7 +691,7 @@ Status run(const CachedAttentionCall &c) {
       kr = kg.data();
       vr = vg.data();
     }
-    attention(p, q.as<float>() + b * T * q.shape[2], kr, vr,
+    attention(p, qData + b * T * q.shape[2], kr, vr,
               c.out->as<float>() + b * T * c.out->shape[2]);
   }
   return Status();

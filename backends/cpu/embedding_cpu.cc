@@ -7,6 +7,7 @@
 #include "backends/cpu/broadcast_cpu.h"
 #include "backends/cpu/kernels_cpu.h"
 #include "backends/cpu/linear_dnnl.h"
+#include "backends/cpu/rotary_cpu.h"
 #include "tfc/bf16.h"
 #include "tfc/relative_bucket.h"
 
@@ -122,25 +123,8 @@ Status run(const RotaryCall &c) {
       const int64_t row = t / s;
       const int64_t pos =
           t % s + (c.offset ? c.offset->as<int64_t>()[perRow ? row : 0] : 0);
-      for (int64_t k = 0; k < half; ++k) {
-        const float angle = static_cast<float>(pos) * freq[k];
-        cs[k] = static_cast<float>(std::cos(static_cast<double>(angle)));
-        cs[half + k] = static_cast<float>(std::sin(static_cast<double>(angle)));
-      }
-      const float *xr = in + t * d;
-      float *yr = out + t * d;
-      for (int64_t h = 0; h < heads; ++h) {
-        const float *xh = xr + h * hd;
-        float *yh = yr + h * hd;
-        for (int64_t k = 0; k < half; ++k) {
-          const int64_t ia = inter ? 2 * k : k, ib = inter ? 2 * k + 1 : k + half;
-          const float xa = xh[ia], xb = xh[ib], co = cs[k], si = cs[half + k];
-          yh[ia] = xa * co - xb * si;
-          yh[ib] = xb * co + xa * si;
-        }
-        for (int64_t k = 2 * half; k < hd; ++k) // the features that do not rotate
-          yh[k] = xh[k];
-      }
+      rotaryAngles(pos, freq, half, cs.data());
+      rotateHeads(in + t * d, out + t * d, heads, hd, cs.data(), half, inter);
     }
   }
   return Status();

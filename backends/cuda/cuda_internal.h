@@ -241,6 +241,15 @@ struct CacheWriteArgs {
   const int64_t *table = nullptr;
   int64_t blocksPerRow = 1;
   int64_t cacheRows = 0;
+  /// A folded-in rotary (tfc-fuse-rotary), or null: k is rotated by its
+  /// position (pairs of |half| in each head of |headDim|, interleaved or
+  /// not) as it is written, and q [batch * steps, qWidth] into qOut (f32).
+  const float *invFreq = nullptr;
+  int64_t half = 0, headDim = 0, qWidth = 0;
+  bool interleaved = false;
+  const void *q = nullptr;
+  uint32_t qType = 0;
+  float *qOut = nullptr;
 };
 Status launchCacheWrite(const CacheWriteArgs &a, DeviceError *err, cudaStream_t s);
 

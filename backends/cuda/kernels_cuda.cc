@@ -264,14 +264,32 @@ Status run(Context &ctx, const CachedAttentionCall &c) {
   w.table = tableData;
   w.blocksPerRow = nb;
   w.cacheRows = kc.shape[0];
+  // A folded-in rotary: the write rotates the keys, and the queries into an
+  // f32 scratch the attention reads.
+  const void *qData = q.data;
+  uint32_t qType = q.dtype;
+  if (c.inv_freq) {
+    void *scratch = nullptr;
+    TFC_RETURN_IF_ERROR(ctx.scratchFor(B * T * q.shape[2] * sizeof(float), &scratch));
+    w.invFreq = static_cast<const float *>(c.inv_freq->data);
+    w.half = c.inv_freq->shape[0];
+    w.headDim = q.shape[2] / c.attrs.num_heads;
+    w.qWidth = q.shape[2];
+    w.interleaved = c.attrs.rotary_interleaved;
+    w.q = q.data;
+    w.qType = q.dtype;
+    w.qOut = static_cast<float *>(scratch);
+    qData = scratch;
+    qType = TFC_DTYPE_F32;
+  }
   TFC_RETURN_IF_ERROR(launchCacheWrite(w, ctx.error, ctx.stream));
 
   AttnArgs a;
-  a.q = q.data;
+  a.q = qData;
   a.k = kc.data;
   a.v = vc.data;
   a.out = out.data;
-  a.qType = q.dtype;
+  a.qType = qType;
   a.kType = kc.dtype;
   a.vType = vc.dtype;
   a.outType = out.dtype;

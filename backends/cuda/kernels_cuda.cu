@@ -403,8 +403,33 @@ __global__ void cacheWriteKernel(CacheWriteArgs a, DeviceError *err) {
   if (row < 0 || row >= a.cacheRows)
     return; // recorded above
   const int64_t src = b * a.steps + t, dst = row * a.len + (a.table ? p % a.len : p);
-  for (int64_t d = threadIdx.x; d < a.dk; d += blockDim.x)
-    storeF(a.kc, a.kcType, dst * a.dk + d, loadF(a.k, a.kType, src * a.dk + d));
+  if (a.invFreq) {
+    // Rotary: feature d of a head pairs with d +- half (or its odd/even
+    // neighbour); cos and sin in double, rounded to f32, as rotaryKernel.
+    const float fp = static_cast<float>(p);
+    auto rotated = [&](const void *x, uint32_t xType, int64_t base, int64_t d) {
+      const int64_t f = d % a.headDim;
+      const float xd = loadF(x, xType, base + d);
+      if (f >= 2 * a.half)
+        return xd;
+      const bool first = a.interleaved ? f % 2 == 0 : f < a.half;
+      const int64_t k = a.interleaved ? f / 2 : (first ? f : f - a.half);
+      const int64_t partner =
+          a.interleaved ? (first ? d + 1 : d - 1) : (first ? d + a.half : d - a.half);
+      const float angle = fp * a.invFreq[k];
+      const float co = static_cast<float>(cos(static_cast<double>(angle)));
+      const float si = static_cast<float>(sin(static_cast<double>(angle)));
+      const float xp = loadF(x, xType, base + partner);
+      return first ? xd * co - xp * si : xd * co + xp * si;
+    };
+    for (int64_t d = threadIdx.x; d < a.dk; d += blockDim.x)
+      storeF(a.kc, a.kcType, dst * a.dk + d, rotated(a.k, a.kType, src * a.dk, d));
+    for (int64_t d = threadIdx.x; d < a.qWidth; d += blockDim.x)
+      a.qOut[src * a.qWidth + d] = rotated(a.q, a.qType, src * a.qWidth, d);
+  } else {
+    for (int64_t d = threadIdx.x; d < a.dk; d += blockDim.x)
+      storeF(a.kc, a.kcType, dst * a.dk + d, loadF(a.k, a.kType, src * a.dk + d));
+  }
   for (int64_t d = threadIdx.x; d < a.dv; d += blockDim.x)
     storeF(a.vc, a.vcType, dst * a.dv + d, loadF(a.v, a.vType, src * a.dv + d));
 }

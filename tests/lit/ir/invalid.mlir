@@ -448,3 +448,12 @@ func.func @attention_softcap_negative(%q: tensor<?x?x16xf32>) -> tensor<?x?x16xf
   %0 = tfc.attention #tfc<mask causal> %q, %q, %q {num_heads = 2, scale = 0.5, softcap = -2.0} : (tensor<?x?x16xf32>, tensor<?x?x16xf32>, tensor<?x?x16xf32>) -> tensor<?x?x16xf32>
   return %0 : tensor<?x?x16xf32>
 }
+
+// -----
+
+func.func @cached_attention_rotary_too_wide(%q: tensor<?x?x16xf32>, %kc: tensor<?x8x16xf32>,
+                                            %pos: tensor<i64>, %f: tensor<5xf32>) -> tensor<?x?x16xf32> {
+  // expected-error @+1 {{'tfc.cached_attention' op inv_freq of 5 frequencies rotates more than head_dim 8}}
+  %o = tfc.cached_attention %q, %q, %q, %kc, %kc, %pos rotary(%f) {num_heads = 2, scale = 0.5} : (tensor<?x?x16xf32>, tensor<?x?x16xf32>, tensor<?x?x16xf32>, tensor<?x8x16xf32>, tensor<?x8x16xf32>, tensor<i64>, tensor<5xf32>) -> tensor<?x?x16xf32>
+  return %o : tensor<?x?x16xf32>
+}

@@ -1585,6 +1585,76 @@ TEST_P(KernelTest, Rotary) {
             "rotary: inv_freq [3] rotates more than head_dim 4");
 }
 
+/// A rotary folded into the cached attention (tfc-fuse-rotary) against the
+/// unfused kernels, ROTARY of q and k at the new positions and then
+/// CACHED_ATTENTION: the caches and the outputs agree (every backend).
+TEST_P(KernelTest, CachedAttentionRotary) {
+  struct Case {
+    const char *name;
+    std::vector<double> pos; ///< one: a rank-0 position for every row
+    bool table;              ///< paged in blocks of 8 (per-row positions)
+    int64_t T, H, Hkv, half;
+    bool interleaved;
+  };
+  const Case cases[] = {
+      {"one position for all rows, rotate_half", {5}, false, 3, 2, 2, 8, false},
+      {"rows at their own positions, blocks of 8", {0, 13, 130}, true, 2, 2, 2, 8, false},
+      {"interleaved pairs, grouped-query (4 heads over 2)", {9, 40}, true, 1, 4, 2, 8, true},
+      {"a partial rotary (8 of 16 features), a prefill of 20", {0, 3}, true, 20, 2, 1, 4,
+       false},
+  };
+  const int64_t hd = 16, dv = 8, L = 8;
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.name);
+    const int64_t B = c.pos.size() > 1 ? static_cast<int64_t>(c.pos.size()) : 2;
+    const int64_t maxPos = static_cast<int64_t>(*std::max_element(c.pos.begin(), c.pos.end()));
+    const int64_t nb = (maxPos + c.T + L - 1) / L;
+    const int64_t rowLen = c.table ? L : maxPos + c.T, rows = c.table ? B * nb : B;
+    HostTensor q = random(dt(), {B, c.T, c.H * hd}), k = random(dt(), {B, c.T, c.Hkv * hd});
+    HostTensor v = random(dt(), {B, c.T, c.Hkv * dv});
+    HostTensor kc = random(dt(), {rows, rowLen, c.Hkv * hd});
+    HostTensor vc = random(dt(), {rows, rowLen, c.Hkv * dv});
+    HostTensor kc2 = kc, vc2 = vc;
+    std::vector<double> fv, tv;
+    for (int64_t i = 0; i < c.half; ++i)
+      fv.push_back(static_cast<float>(std::pow(10000.0, -2.0 * i / (2.0 * c.half))));
+    for (int64_t i = 0; i < B * nb; ++i)
+      tv.push_back(static_cast<double>(B * nb - 1 - i)); // rows' blocks, in reverse
+    HostTensor freq = tensor(TFC_DTYPE_F32, {c.half}, fv);
+    HostTensor pos = c.pos.size() > 1 ? tensor(TFC_DTYPE_I64, {B}, c.pos)
+                                      : tensor(TFC_DTYPE_I64, {}, c.pos);
+    HostTensor table = tensor(TFC_DTYPE_I64, {B, nb}, tv);
+    const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+    const std::vector<int64_t> ints = {c.H, 0, 0, 0, c.table, c.Hkv, 0};
+    std::vector<int64_t> fusedInts = ints;
+    fusedInts.insert(fusedInts.end(), {1, c.interleaved});
+    std::vector<HostTensor *> fusedIn = {&q, &k, &v, &kc, &vc, &pos};
+    if (c.table)
+      fusedIn.push_back(&table);
+    fusedIn.push_back(&freq);
+    HostTensor fused(dt(), {B, c.T, c.H * dv}), unfused(dt(), {B, c.T, c.H * dv});
+    ASSERT_EQ(run(TFC_KERNEL_CACHED_ATTENTION, fusedIn, fused, fusedInts, {scale}), "");
+    HostTensor qr(dt(), q.shape), kr(dt(), k.shape);
+    ASSERT_EQ(run(TFC_KERNEL_ROTARY, {&q, &freq, &pos}, qr, {hd, c.interleaved, 1}), "");
+    ASSERT_EQ(run(TFC_KERNEL_ROTARY, {&k, &freq, &pos}, kr, {hd, c.interleaved, 1}), "");
+    std::vector<HostTensor *> in = {&qr, &kr, &v, &kc2, &vc2, &pos};
+    if (c.table)
+      in.push_back(&table);
+    ASSERT_EQ(run(TFC_KERNEL_CACHED_ATTENTION, in, unfused, ints, {scale}), "");
+    expectNear(kc, kc2.values(), "key cache");
+    expectEqual(vc, vc2.values(), "value cache");
+    expectNear(fused, unfused.values(), "output");
+  }
+  // inv_freq must fit the head.
+  HostTensor q = random(dt(), {1, 1, 8}), k = random(dt(), {1, 1, 8}), v = random(dt(), {1, 1, 8});
+  HostTensor kc = random(dt(), {1, 4, 8}), vc = random(dt(), {1, 4, 8}), out(dt(), {1, 1, 8});
+  HostTensor pos = tensor(TFC_DTYPE_I64, {}, {1});
+  HostTensor freq = tensor(TFC_DTYPE_F32, {3}, {1, 0.5, 0.25});
+  EXPECT_EQ(run(TFC_KERNEL_CACHED_ATTENTION, {&q, &k, &v, &kc, &vc, &pos, &freq}, out,
+                {2, 0, 0, 0, 0, 0, 0, 1, 0}, {0.5}),
+            "cached_attention: inv_freq [3] rotates more than head_dim 4");
+}
+
 TEST_P(KernelTest, CachedAttentionPerRowErrors) {
   HostTensor q = random(dt(), {2, 1, 8}), k = random(dt(), {2, 1, 8}), v = random(dt(), {2, 1, 8});
   HostTensor kc = random(dt(), {3, 8, 8}), vc = random(dt(), {3, 8, 8});
