@@ -588,12 +588,14 @@ Status run(const CachedAttentionCall &c) {
   // written to the cache, and each new query into |qRot|, which the attention
   // reads; one cos/sin per position for both.
   const float *qData = q.as<float>();
-  thread_local std::vector<float> qRot;
+  thread_local std::vector<float> qRot; // the calling thread's: the workers write it
   const int64_t half = c.inv_freq ? c.inv_freq->shape[0] : 0;
   const int64_t hd = q.shape[2] / c.attrs.num_heads;
+  float *qRotated = nullptr;
   if (c.inv_freq) {
     qRot.resize(static_cast<size_t>(B * T * q.shape[2]));
-    qData = qRot.data();
+    qRotated = qRot.data();
+    qData = qRotated;
   }
   const int64_t newRows = B * T;
 #pragma omp parallel if (half > 0 && newRows * (q.shape[2] + dk) >= 65536)
@@ -607,7 +609,7 @@ Status run(const CachedAttentionCall &c) {
       if (half > 0) {
         rotaryAngles(posOf(b) + t, c.inv_freq->as<float>(), half, cs.data());
         rotateHeads(kr, kdst, dk / hd, hd, cs.data(), half, c.attrs.rotary_interleaved);
-        rotateHeads(q.as<float>() + r * q.shape[2], qRot.data() + r * q.shape[2],
+        rotateHeads(q.as<float>() + r * q.shape[2], qRotated + r * q.shape[2],
                     c.attrs.num_heads, hd, cs.data(), half, c.attrs.rotary_interleaved);
       } else {
         std::memcpy(kdst, kr, sizeof(float) * dk);

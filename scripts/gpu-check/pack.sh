@@ -6,7 +6,8 @@
 # unpacks and runs it there.
 #
 #   scripts/gpu-check/pack.sh [BUNDLE_DIR]     (default .gpu-bundle; BUILD_DIR=build;
-#                                               NO_BENCH=1: without the benchmarks' models)
+#                                               NO_BENCH=1: without the benchmarks' models;
+#                                               LLM=1: with make_llm.py's LLMs, ~10 MB)
 #
 # The bundle is one xz tarball (about 45 MB), because the device tool carries at most
 # 64 MiB and oneDNN plus OpenBLAS alone are 77 MB. .gpu-bundle is git-ignored: a copy
@@ -68,6 +69,22 @@ for m in llama-gqa qwen3; do
   done
 done
 rm -rf "$hfdir"
+# LLM=1: Qwen2.5-0.5B's and Llama-3.2-1B's shapes in f32, int8 and int4 (weights that
+# compress: make_llm.py), for bench_llm.py; each model.bin xz'd on its own (10 GB
+# of model.bin in about 10 MB), so the bundle's own xz need not read them.
+if [[ "${LLM:-0}" == 1 ]]; then
+  llm="$stage/llm-src"
+  "$PY" scripts/gpu-check/make_llm.py "$llm"
+  mkdir -p "$stage/b/llm"
+  cp "$llm"/prompt*.npy "$stage/b/llm/"
+  for m in qwen2.5-0.5b llama-3.2-1b; do
+    for p in f32 int8 int4; do
+      "$TFC" compile "$llm/$m" -o "$stage/b/llm/$m-$p.bin" --precision $p 2>/dev/null
+      xz -T2 -1 "$stage/b/llm/$m-$p.bin"
+    done
+    rm -rf "${llm:?}/$m"
+  done
+fi
 # NO_BENCH=1 leaves the encoder benchmark out (a bundle of ~20 MB, packed in seconds).
 if [[ "${NO_BENCH:-0}" != 1 ]]; then
   "$PY" bench/bench_cuda.py --prepare "$stage/b/bench" --build "$BUILD"

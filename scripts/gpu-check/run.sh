@@ -7,7 +7,9 @@
 #   4. bench/bench_cuda.py --prebuilt: the encoder against PyTorch on the same GPU;
 #   5. tfc-bench-attention-cuda: the fused attention against cuBLAS and cuDNN;
 #   6. tfc-bench-linear-cuda: int8 and int4 linear layers against f32 and bf16;
-#   7. compute-sanitizer memcheck over the CUDA kernel tests, where it works.
+#   7. compute-sanitizer memcheck over the CUDA kernel tests, where it works;
+#   8. bench_llm.py, when the bundle has LLMs (pack.sh with LLM=1): tfrun --generate
+#      at Qwen2.5-0.5B's and Llama-3.2-1B's shapes, prefill and decode tokens/s.
 # Each step has its own time limit; logs go to $OUT (or ./gpu-check-out).
 #
 #   scripts/gpu-check/run.sh [BUNDLE_DIR]      (default .gpu-bundle)
@@ -57,5 +59,9 @@ TAILN=20 step bench-linear 120 "$B/bin/tfc-bench-linear-cuda" --runs 30 --warmup
 if command -v compute-sanitizer >/dev/null; then
   TAILN=15 step sanitizer 50 compute-sanitizer --tool memcheck --error-exitcode 9 \
     "$B/bin/tfc-backend-kernel-tests" --gtest_filter='*cuda_f16*:*cuda_f32*' --gtest_brief=1
+fi
+if [[ -d "$B/llm" ]]; then
+  (cd "$B/llm" && xz -d -T4 ./*.xz)
+  TAILN=20 step bench-llm 240 python3 scripts/gpu-check/bench_llm.py "$B" "$B/llm"
 fi
 date -u

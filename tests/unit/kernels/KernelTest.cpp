@@ -1602,6 +1602,8 @@ TEST_P(KernelTest, CachedAttentionRotary) {
       {"interleaved pairs, grouped-query (4 heads over 2)", {9, 40}, true, 1, 4, 2, 8, true},
       {"a partial rotary (8 of 16 features), a prefill of 20", {0, 3}, true, 20, 2, 1, 4,
        false},
+      // 600 new rows of 8 + 2 heads: the CPU rotates them on several threads.
+      {"a prefill of 300 over 8 heads", {0, 3}, true, 300, 8, 2, 8, false},
   };
   const int64_t hd = 16, dv = 8, L = 8;
   for (const Case &c : cases) {
