@@ -49,6 +49,11 @@ MODELS = {
     "t5": ("hf/t5.yaml",
            "d_model=8 d_kv=4 heads=2 d_ff=16 enc_layers=1 dec_layers=1 vocab=16 buckets=4 "
            "max_distance=8 max_len=8 max_batch=2 num_beams=2 no_repeat_ngram_size=2"),
+    # RMSNorm, grouped-query heads, SwiGLU, and the rotary folded into the
+    # cached attention (its inv_freq operand).
+    "llama": ("hf/llama.yaml",
+              "d_model=8 heads=2 kv_heads=1 head_dim=4 d_ff=16 layers=1 vocab=16 rope_dim=4 "
+              "max_len=8 max_batch=2"),
 }
 # fuzz_model_run only: int8 and bf16 plans (max_batch 4, so that beam 4 runs), and
 # a model whose output head holds a NaN weight and a +inf bias (issue 21: non-finite
