@@ -585,18 +585,15 @@ Status run(const CachedAttentionCall &c) {
     return cache + (row * L + p % L) * w;
   };
   // A folded-in rotary (tfc-fuse-rotary): each new key is rotated as it is
-  // written to the cache, and each new query into |qRot|, which the attention
-  // reads; one cos/sin per position for both.
-  const float *qData = q.as<float>();
-  thread_local std::vector<float> qRot; // the calling thread's: the workers write it
+  // written to the cache, and each new query into the calling thread's |qRot|
+  // (which the workers write through qRotated), one cos/sin per position.
+  thread_local std::vector<float> qRot;
   const int64_t half = c.inv_freq ? c.inv_freq->shape[0] : 0;
   const int64_t hd = q.shape[2] / c.attrs.num_heads;
-  float *qRotated = nullptr;
-  if (c.inv_freq) {
+  if (c.inv_freq)
     qRot.resize(static_cast<size_t>(B * T * q.shape[2]));
-    qRotated = qRot.data();
-    qData = qRotated;
-  }
+  float *qRotated = c.inv_freq ? qRot.data() : nullptr;
+  const float *qData = c.inv_freq ? qRotated : q.as<float>();
   const int64_t newRows = B * T;
 #pragma omp parallel if (half > 0 && newRows * (q.shape[2] + dk) >= 65536)
   {

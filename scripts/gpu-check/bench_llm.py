@@ -3,7 +3,7 @@ make_llm.py (Qwen2.5-0.5B's and Llama-3.2-1B's shapes), as issue 24's CPU benchm
 measures them (bench/bench_llama.py): prefill tokens/s of a 512-token prompt, and
 decode tokens/s at batch 1 from a 128-token prompt for 128 new tokens.
 
-  bench_llm.py BUILD LLM_DIR [--runs N]
+  bench_llm.py BUILD LLM_DIR [--runs N] [--profile]
 
 Prefill: a 512-token prompt and one new token (the prompt's last token is the first
 decoding step, as in every engine), 512 / the median time. Decode: 128 / (the median
@@ -25,11 +25,13 @@ CONFIGS = [("f32", "f32", "f32"), ("bf16", "f32", "bf16"), ("int8", "int8", "f32
 LINE = re.compile(r"generate: median ([0-9.]+) ms over \d+ runs, (\d+) tokens")
 
 
-def gen_ms(tfrun, model, dtype, prompt, new, eos, runs):
+def gen_ms(tfrun, model, dtype, prompt, new, eos, runs, profile=False):
     cmd = [tfrun, model, "--device", "cuda", "--dtype", dtype, "--generate", "--input",
            f"input_ids={prompt}", "--max-len", str(new), "--eos-id", str(eos),
-           "--bench", str(runs)]
+           "--bench", str(runs)] + (["--profile"] if profile else [])
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    if profile:
+        print(p.stdout)
     m = LINE.search(p.stdout + p.stderr)
     if p.returncode != 0 or not m:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{p.stdout[-800:]}{p.stderr[-800:]}")
@@ -43,9 +45,17 @@ def main():
     ap.add_argument("build")
     ap.add_argument("llm")
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--profile", action="store_true",
+                    help="first, tfrun --profile of 32 decoding steps of each shape in bf16 "
+                         "(each kernel synchronized: where a step's time goes)")
     a = ap.parse_args()
     tfrun = os.path.join(a.build, "bin", "tfrun")
     p128, p512 = (os.path.join(a.llm, f"prompt{n}.npy") for n in (128, 512))
+    if a.profile:
+        for shape, vocab in VOCAB.items():
+            print(f"## {shape}, bf16: tfrun --profile, 32 new tokens after 128")
+            gen_ms(tfrun, os.path.join(a.llm, f"{shape}-f32.bin"), "bf16", p128, 32,
+                   vocab - 1, 1, profile=True)
     print("| shape | weights | prefill 512 tokens/s | decode tokens/s | decode ms/token |")
     print("|---|---|---|---|---|")
     for shape, vocab in VOCAB.items():

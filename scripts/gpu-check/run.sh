@@ -12,7 +12,8 @@
 #      at Qwen2.5-0.5B's and Llama-3.2-1B's shapes, prefill and decode tokens/s.
 # Each step has its own time limit; logs go to $OUT (or ./gpu-check-out).
 #
-#   scripts/gpu-check/run.sh [BUNDLE_DIR]      (default .gpu-bundle)
+#   scripts/gpu-check/run.sh [BUNDLE_DIR]      (default .gpu-bundle; ONLY=NAME runs
+#                                               that step alone, e.g. ONLY=bench-llm)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -37,6 +38,7 @@ echo "== machine"; nvidia-smi -L; nvidia-smi --query-gpu=driver_version,memory.t
 echo "cuda libraries: $cudalibs"; nproc; date -u
 step() { # step NAME SECONDS CMD...
   local name=$1 secs=$2; shift 2
+  [[ -n "${ONLY:-}" && "$name" != "$ONLY" ]] && return 0
   echo; echo "== $name (limit ${secs}s)"
   local t0=$SECONDS
   timeout -k 5 "$secs" "$@" > "$LOGS/$name.log" 2>&1; local rc=$?
@@ -60,8 +62,9 @@ if command -v compute-sanitizer >/dev/null; then
   TAILN=15 step sanitizer 50 compute-sanitizer --tool memcheck --error-exitcode 9 \
     "$B/bin/tfc-backend-kernel-tests" --gtest_filter='*cuda_f16*:*cuda_f32*' --gtest_brief=1
 fi
-if [[ -d "$B/llm" ]]; then
+if [[ -d "$B/llm" && ( -z "${ONLY:-}" || "$ONLY" == bench-llm ) ]]; then
   (cd "$B/llm" && xz -d -T4 ./*.xz)
-  TAILN=20 step bench-llm 240 python3 scripts/gpu-check/bench_llm.py "$B" "$B/llm"
+  TAILN=80 step bench-llm 240 python3 scripts/gpu-check/bench_llm.py "$B" "$B/llm" \
+    ${LLM_PROFILE:+--profile}
 fi
 date -u
