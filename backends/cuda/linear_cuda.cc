@@ -31,8 +31,9 @@
 // Accumulation is f32 (CUBLAS_COMPUTE_32F, no TF32), so an f32 model gives
 // f32 GEMM results. The one exception is the dequantized int8/int4 GEMM:
 // TF32 rounds its operands to 11 significant bits, 4x finer than an int8
-// weight's own step (docs/precision.md), at 3-8x the f32 GEMM's speed. Algorithms come from cuBLASLt's heuristic once per shape,
-// dtype, epilogue and pointer alignment, and are cached in the Context.
+// weight's own step (docs/precision.md), on the tensor cores.
+// Algorithms come from cuBLASLt's heuristic once per shape, dtype, epilogue
+// and pointer alignment, and are cached in the Context.
 //
 //===----------------------------------------------------------------------===//
 #include "backends/cuda/cuda_internal.h"
