@@ -156,25 +156,34 @@ __device__ __forceinline__ bool initBlock(const AttnArgs &a, BlockCtx &c) {
   return true;
 }
 
+/// Stages kPer elements per thread of a tile into shared memory (kPerThread
+/// above): all of the thread's loads first, in flight together, then its
+/// stores. |load(idx)| reads element idx of the tile, |store(idx, v)| writes it.
+template <int kPer, typename Load, typename Store>
+__device__ __forceinline__ void stageTile(int tid, Load load, Store store) {
+  float v[kPer];
+#pragma unroll
+  for (int u = 0; u < kPer; ++u)
+    v[u] = load(tid + u * kThreadsPerBlock);
+#pragma unroll
+  for (int u = 0; u < kPer; ++u)
+    store(tid + u * kThreadsPerBlock, v[u]);
+}
+
 /// Q chunk ch, pre-multiplied by scale (as the CPU kernel does); zero past
 /// q_len and head_dim.
 template <int DVC>
 __device__ __forceinline__ void loadQ(Tile<DVC> &sh, const AttnArgs &a, const BlockCtx &c,
                                       int ch) {
-  float qv[kQPerThread];
-#pragma unroll
-  for (int u = 0; u < kQPerThread; ++u) {
-    const int idx = c.tid + u * kThreadsPerBlock;
-    const int rr = idx / kChunkD, dd = idx % kChunkD;
-    const int64_t i = c.q0 + rr, d = static_cast<int64_t>(ch) * kChunkD + dd;
-    qv[u] = i < a.qLen && d < a.dk ? a.scale * loadF(a.q, a.qType, c.qBase + i * a.qRow + d)
-                                   : 0.0f;
-  }
-#pragma unroll
-  for (int u = 0; u < kQPerThread; ++u) {
-    const int idx = c.tid + u * kThreadsPerBlock;
-    sh.q[idx / kChunkD][idx % kChunkD] = qv[u];
-  }
+  stageTile<kQPerThread>(
+      c.tid,
+      [&](int idx) {
+        const int64_t i = c.q0 + idx / kChunkD,
+                      d = static_cast<int64_t>(ch) * kChunkD + idx % kChunkD;
+        return i < a.qLen && d < a.dk ? a.scale * loadF(a.q, a.qType, c.qBase + i * a.qRow + d)
+                                      : 0.0f;
+      },
+      [&](int idx, float v) { sh.q[idx / kChunkD][idx % kChunkD] = v; });
 }
 
 /// Key k0 + jj's row in k and v: its cache row of [blocks * L] when paged
@@ -214,21 +223,16 @@ __device__ __forceinline__ void tileScores(Tile<DVC> &sh, const AttnArgs &a, con
       __syncthreads();
     if (c.nChunks > 1)
       loadQ(sh, a, c, ch);
-    float kt[kKPerThread];
-#pragma unroll
-    for (int u = 0; u < kKPerThread; ++u) {
-      const int idx = c.tid + u * kThreadsPerBlock;
-      const int jj = idx / kChunkD, dd = idx % kChunkD;
-      const int64_t d = static_cast<int64_t>(ch) * kChunkD + dd;
-      kt[u] = jj < nk && d < a.dk
-                  ? loadF(a.k, a.kType, c.kBase + keyRow(sh, c, k0, jj) * a.kRow + d)
-                  : 0.0f;
-    }
-#pragma unroll
-    for (int u = 0; u < kKPerThread; ++u) {
-      const int idx = c.tid + u * kThreadsPerBlock;
-      sh.k[idx / kChunkD][idx % kChunkD] = kt[u];
-    }
+    stageTile<kKPerThread>(
+        c.tid,
+        [&](int idx) {
+          const int jj = idx / kChunkD;
+          const int64_t d = static_cast<int64_t>(ch) * kChunkD + idx % kChunkD;
+          return jj < nk && d < a.dk
+                     ? loadF(a.k, a.kType, c.kBase + keyRow(sh, c, k0, jj) * a.kRow + d)
+                     : 0.0f;
+        },
+        [&](int idx, float v) { sh.k[idx / kChunkD][idx % kChunkD] = v; });
     __syncthreads();
     if (c.warpActive) {
       const int dn = static_cast<int>(min(static_cast<int64_t>(kChunkD),
@@ -330,22 +334,15 @@ __device__ __forceinline__ void processTile(Tile<DVC> &sh, const AttnArgs &a, co
       s[r] = c.lane < nk ? c.mv : -INFINITY;
   }
 
-  // As the K chunk: every load of the thread in flight, then the stores.
-  constexpr int kVPerThread = kBlockK * DVC * 32 / kThreadsPerBlock;
-  float vt[kVPerThread];
-#pragma unroll
-  for (int u = 0; u < kVPerThread; ++u) {
-    const int idx = c.tid + u * kThreadsPerBlock;
-    const int jj = idx / (DVC * 32), dd = idx % (DVC * 32);
-    vt[u] = jj < nk && dd < c.dvSlice
-                ? loadF(a.v, a.vType, c.vBase + keyRow(sh, c, k0, jj) * a.vRow + dd)
-                : 0.0f;
-  }
-#pragma unroll
-  for (int u = 0; u < kVPerThread; ++u) {
-    const int idx = c.tid + u * kThreadsPerBlock;
-    sh.v[idx / (DVC * 32)][idx % (DVC * 32)] = vt[u];
-  }
+  stageTile<kBlockK * DVC * 32 / kThreadsPerBlock>(
+      c.tid,
+      [&](int idx) {
+        const int jj = idx / (DVC * 32), dd = idx % (DVC * 32);
+        return jj < nk && dd < c.dvSlice
+                   ? loadF(a.v, a.vType, c.vBase + keyRow(sh, c, k0, jj) * a.vRow + dd)
+                   : 0.0f;
+      },
+      [&](int idx, float v) { sh.v[idx / (DVC * 32)][idx % (DVC * 32)] = v; });
   __syncthreads();
   if (!c.warpActive)
     return;
