@@ -52,15 +52,13 @@ struct FoldRotaryPattern : public OpRewritePattern<CachedAttentionOp> {
       return rw.notifyMatchFailure(op, "a rotary's head width is not the attention's");
     if (!rq->hasOneUse() || !rk->hasOneUse())
       return rw.notifyMatchFailure(op, "a rotated value has other users");
-    auto fused = rw.create<CachedAttentionOp>(
-        op.getLoc(), op.getType(), rq.getInput(), rk.getInput(), op.getValue(), op.getKCache(),
+    // The two rotaries are left dead (Pure): the driver erases them.
+    rw.replaceOpWithNewOp<CachedAttentionOp>(
+        op, op.getType(), rq.getInput(), rk.getInput(), op.getValue(), op.getKCache(),
         op.getVCache(), op.getPos(), op.getPositionBias(), op.getBlockTable(), rq.getInvFreq(),
         op.getNumHeadsAttr(), op.getScaleAttr(), op.getBiasBidirectionalAttr(),
         op.getBiasMaxDistanceAttr(), op.getNumKvHeadsAttr(), op.getWindowAttr(),
         op.getSoftcapAttr(), rw.getBoolAttr(rq.getInterleaved()));
-    rw.replaceOp(op, fused.getResult());
-    rw.eraseOp(rq);
-    rw.eraseOp(rk);
     return success();
   }
 };

@@ -392,13 +392,13 @@ __global__ void cacheWriteKernel(CacheWriteArgs a, DeviceError *err) {
   const int64_t b = blockIdx.x / a.steps, t = blockIdx.x % a.steps;
   const long long pos = loadId(a.pos, a.posType, a.posPerRow ? b : 0);
   const int64_t rowLen = a.table ? a.blocksPerRow * a.len : a.len;
-  const bool first = t == 0 && blockIdx.y == 0; // records the row's errors
+  const bool recorder = t == 0 && blockIdx.y == 0; // records the row's errors
   if (pos < 0 || pos + a.steps > rowLen) {
-    if (first && threadIdx.x == 0)
+    if (recorder && threadIdx.x == 0)
       recordError(err, kErrDecodePosition, pos + a.steps, rowLen);
     return;
   }
-  if (a.table && first) // every block the row's attention reads, as the CPU checks them
+  if (a.table && recorder) // every block the row's attention reads, as the CPU checks them
     for (int64_t i = threadIdx.x; i < (pos + a.steps + a.len - 1) / a.len; i += blockDim.x) {
       const int64_t blk = a.table[b * a.blocksPerRow + i];
       if (blk < 0 || blk >= a.cacheRows)
