@@ -1,6 +1,8 @@
 //===- linear_dnnl.cc - linear layers on oneDNN matmul --------------------===//
 #include "backends/cpu/linear_dnnl.h"
 
+#include "backends/cpu/dnnl_cache.h"
+
 #include "backends/cpu/elementwise_cpu.h"
 
 #include "backends/cpu/convert_cpu.h"
@@ -18,6 +20,7 @@
 #include <cblas.h>
 #endif
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -32,10 +35,6 @@ using tag = dnnl::memory::format_tag;
 using dt = dnnl::memory::data_type;
 
 namespace {
-dnnl::engine &cpuEngine() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
-  return e;
-}
 /// The row count the weights' layout is chosen for; oneDNN's blocked weight
 /// layouts do not depend on it, and primitives for other row counts accept it.
 constexpr int64_t kPackRows = 128;
@@ -68,22 +67,26 @@ private:
   size_t size = 0;
 };
 
-/// The oneDNN eltwise algorithm of activation |act| (tfc/enums.def), for the
-/// GEMM's post-ops and the OpenBLAS path's epilogue; false for one oneDNN
-/// lacks, which runPackedLinear applies from tfc/unary.def instead.
-bool dnnlEltwise(int act, dnnl::algorithm &alg) {
-  switch (act) {
-  case TFC_ACT_RELU:
-    alg = dnnl::algorithm::eltwise_relu;
-    return true;
-  case TFC_ACT_GELU:
-    alg = dnnl::algorithm::eltwise_gelu_erf;
-    return true;
-  case TFC_ACT_GELU_TANH:
-    alg = dnnl::algorithm::eltwise_gelu_tanh;
-    return true;
+/// Rows per oneDNN primitive call. A primitive is made for one row count, so
+/// a GEMM of more rows runs in slices of this many (and one of the rest):
+/// without them every new row count (each prompt length, each engine step's
+/// rows) made primitives of its own, kept for the process's life: 0.4 MB and
+/// 20 ms more per new source length on Marian at OPUS-MT's shape, without
+/// bound in a server. With them a shape has at most kPrimRows row counts.
+/// A slice of 128 rows is compute-bound (the weights are read once per 128
+/// rows), as the weights' layout is chosen for it (kPackRows).
+constexpr int64_t kPrimRows = kPackRows;
+
+/// Bytes per element of a oneDNN data type this file uses.
+int64_t dtBytes(dt t) {
+  switch (t) {
+  case dt::bf16:
+    return 2;
+  case dt::u8:
+  case dt::s8:
+    return 1;
   default:
-    return false;
+    return 4;
   }
 }
 } // namespace
@@ -122,68 +125,11 @@ public:
   /// has no brgemm kernel): see cpu_isa.h for when.
   bool blas = false;
 
-  struct Prim {
-    dnnl::matmul::primitive_desc pd;
-    dnnl::matmul prim;
-    dnnl::memory::desc residual;
-  };
-  /// Primitive for (rows, src, dst, hasBias, act, hasResidual, threads),
-  /// created on first use. oneDNN fixes a primitive's thread count when it is
-  /// created, so sessions with different thread counts get their own primitives.
+  using Prim = DnnlPrim;
+  /// The primitive for |rows| (at most kPrimRows) rows of these weights.
   const Prim &get(int64_t rows, dt srcT, dt dstT, bool bias, int act, bool res) const {
-    std::lock_guard<std::mutex> lock(mu);
-    auto key = std::make_tuple(rows, (int)srcT, (int)dstT, bias, act, res,
-                               omp_get_max_threads());
-    auto it = cache.find(key);
-    if (it != cache.end())
-      return it->second;
-    dnnl::memory::desc src({rows, k}, srcT, tag::ab);
-    dnnl::memory::desc dst({rows, n}, dstT, tag::ab);
-    dnnl::memory::desc rdesc({rows, n}, dt::f32, tag::ab);
-    dnnl::memory::desc bdesc = bias ? dnnl::memory::desc({1, n}, dt::f32, tag::ab)
-                                    : dnnl::memory::desc();
-    dnnl::post_ops ops;
-    dnnl::algorithm alg;
-    if (dnnlEltwise(act, alg))
-      ops.append_eltwise(1.0f, alg, 0.0f, 0.0f);
-    if (res)
-      ops.append_binary(dnnl::algorithm::binary_add, rdesc);
-    dnnl::primitive_attr attr;
-    attr.set_post_ops(ops);
-    // A primitive in oneDNN's default (library) scratchpad mode takes its
-    // scratchpad from a thread-local buffer sized by the primitives created on
-    // the *calling* thread, so a primitive created on one thread and run on
-    // another can write past that buffer. These primitives are shared by every
-    // session of a model, on any thread, so each call brings its own scratchpad.
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    dnnl::matmul::desc d = bias ? dnnl::matmul::desc(src, wdesc, bdesc, dst)
-                                : dnnl::matmul::desc(src, wdesc, dst);
-    dnnl::matmul::primitive_desc pd(d, attr, cpuEngine());
-    auto [pos, _] = cache.emplace(key, Prim{pd, dnnl::matmul(pd), rdesc});
-    return pos->second;
+    return primCache().get(rows, wdesc, srcT, dstT, bias, act, res);
   }
-
-  /// In-place activation |act| (one dnnlEltwise knows) on |count| f32 values,
-  /// for the OpenBLAS path's epilogue: oneDNN's JIT eltwise, created on first use.
-  const dnnl::eltwise_forward &eltwise(int64_t count, int act) const {
-    std::lock_guard<std::mutex> lock(mu);
-    auto key = std::make_tuple(count, act, omp_get_max_threads());
-    auto it = gelus.find(key);
-    if (it != gelus.end())
-      return it->second;
-    dnnl::memory::desc d({count}, dt::f32, tag::a);
-    dnnl::algorithm alg = dnnl::algorithm::eltwise_relu;
-    dnnlEltwise(act, alg);
-    dnnl::eltwise_forward::primitive_desc pd(
-        dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference, alg, d, 0.0f, 0.0f),
-        cpuEngine());
-    return gelus.emplace(key, dnnl::eltwise_forward(pd)).first->second;
-  }
-
-private:
-  mutable std::map<std::tuple<int64_t, int, int>, dnnl::eltwise_forward> gelus;
-  mutable std::mutex mu;
-  mutable std::map<std::tuple<int64_t, int, int, bool, int, bool, int>, Prim> cache;
 };
 
 std::shared_ptr<PackedLinear> packLinear(const void *w, uint32_t dtype, int64_t n, int64_t k,
@@ -404,15 +350,18 @@ std::string runInt8(const PackedLinear &w, const GemmCall &c) {
   } else if (w.s8) {
     gemmU8S8(*w.s8, q, rows, acc, scratch);
   } else {
-    const PackedLinear::Prim &p = w.get(rows, dt::u8, dt::s32, false, 0, false);
-    dnnl::engine &eng = cpuEngine();
-    std::unordered_map<int, dnnl::memory> args{
-        {DNNL_ARG_SRC, dnnl::memory(p.pd.src_desc(), eng, q)},
-        {DNNL_ARG_WEIGHTS, w.weights},
-        {DNNL_ARG_DST, dnnl::memory(p.pd.dst_desc(), eng, acc)}};
-    std::string err = execute(p, args);
-    if (!err.empty())
-      return err;
+    for (int64_t r0 = 0; r0 < rows; r0 += kPrimRows) {
+      const PackedLinear::Prim &p =
+          w.get(std::min(kPrimRows, rows - r0), dt::u8, dt::s32, false, 0, false);
+      dnnl::engine &eng = cpuEngine();
+      std::unordered_map<int, dnnl::memory> args{
+          {DNNL_ARG_SRC, dnnl::memory(p.pd.src_desc(), eng, q + r0 * k)},
+          {DNNL_ARG_WEIGHTS, w.weights},
+          {DNNL_ARG_DST, dnnl::memory(p.pd.dst_desc(), eng, acc + r0 * n)}};
+      std::string err = execute(p, args);
+      if (!err.empty())
+        return err;
+    }
   }
   const float *sw = w.scales.data();
   const int32_t *wsum = w.wsum.data();
@@ -467,9 +416,12 @@ std::string runBlas(const PackedLinear &w, const GemmCall &c, const float *x, fl
               (int)k, static_cast<const float *>(w.weights.get_data_handle()), (int)n,
               init ? 1.0f : 0.0f, y, (int)n);
   if (c.act != TFC_ACT_NONE && c.act != TFC_ACT_RELU) {
-    dnnl::memory m({{rows * n}, dt::f32, tag::a}, cpuEngine(), y);
     thread_local dnnl::stream stream(cpuEngine());
-    w.eltwise(rows * n, c.act).execute(stream, {{DNNL_ARG_SRC, m}, {DNNL_ARG_DST, m}});
+    for (int64_t r0 = 0; r0 < rows; r0 += kPrimRows) {
+      const int64_t count = std::min(kPrimRows, rows - r0) * n;
+      dnnl::memory m({{count}, dt::f32, tag::a}, cpuEngine(), y + r0 * n);
+      primCache().eltwise(count, c.act).execute(stream, {{DNNL_ARG_SRC, m}, {DNNL_ARG_DST, m}});
+    }
     stream.wait();
   }
   if (c.act) {
@@ -498,19 +450,27 @@ std::string runGemm(const PackedLinear &w, const GemmCall &c, const void *x, dt 
   if (w.blas && c.rows >= kBlasMinRows && srcT == dt::f32 && dstT == dt::f32)
     return runBlas(w, c, static_cast<const float *>(x), static_cast<float *>(y));
 #endif
-  const PackedLinear::Prim &p =
-      w.get(c.rows, srcT, dstT, c.bias != nullptr, c.act, c.residual != nullptr);
+  // In slices of at most kPrimRows rows (one primitive per slice size).
   dnnl::engine &eng = cpuEngine();
-  std::unordered_map<int, dnnl::memory> args{
-      {DNNL_ARG_SRC, dnnl::memory(p.pd.src_desc(), eng, const_cast<void *>(x))},
-      {DNNL_ARG_WEIGHTS, w.weights},
-      {DNNL_ARG_DST, dnnl::memory(p.pd.dst_desc(), eng, y)}};
-  if (c.bias)
-    args[DNNL_ARG_BIAS] = dnnl::memory(p.pd.bias_desc(), eng, const_cast<float *>(c.bias));
-  if (c.residual)
-    args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(c.act ? 1 : 0) | DNNL_ARG_SRC_1] =
-        dnnl::memory(p.residual, eng, const_cast<float *>(c.residual));
-  return execute(p, args);
+  const int64_t xRow = w.k * dtBytes(srcT), yRow = w.n * dtBytes(dstT);
+  for (int64_t r0 = 0; r0 < c.rows; r0 += kPrimRows) {
+    const PackedLinear::Prim &p = w.get(std::min(kPrimRows, c.rows - r0), srcT, dstT,
+                                        c.bias != nullptr, c.act, c.residual != nullptr);
+    std::unordered_map<int, dnnl::memory> args{
+        {DNNL_ARG_SRC, dnnl::memory(p.pd.src_desc(), eng,
+                                    const_cast<char *>(static_cast<const char *>(x)) + r0 * xRow)},
+        {DNNL_ARG_WEIGHTS, w.weights},
+        {DNNL_ARG_DST, dnnl::memory(p.pd.dst_desc(), eng, static_cast<char *>(y) + r0 * yRow)}};
+    if (c.bias)
+      args[DNNL_ARG_BIAS] = dnnl::memory(p.pd.bias_desc(), eng, const_cast<float *>(c.bias));
+    if (c.residual)
+      args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(c.act ? 1 : 0) | DNNL_ARG_SRC_1] =
+          dnnl::memory(p.residual, eng, const_cast<float *>(c.residual) + r0 * w.n);
+    std::string err = execute(p, args);
+    if (!err.empty())
+      return err;
+  }
+  return "";
 }
 
 /// bf16 weights without a bf16 GEMM: the input is rounded to bf16 (or is

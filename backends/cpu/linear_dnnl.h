@@ -62,6 +62,12 @@ struct GemmCall {
 /// Returns "" or an error message.
 std::string runPackedLinear(const PackedLinear &w, const GemmCall &c);
 
+/// The oneDNN primitives made so far (matmuls and eltwises), shared by every
+/// weight of a shape: each row count up to 128 makes its own, and larger
+/// GEMMs run in slices of 128 rows, so the count stays bounded whatever row
+/// counts a server sees. For tests and diagnostics.
+size_t dnnlPrimitivesMade();
+
 /// Row j of W, exactly as stored (an i8 row dequantized with its scale, as
 /// q * scale), times |mul|, into out[k] (or added to it with |accumulate|),
 /// read from the packed copy: a tied token table (an embedding that shares the

@@ -46,7 +46,7 @@ for f in runtime/model.cc runtime/capi.cc runtime/session.cc runtime/executor.cc
          runtime/step_model.cc runtime/device_cpu.cc runtime/generate.cc runtime/generate_beam.cc runtime/engine.cc runtime/engine_api.cc runtime/engine_memory.cc runtime/engine_rows.cc runtime/kv_blocks.cc backends/cpu/kernels_cpu.cc backends/kernel_rules.cc backends/kernel_call.cc \
          backends/cpu/embedding_cpu.cc backends/cpu/linear_cpu.cc backends/cpu/pointwise_cpu.cc \
          backends/cpu/shape_cpu.cc backends/cpu/reduce_cpu.cc backends/cpu/elementwise_cpu.cc backends/cpu/search_cpu.cc \
-         backends/cpu/linear_dnnl.cc backends/cpu/attention_cpu.cc backends/cpu/attention_row.cc backends/cpu/layer_norm_cpu.cc \
+         backends/cpu/linear_dnnl.cc backends/cpu/dnnl_cache.cc backends/cpu/attention_cpu.cc backends/cpu/attention_row.cc backends/cpu/layer_norm_cpu.cc \
          backends/cpu/convert_cpu.cc backends/cpu/cpu_isa.cc backends/cpu/gemm_s8_avx2.cc backends/cpu/gemm_q4_avx2.cc backends/cpu/weight_memory.cc \
          backends/cpu/convert_avx2.cc; do
   compile "$ROOT/$f" "rt_$(basename "$f").o" -march=x86-64-v3

@@ -346,6 +346,9 @@ INSTANTIATE_TEST_SUITE_P(
         LinearCase{TFC_DTYPE_BF16, TFC_DTYPE_BF16, TFC_DTYPE_BF16, 33, 96, 80, true, false, 1},
         LinearCase{TFC_DTYPE_BF16, TFC_DTYPE_BF16, TFC_DTYPE_F32, 16, 64, 64, true, true, 0},
         LinearCase{TFC_DTYPE_BF16, TFC_DTYPE_BF16, TFC_DTYPE_BF16, 5, 40, 24, false, false, 2},
+        // More rows than one oneDNN primitive takes (128): slices.
+        LinearCase{TFC_DTYPE_BF16, TFC_DTYPE_BF16, TFC_DTYPE_BF16, 300, 64, 40, true, false, 1},
+        LinearCase{TFC_DTYPE_BF16, TFC_DTYPE_BF16, TFC_DTYPE_F32, 260, 64, 48, true, true, 0},
         LinearCase{TFC_DTYPE_I8, TFC_DTYPE_F32, TFC_DTYPE_F32, 7, 64, 48, true, false, 0},
         LinearCase{TFC_DTYPE_I8, TFC_DTYPE_BF16, TFC_DTYPE_BF16, 33, 96, 80, true, false, 1},
         LinearCase{TFC_DTYPE_I8, TFC_DTYPE_BF16, TFC_DTYPE_F32, 16, 64, 64, true, true, 3},
@@ -361,6 +364,37 @@ INSTANTIATE_TEST_SUITE_P(
         LinearCase{TFC_DTYPE_F32, TFC_DTYPE_F32, TFC_DTYPE_F32, 64, 128, 64, true, false, 0},
         LinearCase{TFC_DTYPE_F32, TFC_DTYPE_F32, TFC_DTYPE_F32, 600, 64, 48, true, false, 2},
         LinearCase{TFC_DTYPE_F32, TFC_DTYPE_F32, TFC_DTYPE_F32, 700, 64, 48, true, true, 1}));
+
+/// A server sees every row count (each prompt length, each step's rows): the
+/// primitives a weight's GEMMs make stay bounded (at most one per row count
+/// up to 128, matmul and eltwise), and a GEMM of any rows equals the
+/// reference (the slices' offsets).
+TEST(LinearPrecision, PrimitivesStayBoundedOverRowCounts) {
+  const int64_t k = 48, n = 40, maxRows = 400;
+  std::vector<float> w = randomVec(n * k, 21, -0.5f, 0.5f), b = randomVec(n, 22);
+  std::vector<float> x = randomVec(maxRows * k, 23, -2.0f, 2.0f);
+  std::string err;
+  auto packed = packLinear(w.data(), TFC_DTYPE_F32, n, k, nullptr, 0, err);
+  ASSERT_TRUE(packed) << err;
+  const size_t before = dnnlPrimitivesMade();
+  std::vector<float> y(maxRows * n);
+  for (int64_t rows = 1; rows <= maxRows; ++rows) {
+    GemmCall call;
+    call.x = x.data();
+    call.xDtype = TFC_DTYPE_F32;
+    call.rows = rows;
+    call.bias = b.data();
+    call.act = TFC_ACT_GELU; // a oneDNN post-op, or OpenBLAS's eltwise epilogue
+    call.y = y.data();
+    call.yDtype = TFC_DTYPE_F32;
+    ASSERT_EQ(runPackedLinear(*packed, call), "") << rows << " rows";
+  }
+  EXPECT_LE(dnnlPrimitivesMade() - before, 2u * 128u);
+  const std::vector<double> want = referenceLinear(x, w, b.data(), nullptr, maxRows, k, n,
+                                                   TFC_ACT_GELU);
+  for (int64_t i = 0; i < maxRows * n; ++i)
+    ASSERT_NEAR(y[i], want[i], 1e-4 * (1 + std::fabs(want[i]))) << "element " << i;
+}
 
 TEST(LinearPrecision, RejectsDtypesTheWeightCannotServe) {
   std::vector<float> w = randomVec(8 * 8, 1);
