@@ -76,19 +76,6 @@ private:
 /// A slice of 128 rows is compute-bound (the weights are read once per 128
 /// rows), as the weights' layout is chosen for it (kPackRows).
 constexpr int64_t kPrimRows = kPackRows;
-
-/// Bytes per element of a oneDNN data type this file uses.
-int64_t dtBytes(dt t) {
-  switch (t) {
-  case dt::bf16:
-    return 2;
-  case dt::u8:
-  case dt::s8:
-    return 1;
-  default:
-    return 4;
-  }
-}
 } // namespace
 
 class PackedLinear {
@@ -350,10 +337,10 @@ std::string runInt8(const PackedLinear &w, const GemmCall &c) {
   } else if (w.s8) {
     gemmU8S8(*w.s8, q, rows, acc, scratch);
   } else {
+    dnnl::engine &eng = cpuEngine();
     for (int64_t r0 = 0; r0 < rows; r0 += kPrimRows) {
       const PackedLinear::Prim &p =
           w.get(std::min(kPrimRows, rows - r0), dt::u8, dt::s32, false, 0, false);
-      dnnl::engine &eng = cpuEngine();
       std::unordered_map<int, dnnl::memory> args{
           {DNNL_ARG_SRC, dnnl::memory(p.pd.src_desc(), eng, q + r0 * k)},
           {DNNL_ARG_WEIGHTS, w.weights},
@@ -452,7 +439,8 @@ std::string runGemm(const PackedLinear &w, const GemmCall &c, const void *x, dt 
 #endif
   // In slices of at most kPrimRows rows (one primitive per slice size).
   dnnl::engine &eng = cpuEngine();
-  const int64_t xRow = w.k * dtBytes(srcT), yRow = w.n * dtBytes(dstT);
+  const int64_t xRow = w.k * static_cast<int64_t>(dnnl::memory::data_type_size(srcT)),
+                yRow = w.n * static_cast<int64_t>(dnnl::memory::data_type_size(dstT));
   for (int64_t r0 = 0; r0 < c.rows; r0 += kPrimRows) {
     const PackedLinear::Prim &p = w.get(std::min(kPrimRows, c.rows - r0), srcT, dstT,
                                         c.bias != nullptr, c.act, c.residual != nullptr);
