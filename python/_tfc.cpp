@@ -400,7 +400,7 @@ NB_MODULE(_tfc, mod) {
           "__init__",
           [](Engine *self, std::shared_ptr<Model> model, int threads, int device, int deviceId,
              int maxRows, int maxQueue, int maxBatchTokens, int64_t kvCacheBytes,
-             int kvBlockSize) {
+             int kvBlockSize, bool prefixCaching) {
             tfrun_engine_options_t o;
             tfrun_engine_options_init(&o);
             o.session.num_threads = threads;
@@ -411,6 +411,7 @@ NB_MODULE(_tfc, mod) {
             o.max_batch_tokens = maxBatchTokens;
             o.kv_cache_bytes = kvCacheBytes;
             o.kv_block_size = kvBlockSize;
+            o.prefix_caching = prefixCaching ? 1 : -1;
             tfrun_engine_t *e = nullptr;
             Failure f;
             {
@@ -425,7 +426,7 @@ NB_MODULE(_tfc, mod) {
           },
           nb::arg("model"), nb::arg("threads"), nb::arg("device"), nb::arg("device_id"),
           nb::arg("max_rows"), nb::arg("max_queue"), nb::arg("max_batch_tokens"),
-          nb::arg("kv_cache_bytes"), nb::arg("kv_block_size"))
+          nb::arg("kv_cache_bytes"), nb::arg("kv_block_size"), nb::arg("prefix_caching"))
       .def("submit", &engineSubmit, nb::arg("inputs"), nb::arg("beam"), nb::arg("max_len"),
            nb::arg("length_penalty"), nb::arg("sample"), nb::arg("temperature"),
            nb::arg("top_k"), nb::arg("top_p"), nb::arg("seed"),
@@ -520,6 +521,9 @@ NB_MODULE(_tfc, mod) {
         d["tokens_generated"] = st.tokens_generated;
         d["steps"] = st.steps;
         d["tokens_per_second"] = st.tokens_per_second;
+        d["kv_blocks_cached"] = st.kv_blocks_cached;
+        d["prefix_cache_queries"] = st.prefix_cache_queries;
+        d["prefix_cache_hits"] = st.prefix_cache_hits;
         return d;
       });
 

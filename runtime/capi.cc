@@ -424,6 +424,10 @@ tfrun_status_t *tfrun_engine_create(const tfrun_model_t *model, const tfrun_engi
     eo.maxBatchTokens = o->max_batch_tokens;
     eo.kvCacheBytes = o->kv_cache_bytes;
     eo.kvBlockSize = o->kv_block_size;
+    if (o->prefix_caching < -1 || o->prefix_caching > 1)
+      return Status::invalidArgument("prefix_caching is " + std::to_string(o->prefix_caching) +
+                                     "; it takes 1 or 0 (on) or -1 (off)");
+    eo.prefixCaching = o->prefix_caching >= 0;
     auto e = std::make_unique<tfrun_engine>();
     TFC_RETURN_IF_ERROR(tfrun::rt::Engine::create(*model->m, std::move(dev), eo, e->e));
     *out = e.release();
@@ -543,6 +547,9 @@ tfrun_status_t *tfrun_engine_stats(const tfrun_engine_t *e, tfrun_engine_stats_t
     out->tokens_generated = st.tokensGenerated;
     out->steps = st.steps;
     out->tokens_per_second = st.tokensPerSecond;
+    out->kv_blocks_cached = st.kvBlocksCached;
+    out->prefix_cache_queries = st.prefixQueryTokens;
+    out->prefix_cache_hits = st.prefixHitTokens;
     return Status::ok();
   });
 }

@@ -177,6 +177,11 @@ Status Engine::Impl::init() {
   kv = std::make_unique<BlockAllocator>(static_cast<uint32_t>(numBlocks),
                                         static_cast<uint32_t>(blockLen));
   TFC_RETURN_IF_ERROR(initMemory());
+  // A decoder-only model's K and V at a position depend on the tokens up to
+  // it only, so blocks of the same leading tokens hold the same K and V
+  // whichever request wrote them. An encoder-decoder's depend on its source
+  // too (and its decoder prompt is one token).
+  prefixOn = o.prefixCaching && encIdx < 0 && rowInputs.empty() && blockLen < len;
   rowsFree = o.rows;
   counters.kvBlockPositions = blockLen;
   counters.kvBlockBytes = static_cast<int64_t>(blockBytes);
@@ -375,7 +380,9 @@ void Engine::Impl::run() {
         continue;
       }
       const bool isPrefill = r->steps > 1;
-      if (isPrefill && !prefill.empty() && r->rows * r->steps > budget)
+      // The positions the prefix cache gave are not run again.
+      const int64_t fresh = r->pos + r->steps - std::max(r->pos, r->cachedPos);
+      if (isPrefill && !prefill.empty() && fresh > 0 && r->rows * fresh > budget)
         continue; // next step
       int got = reserveStep(*r);
       // Out of blocks: preempt from the most recently admitted on, down to
@@ -395,7 +402,7 @@ void Engine::Impl::run() {
         continue;
       if (isPrefill) {
         prefill.push_back(r);
-        budget -= r->rows * r->steps;
+        budget -= r->rows * r->runSteps;
       } else {
         decode.push_back(r);
       }
@@ -410,7 +417,7 @@ void Engine::Impl::run() {
     // The prefills first: the one-token rows' logits are then read in place
     // (runRows), and stay there until the next step's first run.
     for (Req *r : prefill) {
-      if (!r->stepStatus.isOk())
+      if (!r->stepStatus.isOk() || r->runSteps == 0) // all of it from the prefix cache
         continue;
       try {
         // A recompute ending in a one-token step returns that step's logits.
@@ -438,6 +445,14 @@ void Engine::Impl::run() {
     lk.lock();
     busySeconds += secs;
     ++counters.steps;
+    if (prefixOn) {
+      for (Req *r : prefill)
+        if (r->stepStatus.isOk() && r->runSteps > 0)
+          publishRows(*r);
+      for (Req *r : ok)
+        if (r->stepStatus.isOk())
+          publishRows(*r);
+    }
     for (Req *r : ok)
       counters.tokensGenerated += r->stepStatus.isOk() ? (uint64_t)r->rows : 0;
     for (Req *r : decode)

@@ -17,7 +17,11 @@
 // blocks (copy-on-write: a shared block is copied when a row writes into
 // it). When the pool runs out, the most recently admitted request is
 // preempted: its blocks return to the pool, and it is recomputed (its rows'
-// tokens prefilled again) when blocks free up. No request is dropped.
+// tokens prefilled again) when blocks free up. No request is dropped. With
+// prefix caching (decoder-only models), every full block is published under
+// the hash of its tokens and all before them, and a new prompt starts from
+// the published blocks of its longest cached prefix (vLLM's automatic prefix
+// caching): a shared system prompt is prefilled once.
 //
 // Each running request runs the unchanged search (generate.h: greedy, beam,
 // sampling, banned and forced tokens, streaming) on a thread of its own,
@@ -60,6 +64,11 @@ struct EngineOptions {
   /// block tables, or a model compiled before them, takes max_len (one
   /// block per row).
   int64_t kvBlockSize = 0;
+  /// Prefix caching (decoder-only models): a prompt starts from the KV blocks
+  /// that earlier requests computed for the same leading tokens (whole
+  /// blocks), and prefills only the rest. Published blocks that no request
+  /// holds stay in the pool as free blocks until it needs them.
+  bool prefixCaching = true;
 };
 
 struct EngineStats {
@@ -74,6 +83,11 @@ struct EngineStats {
   uint64_t preemptions = 0; ///< requests preempted (and later recomputed)
   uint64_t tokensGenerated = 0, steps = 0;
   double tokensPerSecond = 0; ///< over the engine's busy time (steps run)
+  /// Prefix caching: the free KV blocks that hold a published prefix, the
+  /// prompt tokens of the requests admitted, and those of them that started
+  /// from cached blocks rather than being prefilled.
+  int64_t kvBlocksCached = 0;
+  uint64_t prefixQueryTokens = 0, prefixHitTokens = 0;
 };
 
 /// One generation request's input, as tfrun_session_set_input takes it.

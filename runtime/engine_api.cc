@@ -226,6 +226,7 @@ EngineStats Engine::stats() const {
   st.running = static_cast<int64_t>(e.running.size());
   st.kvBlocksFree = e.kv->freeBlocks();
   st.kvBlocksUsed = e.kv->usedBlocks();
+  st.kvBlocksCached = e.kv->cachedBlocks();
   if (e.memPool) {
     st.memBlocksFree = e.memPool->freeBlocks();
     st.memBlocksUsed = e.memPool->usedBlocks() - 1; // not the zero block

@@ -73,6 +73,9 @@ struct Req {
   /// Preempted: its blocks went back to the pool for requests admitted
   /// before it; its posted step waits until it is recomputed.
   bool preempted = false;
+  /// Positions its rows started with from the prefix cache (their K and V
+  /// are in shared blocks): the prompt's prefill skips them.
+  int64_t cachedPos = 0;
   /// Per RowInputDesc, per batch item: the item's bytes and its shape (no batch dim).
   struct ItemData {
     std::vector<char> bytes;
@@ -111,6 +114,9 @@ struct Engine::Impl {
   int tokensIdx = -1, posIdx = -1, blocksIdx = -1;
   int memBlocksIdx = -1; ///< step.memory_blocks: each row's memory block table
   int64_t vocab = 0, maxStep = 1, len = 0;
+  /// Prefix caching is on (the option, a decoder-only model whose
+  /// decode_step reads nothing per row but its tokens and positions).
+  bool prefixOn = false;
   std::vector<RowInputDesc> rowInputs;
   std::vector<StateCache> caches;
   /// The one-token steps' row inputs (encoder memory, source ids) as last
@@ -180,8 +186,15 @@ struct Engine::Impl {
   /// 0: the pool has too few free blocks (what was appended stays); -1: the
   /// step cannot run (stepStatus says why).
   int reserveStep(Req &r);
-  /// The sequences of a new request's batch rows (mu held).
+  /// The sequences of a new request's batch rows (mu held): with prefix
+  /// caching, each starts from the cached blocks of the prompts' longest
+  /// common cached prefix.
   void startRows(Req &r);
+  /// Appends the tokens of |r|'s posted step that its rows' histories lack
+  /// (those at positions the prefix cache gave).
+  void extendHistory(Req &r);
+  /// Publishes the full blocks of |r|'s rows that its last run wrote (mu held).
+  void publishRows(Req &r);
   /// The search's select (StepModel::select) on |r|'s rows (mu held).
   Status selectRows(Req &r, const int64_t *from, int64_t n);
   /// Returns |r|'s blocks to the pool; it is recomputed when it resumes

@@ -20,12 +20,53 @@ namespace tfrun::rt {
 void Engine::Impl::startRows(Req &r) {
   const int64_t batch = r.plan.batch;
   r.rowSeq.clear();
-  for (int64_t i = 0; i < batch; ++i)
-    r.rowSeq.push_back(kv->create());
+  r.rowHist.assign(static_cast<size_t>(batch), {});
+  r.cachedPos = 0;
+  // The prefix cache: whole blocks of every row's prompt short of its last
+  // token (whose step gives the first logits), as many as all rows have
+  // cached, since the search prefills the rows' common prefix together.
+  // Only where the search prefills the prompts in chunks (prefillPrompts):
+  // fed token by token, each step would want the logits of a cached position.
+  uint64_t cached = 0;
+  if (prefixOn && static_cast<int64_t>(r.plan.prompts.size()) == batch && maxStep > 1 &&
+      prefillChunk() > 1 && batch <= 1024) {
+    cached = UINT64_MAX;
+    for (const std::vector<int64_t> &p : r.plan.prompts) {
+      counters.prefixQueryTokens += p.size();
+      cached = std::min(cached, p.empty() ? 0 : kv->cachedPrefix(p.data(), p.size() - 1));
+    }
+  }
+  for (int64_t i = 0; i < batch; ++i) {
+    if (cached == 0) {
+      r.rowSeq.push_back(kv->create());
+      continue;
+    }
+    const std::vector<int64_t> &p = r.plan.prompts[i];
+    uint64_t got = 0;
+    r.rowSeq.push_back(kv->createFromPrefix(p.data(), cached, got)); // got == cached
+    r.rowHist[i].assign(p.begin(), p.begin() + static_cast<int64_t>(got));
+    counters.prefixHitTokens += got;
+  }
+  r.cachedPos = static_cast<int64_t>(cached);
   r.rowItem.resize(static_cast<size_t>(batch));
   for (int64_t i = 0; i < batch; ++i)
     r.rowItem[i] = i;
-  r.rowHist.assign(static_cast<size_t>(batch), {});
+}
+
+void Engine::Impl::extendHistory(Req &r) {
+  for (int64_t i = 0; i < r.rows; ++i) {
+    std::vector<int64_t> &h = r.rowHist[i];
+    const int64_t have = static_cast<int64_t>(h.size()) - r.pos; // of the step's tokens
+    const int64_t skip = std::min(std::max<int64_t>(have, 0), r.steps);
+    h.insert(h.end(), r.tokens.begin() + i * r.steps + skip, r.tokens.begin() + (i + 1) * r.steps);
+  }
+}
+
+void Engine::Impl::publishRows(Req &r) {
+  const uint64_t written = static_cast<uint64_t>(r.runPos + r.runSteps);
+  for (size_t i = 0; i < r.rowSeq.size() && i < r.rowHist.size(); ++i)
+    if (r.rowSeq[i] != 0 && r.rowHist[i].size() >= written)
+      kv->publish(r.rowSeq[i], r.rowHist[i].data(), written);
 }
 
 Status Engine::Impl::selectRows(Req &r, const int64_t *from, int64_t n) {
@@ -90,30 +131,49 @@ void tablesOf(const BlockAllocator &kv, const Req &r, std::vector<int64_t> &out,
 } // namespace
 
 int Engine::Impl::reserveStep(Req &r) {
-  for (size_t i = 0; i < r.rowSeq.size(); ++i) {
+  // The positions to run: past those the prefix cache gave (a prompt's
+  // prefill chunk may lie within them, wholly or in part).
+  const int64_t end = r.pos + r.steps;
+  const int64_t from = r.steps > 1 ? std::max(r.pos, std::min(r.cachedPos, end)) : r.pos;
+  for (size_t i = 0; i < r.rowSeq.size() && from < end; ++i) {
     const uint64_t have = kv->length(r.rowSeq[i]);
-    if (have == static_cast<uint64_t>(r.pos + r.steps))
+    if (have == static_cast<uint64_t>(end))
       continue; // reserved before a preemption made room
-    if (have != static_cast<uint64_t>(r.pos)) {
-      r.stepStatus = Status::internal("a step at position " + std::to_string(r.pos) +
+    if (have != static_cast<uint64_t>(from)) {
+      r.stepStatus = Status::internal("a step at position " + std::to_string(from) +
                                       " of a row that holds " + std::to_string(have));
       return -1;
     }
-    if (!kv->append(r.rowSeq[i], static_cast<uint64_t>(r.steps), r.copies).isOk())
+    if (!kv->append(r.rowSeq[i], static_cast<uint64_t>(end - from), r.copies).isOk())
       return 0;
   }
+  extendHistory(r);
+  r.runPos = from;
+  r.runSteps = end - from;
+  if (r.runSteps == 0)
+    return 1; // nothing to run: every position came from the cache
   tablesOf(*kv, r, r.tables, r.tableWidth);
-  r.runPos = r.pos;
-  r.runSteps = r.steps;
-  for (int64_t i = 0; i < r.rows; ++i)
-    r.rowHist[i].insert(r.rowHist[i].end(), r.tokens.begin() + i * r.steps,
-                        r.tokens.begin() + (i + 1) * r.steps);
+  if (from > r.pos) { // the step's tokens past the cached ones
+    std::vector<int64_t> rest;
+    rest.reserve(static_cast<size_t>(r.rows * r.runSteps));
+    for (int64_t i = 0; i < r.rows; ++i)
+      rest.insert(rest.end(), r.tokens.begin() + i * r.steps + (from - r.pos),
+                  r.tokens.begin() + (i + 1) * r.steps);
+    r.tokens.swap(rest);
+  }
   return 1;
 }
 
 void Engine::Impl::preempt(Req &r) {
   releaseRows(r);
   r.preempted = true;
+  // Its recompute runs every position from 0 to its posted step's end; the
+  // history keeps the positions run before that step (prompt tokens the
+  // cache gave past them come again in the search's next prefill chunks).
+  r.cachedPos = 0;
+  for (std::vector<int64_t> &h : r.rowHist)
+    if (static_cast<int64_t>(h.size()) > r.pos)
+      h.resize(static_cast<size_t>(r.pos));
   ++counters.preemptions;
 }
 
@@ -123,11 +183,10 @@ bool Engine::Impl::resume(Req &r) {
     return false;
   std::vector<int64_t> tokens;
   tokens.reserve(static_cast<size_t>(r.rows * n));
+  extendHistory(r);
   for (int64_t i = 0; i < r.rows; ++i) {
     r.rowSeq[i] = kv->create();
     (void)kv->append(r.rowSeq[i], static_cast<uint64_t>(n), r.copies); // fits: checked above
-    r.rowHist[i].insert(r.rowHist[i].end(), r.tokens.begin() + i * r.steps,
-                        r.tokens.begin() + (i + 1) * r.steps);
     tokens.insert(tokens.end(), r.rowHist[i].begin(), r.rowHist[i].end());
   }
   // The rows' whole history from position 0: the KV the preemption dropped,

@@ -2,22 +2,107 @@
 #include "runtime/kv_blocks.h"
 
 #include <algorithm>
+#include <cstring>
+#include <iterator>
 #include <string>
+
+#include <xxhash.h>
 
 namespace tfrun::rt {
 
 BlockAllocator::BlockAllocator(uint32_t numBlocks, uint32_t blockSize)
-    : blockSize_(std::max<uint32_t>(blockSize, 1)), refs_(numBlocks, 0) {
+    : blockSize_(std::max<uint32_t>(blockSize, 1)), refs_(numBlocks, 0), keyOf_(numBlocks),
+      published_(numBlocks, 0), idleAt_(numBlocks) {
   free_.reserve(numBlocks);
   for (uint32_t b = numBlocks; b-- > 0;) // block 0 is taken first
     free_.push_back(b);
 }
 
 uint32_t BlockAllocator::take() {
-  const uint32_t b = free_.back();
-  free_.pop_back();
+  uint32_t b;
+  if (!free_.empty()) {
+    b = free_.back();
+    free_.pop_back();
+  } else { // the published block let go longest ago: its prefix is forgotten
+    b = idle_.front();
+    idle_.pop_front();
+    byKey_.erase(keyOf_[b]);
+    published_[b] = 0;
+  }
   refs_[b] = 1;
   return b;
+}
+
+void BlockAllocator::drop(uint32_t b) {
+  if (published_[b]) {
+    idle_.push_back(b);
+    idleAt_[b] = std::prev(idle_.end());
+  } else {
+    free_.push_back(b);
+  }
+}
+
+BlockAllocator::Key BlockAllocator::chain(const Key &prev, const int64_t *tokens) const {
+  // XXH3 (libxxhash, the checksum model.bin already uses): fast on a block's
+  // few tokens, and 128 bits, so two different prefixes share a key with
+  // negligible probability (vLLM hashes its blocks the same way).
+  scratch_.resize(2 + blockSize_);
+  std::memcpy(scratch_.data(), &prev, sizeof prev);
+  std::memcpy(scratch_.data() + 2, tokens, blockSize_ * sizeof(int64_t));
+  const XXH128_hash_t h = XXH3_128bits(scratch_.data(), scratch_.size() * sizeof(int64_t));
+  return Key{h.low64, h.high64};
+}
+
+uint32_t BlockAllocator::publish(SeqId seq, const int64_t *tokens, uint64_t n) {
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end() || !tokens)
+    return 0;
+  Seq &s = it->second;
+  const size_t full = static_cast<size_t>(std::min(n, s.length) / blockSize_);
+  uint32_t added = 0;
+  for (size_t i = s.keys.size(); i < full; ++i) {
+    const Key k = chain(i ? s.keys[i - 1] : Key{}, tokens + i * blockSize_);
+    s.keys.push_back(k);
+    const uint32_t b = s.blocks[i];
+    if (!published_[b] && byKey_.emplace(k, b).second) {
+      published_[b] = 1;
+      keyOf_[b] = k;
+      ++added;
+    }
+  }
+  return added;
+}
+
+uint64_t BlockAllocator::cachedPrefix(const int64_t *tokens, uint64_t n) const {
+  Key k;
+  uint64_t at = 0;
+  for (; tokens && at + blockSize_ <= n; at += blockSize_) {
+    k = chain(k, tokens + at);
+    if (byKey_.find(k) == byKey_.end())
+      break;
+  }
+  return at;
+}
+
+BlockAllocator::SeqId BlockAllocator::createFromPrefix(const int64_t *tokens, uint64_t n,
+                                                       uint64_t &matched) {
+  const SeqId id = create();
+  Seq &s = seqs_[id];
+  Key k;
+  for (uint64_t at = 0; tokens && at + blockSize_ <= n; at += blockSize_) {
+    k = chain(k, tokens + at);
+    auto f = byKey_.find(k);
+    if (f == byKey_.end())
+      break;
+    const uint32_t b = f->second;
+    if (refs_[b]++ == 0)
+      idle_.erase(idleAt_[b]);
+    s.blocks.push_back(b);
+    s.keys.push_back(k);
+  }
+  s.length = static_cast<uint64_t>(s.blocks.size()) * blockSize_;
+  matched = s.length;
+  return id;
 }
 
 BlockAllocator::SeqId BlockAllocator::create() {
@@ -40,10 +125,10 @@ Status BlockAllocator::append(SeqId seq, uint64_t n, std::vector<BlockCopy> &cop
   const uint64_t room = partial ? blockSize_ - s.length % blockSize_ : 0;
   const uint64_t fresh = n > room ? blocksFor(n - room) : 0;
   const uint64_t need = fresh + (cow ? 1 : 0);
-  if (need > free_.size())
+  if (need > freeBlocks())
     return Status::outOfMemory("KV cache: " + std::to_string(need) + " more blocks of " +
                                std::to_string(blockSize_) + " positions needed, " +
-                               std::to_string(free_.size()) + " free");
+                               std::to_string(freeBlocks()) + " free");
   if (cow) {
     const uint32_t from = s.blocks.back(), to = take();
     --refs_[from];
@@ -75,7 +160,7 @@ Status BlockAllocator::release(SeqId seq) {
     return Status::invalidArgument("KV cache: sequence " + std::to_string(seq) + " is unknown");
   for (uint32_t b : it->second.blocks)
     if (--refs_[b] == 0)
-      free_.push_back(b);
+      drop(b);
   seqs_.erase(it);
   return Status::ok();
 }

@@ -15,8 +15,13 @@
 //   first (copy-on-write): append() returns the copies the device must make.
 // - release() returns a finished or cancelled sequence's blocks to the pool
 //   when no other sequence shares them.
-//
-// Nothing here is wired into the attention kernels yet (issue 23).
+// - Prefix caching (vLLM's automatic prefix caching): publish() names each
+//   full block of a sequence by a hash of every token from position 0 to its
+//   end, and createFromPrefix() starts a new sequence from the published
+//   blocks of its tokens' longest published prefix, sharing them. A published
+//   block that no sequence holds stays published and counts as free: it is
+//   taken (least recently let go first, and unpublished then) only when no
+//   unpublished free block is left.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TFC_RUNTIME_KV_BLOCKS_H
@@ -25,6 +30,7 @@
 #include "tfc/status.h"
 
 #include <cstdint>
+#include <list>
 #include <unordered_map>
 #include <vector>
 
@@ -53,7 +59,10 @@ public:
 
   uint32_t blockSize() const { return blockSize_; }
   uint32_t numBlocks() const { return (uint32_t)refs_.size(); }
-  uint32_t freeBlocks() const { return (uint32_t)free_.size(); }
+  /// Blocks no sequence holds, published ones included.
+  uint32_t freeBlocks() const { return (uint32_t)(free_.size() + idle_.size()); }
+  /// Of those, the published ones (a later prompt may still start from them).
+  uint32_t cachedBlocks() const { return (uint32_t)idle_.size(); }
   uint32_t usedBlocks() const { return numBlocks() - freeBlocks(); }
   /// Blocks that |tokens| positions take.
   uint32_t blocksFor(uint64_t tokens) const {
@@ -72,6 +81,21 @@ public:
   /// Drops |seq|; its blocks that no other sequence shares return to the pool.
   Status release(SeqId seq);
 
+  /// Publishes |seq|'s full blocks within its first |n| positions, whose
+  /// tokens |tokens| holds (from position 0) and whose K and V are written.
+  /// A block is published under the hash (XXH3, 128 bits) of its tokens and
+  /// of the hash of the blocks before it, so it stands for the whole prefix
+  /// up to its end. A prefix another block already stands for is left to
+  /// that block. Returns the blocks newly published.
+  uint32_t publish(SeqId seq, const int64_t *tokens, uint64_t n);
+  /// Whole blocks of |tokens| (at most |n| tokens) that published blocks
+  /// hold, in tokens: a multiple of blockSize().
+  uint64_t cachedPrefix(const int64_t *tokens, uint64_t n) const;
+  /// A new sequence holding the published blocks of the longest published
+  /// prefix of |tokens| (whole blocks, at most |n| tokens): its length,
+  /// |matched|, is the tokens it starts with. It takes no free block.
+  SeqId createFromPrefix(const int64_t *tokens, uint64_t n, uint64_t &matched);
+
   /// |seq|'s block table (block of position p: table[p / blockSize]) and its
   /// length in tokens; null / 0 for an unknown sequence.
   const std::vector<uint32_t> *table(SeqId seq) const;
@@ -80,17 +104,38 @@ public:
   uint32_t refs(uint32_t block) const { return block < refs_.size() ? refs_[block] : 0; }
 
 private:
+  /// A prefix's hash: XXH3-128 of the previous block's key and a block's tokens.
+  struct Key {
+    uint64_t lo = 0, hi = 0;
+    bool operator==(const Key &o) const { return lo == o.lo && hi == o.hi; }
+  };
+  struct KeyHash {
+    size_t operator()(const Key &k) const { return static_cast<size_t>(k.lo); }
+  };
   struct Seq {
     std::vector<uint32_t> blocks;
     uint64_t length = 0;
+    std::vector<Key> keys; ///< the keys of its first keys.size() full blocks
   };
   uint32_t take();
+  /// A block whose last holder let go: idle while published, else free.
+  void drop(uint32_t b);
+  Key chain(const Key &prev, const int64_t *tokens) const;
 
   uint32_t blockSize_;
   std::vector<uint32_t> refs_;
   std::vector<uint32_t> free_; ///< a stack: the most recently freed block is reused first
+  /// Published blocks: by key, and each one's key (published[b] says which are).
+  std::unordered_map<Key, uint32_t, KeyHash> byKey_;
+  std::vector<Key> keyOf_;
+  std::vector<char> published_;
+  /// Published blocks no sequence holds, least recently let go first, and
+  /// each one's place in it.
+  std::list<uint32_t> idle_;
+  std::vector<std::list<uint32_t>::iterator> idleAt_;
   std::unordered_map<SeqId, Seq> seqs_;
   SeqId next_ = 1;
+  mutable std::vector<int64_t> scratch_; ///< chain()'s input: a key and a block's tokens
 };
 
 /// A contiguous cache's row moves, in place (a session's beam search: new row

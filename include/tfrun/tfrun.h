@@ -27,7 +27,7 @@
 extern "C" {
 #endif
 
-#define TFRUN_API_VERSION 9 /* 3: tfrun_session_memory_info, tfrun_model_input_info;
+#define TFRUN_API_VERSION 10/* 3: tfrun_session_memory_info, tfrun_model_input_info;
                               4: tfrun_session_generate_stream,
                                  tfrun_session_clear_inputs; generate options
                                  of 0 / NaN take the model's defaults;
@@ -42,7 +42,10 @@ extern "C" {
                               8: repetition_penalty and min_p in the generate
                                  options (which grew);
                               9: the encoder memory pool's blocks in the
-                                 engine's stats (which grew) */
+                                 engine's stats (which grew);
+                             10: prefix caching: prefix_caching in the engine's
+                                 options, kv_blocks_cached and the prefix
+                                 cache's token counts in its stats (both grew) */
 
 /* Status codes. Append-only. */
 typedef enum tfrun_code_t {
@@ -301,6 +304,10 @@ typedef struct tfrun_engine_options_t {
   int32_t kv_block_size;    /* positions per KV block; 0: 16. A model.bin compiled
                                before paged caches takes max_len (one block per row);
                                another value is TFRUN_UNSUPPORTED there */
+  int32_t prefix_caching;   /* decoder-only models: a prompt starts from the KV blocks
+                               earlier requests computed for the same leading tokens
+                               (whole blocks) and prefills only the rest. 0 or 1: on,
+                               -1: off. Encoder-decoder models: none */
 } tfrun_engine_options_t;
 
 /* Fills |options| with the defaults: the session defaults, 0 for the rest. */
@@ -371,6 +378,12 @@ typedef struct tfrun_engine_stats_t {
      block (every cross-attention's K and V). All 0 for decoder-only models. */
   int64_t memory_blocks_used, memory_blocks_free;
   int64_t memory_block_positions, memory_block_bytes;
+  /* Prefix caching: of kv_blocks_free, the blocks that still hold a cached prefix
+     (reused when a prompt starts with it, else taken last, least recently used
+     first); the prompt tokens of the requests admitted, and those of them that
+     came from the cache instead of being prefilled. */
+  int64_t kv_blocks_cached;
+  uint64_t prefix_cache_queries, prefix_cache_hits;
 } tfrun_engine_stats_t;
 
 tfrun_status_t *tfrun_engine_stats(const tfrun_engine_t *engine, tfrun_engine_stats_t *out);

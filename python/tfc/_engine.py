@@ -158,7 +158,10 @@ class Engine:
     batch B takes B rows, with beam K B x K); ``kv_cache_mb``: the paged KV cache's
     size in MiB (None: every row at max_len, at most 1 GiB; a smaller pool preempts
     and recomputes requests when it runs out); ``kv_block_size``: positions per KV
-    block (None: 16);
+    block (None: 16); ``prefix_caching``: a decoder-only model's prompt starts from
+    the KV blocks that earlier requests computed for the same leading tokens (whole
+    blocks: a shared system prompt or chat history is prefilled once; ``stats()``
+    counts ``prefix_cache_hits`` of ``prefix_cache_queries`` prompt tokens);
     ``max_batch_tokens``: prompt tokens prefilled per step (None: 2048);
     ``max_queue``: requests waiting for rows (None: 256) before ``submit`` raises
     ``tfc.Busy``. Thread-safe: submit and cancel from any thread."""
@@ -166,7 +169,8 @@ class Engine:
     def __init__(self, model: Model, threads: Optional[int] = None,
                  max_batch_tokens: Optional[int] = None, kv_cache_mb: Optional[float] = None,
                  max_queue: Optional[int] = None, max_rows: Optional[int] = None,
-                 device: str = "cpu", kv_block_size: Optional[int] = None) -> None:
+                 device: str = "cpu", kv_block_size: Optional[int] = None,
+                 prefix_caching: bool = True) -> None:
         if not isinstance(model, Model):
             raise InvalidArgument(f"model must be a tfc.Model, got {type(model).__name__}")
         for name, value in (("threads", threads), ("max_batch_tokens", max_batch_tokens),
@@ -178,12 +182,15 @@ class Engine:
                                             and kv_cache_mb > 0):
             raise InvalidArgument(f"kv_cache_mb must be a positive number or None, "
                                   f"got {kv_cache_mb!r}")
+        if not isinstance(prefix_caching, bool):
+            raise InvalidArgument(f"prefix_caching must be True or False, got "
+                                  f"{prefix_caching!r}")
         dev, dev_id = _parse_device(device)
         self.model = model
         self._native = _tfc.Engine(model._native, threads or 0, dev, dev_id, max_rows or 0,
                                    max_queue or 0, max_batch_tokens or 0,
                                    int(kv_cache_mb * (1 << 20)) if kv_cache_mb else 0,
-                                   kv_block_size or 0)
+                                   kv_block_size or 0, prefix_caching)
         self._live: "set[Request]" = set()  # requests not yet collected
         _ENGINES.add(self)
 

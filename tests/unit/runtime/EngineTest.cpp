@@ -56,10 +56,11 @@ struct EngineGuard {
   tfrun_engine_t *e = nullptr;
   int64_t blocks = 0; ///< the KV pool's
   EngineGuard(const tfrun_model_t *m, int rows, int queue = 0, int blockSize = 0,
-              int64_t kvBytes = 0) {
+              int64_t kvBytes = 0, int32_t prefixCaching = 0) {
     tfrun_engine_options_t o;
     tfrun_engine_options_init(&o);
     o.kv_block_size = blockSize;
+    o.prefix_caching = prefixCaching;
     o.kv_cache_bytes = kvBytes;
     // TFC_ENGINE_TEST_THREADS=1 under ThreadSanitizer (libgomp is not instrumented).
     const char *t = std::getenv("TFC_ENGINE_TEST_THREADS");
@@ -621,10 +622,103 @@ TEST(Engine, BadRequestsAndModels) {
 /// 27 blocks of 4 positions (it runs out: requests are preempted and
 /// recomputed) and a small queue (some submits are busy). Every request ends
 /// finished or cancelled, and the pool is whole at the end.
+/// Decoder-only requests whose prompts start with the same 32 tokens (a
+/// system prompt), then 1 to 6 of their own; greedy, beam 3 and sampling.
+std::vector<Request> sharedPrefixRequests(int n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int64_t> prefix;
+  for (int t = 0; t < 32; ++t)
+    prefix.push_back(3 + static_cast<int64_t>(rng() % 47));
+  std::vector<Request> rs = gpt2Requests(n, seed + 1);
+  for (Request &r : rs) {
+    r.ids.resize(1 + rng() % 6);
+    r.ids.insert(r.ids.begin(), prefix.begin(), prefix.end());
+    r.opt.max_len = std::min<int32_t>(r.opt.max_len, 8); // 48 positions in all
+  }
+  return rs;
+}
+
+/// The prompt tokens |rs| hold.
+uint64_t promptTokens(const std::vector<Request> &rs) {
+  uint64_t n = 0;
+  for (const Request &r : rs)
+    n += r.ids.size();
+  return n;
+}
+
+// Prefix caching: a request whose prompt starts with blocks another request
+// wrote starts from them, prefills only the rest, and gets the tokens it gets
+// alone. Run also with TFRUN_PREFILL_CHUNK=5 (ctest engine-prefix-chunks),
+// where whole prefill calls come from the cache.
+TEST(Engine, PrefixCacheSkipsASharedPromptAndKeepsTheTokens) {
+  ModelGuard m(TFC_ENGINE_GPT2);
+  const std::vector<Request> rs = sharedPrefixRequests(12, 21);
+  const std::vector<Outcome> want = aloneEach(m.m, rs);
+  for (int blockSize : {16, 4}) {
+    SCOPED_TRACE("blocks of " + std::to_string(blockSize));
+    EngineGuard e(m.m, 10, 0, blockSize);
+    // The first request alone publishes the prefix; the others share it.
+    submitAndCompare(e, {rs[0]}, {want[0]});
+    submitAndCompare(e, std::vector<Request>(rs.begin() + 1, rs.end()),
+                     std::vector<Outcome>(want.begin() + 1, want.end()));
+    tfrun_engine_stats_t st;
+    ASSERT_EQ(tfrun_engine_stats(e.e, &st), nullptr);
+    EXPECT_EQ(st.prefix_cache_queries, promptTokens(rs));
+    // Each later request (one row at admission) starts with the prefix's
+    // whole blocks, 32 tokens, or more with blocks of 4 where another request
+    // already filled a block of its tail.
+    EXPECT_GE(st.prefix_cache_hits, 32u * (rs.size() - 1));
+    EXPECT_LT(st.prefix_cache_hits, st.prefix_cache_queries);
+    EXPECT_GT(st.kv_blocks_cached, 0);
+    expectPoolFull(e); // the cached blocks count as free
+  }
+}
+
+TEST(Engine, PrefixCacheOffPrefillsEveryPrompt) {
+  ModelGuard m(TFC_ENGINE_GPT2);
+  const std::vector<Request> rs = sharedPrefixRequests(4, 22);
+  EngineGuard e(m.m, 10, 0, 0, 0, /*prefixCaching=*/-1);
+  submitAndCompare(e, rs, aloneEach(m.m, rs));
+  tfrun_engine_stats_t st;
+  ASSERT_EQ(tfrun_engine_stats(e.e, &st), nullptr);
+  EXPECT_EQ(st.prefix_cache_queries, 0u);
+  EXPECT_EQ(st.prefix_cache_hits, 0u);
+  EXPECT_EQ(st.kv_blocks_cached, 0);
+  // A bad value is one clear error.
+  tfrun_engine_options_t o;
+  tfrun_engine_options_init(&o);
+  o.prefix_caching = 2;
+  tfrun_engine_t *bad = nullptr;
+  StatusGuard g{tfrun_engine_create(m.m, &o, &bad)};
+  ASSERT_NE(g.s, nullptr);
+  EXPECT_EQ(tfrun_status_code(g.s), TFRUN_INVALID_ARGUMENT);
+  EXPECT_EQ(g.text(), "prefix_caching is 2; it takes 1 or 0 (on) or -1 (off)");
+  EXPECT_EQ(bad, nullptr);
+}
+
+// A pool too small for every request: cached prefix blocks are taken back
+// for new ones, requests that share blocks are preempted and recomputed, and
+// every request still gets its tokens.
+TEST(Engine, PrefixCacheUnderASmallPool) {
+  ModelGuard m(TFC_ENGINE_GPT2);
+  const std::vector<Request> rs = sharedPrefixRequests(10, 23);
+  const std::vector<Outcome> want = aloneEach(m.m, rs);
+  // 3 beams x 46 positions in blocks of 4: 36 blocks for the largest request.
+  EngineGuard e(m.m, 10, 0, 4, 36 * kvBlockBytes(m.m, 10, 4));
+  submitAndCompare(e, rs, want);
+  expectWholeAfterPreempting(e, rs.size());
+  tfrun_engine_stats_t st;
+  ASSERT_EQ(tfrun_engine_stats(e.e, &st), nullptr);
+  EXPECT_GT(st.prefix_cache_hits, 0u);
+}
+
 TEST(Engine, StressSubmitAndCancelFromThreads) {
   ModelGuard m(TFC_ENGINE_GPT2);
-  // The largest request may take 27 blocks.
-  EngineGuard e(m.m, 10, 8, 4, 27 * kvBlockBytes(m.m, 10, 4));
+  // The largest request may take 33 blocks (3 beams x 43 positions).
+  EngineGuard e(m.m, 10, 8, 4, 33 * kvBlockBytes(m.m, 10, 4));
+  // Half the prompts start with the same 8 tokens: prefix caching shares
+  // their blocks between threads' requests, preemptions and cancellations.
+  const std::vector<int64_t> shared{5, 9, 14, 3, 30, 41, 7, 22};
   // 4 s in the suite; TFC_ENGINE_STRESS_SECONDS=60 for the long run.
   const char *env = std::getenv("TFC_ENGINE_STRESS_SECONDS");
   const int seconds = env && std::atoi(env) > 0 ? std::min(std::atoi(env), 600) : 4;
@@ -640,6 +734,8 @@ TEST(Engine, StressSubmitAndCancelFromThreads) {
         const int k = 1 + static_cast<int>(rng() % 5);
         for (int j = 0; j < k; ++j) {
           Request r = gpt2Requests(1, rng())[0];
+          if (rng() % 2)
+            r.ids.insert(r.ids.begin(), shared.begin(), shared.end());
           r.opt.beam_width = 1 + static_cast<int>(rng() % 3);
           r.opt.sample = r.opt.beam_width == 1 && rng() % 2;
           uint64_t id = 0;
@@ -676,6 +772,7 @@ TEST(Engine, StressSubmitAndCancelFromThreads) {
   EXPECT_EQ(other.load(), 0);
   EXPECT_GT(finished.load(), 0);
   EXPECT_GT(st.requests_preempted, 0u); // the pool ran out
+  EXPECT_GT(st.prefix_cache_hits, 0u);
   expectPoolFull(e);
 }
 

@@ -172,6 +172,120 @@ std::vector<int64_t> applyMoves(const RowMoves &m, const std::vector<int64_t> &f
   return data;
 }
 
+/// Tokens 0, 1, ... |n| - 1 plus |offset|.
+std::vector<int64_t> tokens(int64_t n, int64_t offset = 0) {
+  std::vector<int64_t> t(static_cast<size_t>(n));
+  std::iota(t.begin(), t.end(), offset);
+  return t;
+}
+
+TEST(KvBlocks, APublishedPrefixIsSharedByTheNextSequence) {
+  BlockAllocator a(8, 4);
+  Copies c;
+  const std::vector<int64_t> t = tokens(11);
+  auto s = a.create();
+  ASSERT_TRUE(a.append(s, 11, c).isOk()); // blocks: 4 + 4 + 3
+  EXPECT_EQ(a.publish(s, t.data(), 11), 2u); // the two full blocks only
+  EXPECT_EQ(a.publish(s, t.data(), 11), 0u); // once
+  EXPECT_EQ(a.cachedPrefix(t.data(), 11), 8u);
+  EXPECT_EQ(a.cachedPrefix(t.data(), 7), 4u); // whole blocks within the tokens asked
+  uint64_t got = 0;
+  auto s2 = a.createFromPrefix(t.data(), 10, got);
+  EXPECT_EQ(got, 8u);
+  EXPECT_EQ(a.length(s2), 8u);
+  const std::vector<uint32_t> &t1 = *a.table(s), &t2 = *a.table(s2);
+  ASSERT_EQ(t2.size(), 2u);
+  EXPECT_EQ(t2[0], t1[0]);
+  EXPECT_EQ(t2[1], t1[1]);
+  EXPECT_EQ(a.refs(t1[0]), 2u);
+  EXPECT_EQ(a.usedBlocks(), 3u); // nothing new taken
+  // The sequence goes on in a block of its own: nothing is copied.
+  ASSERT_TRUE(a.append(s2, 3, c).isOk());
+  EXPECT_TRUE(c.empty());
+  EXPECT_NE((*a.table(s2))[2], t1[2]);
+  // Another first block shares nothing, and a later block of the same tokens
+  // after another prefix is another prefix.
+  std::vector<int64_t> other = t;
+  other[0] = 99;
+  EXPECT_EQ(a.cachedPrefix(other.data(), 11), 0u);
+  auto s3 = a.createFromPrefix(other.data(), 11, got);
+  EXPECT_EQ(got, 0u);
+  EXPECT_EQ(a.length(s3), 0u);
+  EXPECT_TRUE(a.table(s3)->empty());
+  for (auto q : {s, s2, s3})
+    ASSERT_TRUE(a.release(q).isOk());
+  EXPECT_EQ(a.freeBlocks(), 8u);
+  EXPECT_EQ(a.cachedBlocks(), 2u); // free, and still holding the prefix
+  EXPECT_EQ(a.cachedPrefix(t.data(), 11), 8u);
+}
+
+TEST(KvBlocks, CachedBlocksAreTakenLastAndLeastRecentlyUsedFirst) {
+  BlockAllocator a(4, 2);
+  Copies c;
+  const std::vector<int64_t> x = tokens(4), y = tokens(4, 100);
+  for (const auto *t : {&x, &y}) {
+    auto s = a.create();
+    ASSERT_TRUE(a.append(s, 4, c).isOk());
+    EXPECT_EQ(a.publish(s, t->data(), 4), 2u);
+    ASSERT_TRUE(a.release(s).isOk());
+  }
+  EXPECT_EQ(a.cachedBlocks(), 4u);
+  EXPECT_EQ(a.freeBlocks(), 4u);
+  // x is used again (it becomes the most recently let go), then a sequence
+  // that needs 2 blocks takes y's, which were let go longer ago.
+  uint64_t got = 0;
+  auto sx = a.createFromPrefix(x.data(), 4, got);
+  EXPECT_EQ(got, 4u);
+  EXPECT_EQ(a.cachedBlocks(), 2u);
+  EXPECT_EQ(a.freeBlocks(), 2u);
+  ASSERT_TRUE(a.release(sx).isOk());
+  auto s = a.create();
+  ASSERT_TRUE(a.append(s, 4, c).isOk());
+  EXPECT_EQ(a.cachedPrefix(y.data(), 4), 0u); // forgotten
+  EXPECT_EQ(a.cachedPrefix(x.data(), 4), 4u); // kept
+  EXPECT_EQ(a.cachedBlocks(), 2u);
+  // Out of blocks: the cached ones go too, and then none is left.
+  auto s2 = a.create();
+  ASSERT_TRUE(a.append(s2, 4, c).isOk());
+  EXPECT_EQ(a.cachedPrefix(x.data(), 4), 0u);
+  EXPECT_EQ(a.freeBlocks(), 0u);
+  EXPECT_FALSE(a.append(s2, 1, c).isOk());
+  ASSERT_TRUE(a.release(s).isOk());
+  ASSERT_TRUE(a.release(s2).isOk());
+  EXPECT_EQ(a.freeBlocks(), 4u);
+  EXPECT_EQ(a.cachedBlocks(), 0u); // never published again
+}
+
+TEST(KvBlocks, ForksKeepTheirPrefixAndPublishTheirOwnBlocks) {
+  BlockAllocator a(16, 2);
+  Copies c;
+  std::vector<int64_t> t = tokens(5);
+  auto parent = a.create();
+  ASSERT_TRUE(a.append(parent, 5, c).isOk());
+  EXPECT_EQ(a.publish(parent, t.data(), 5), 2u);
+  BlockAllocator::SeqId beam = 0;
+  ASSERT_TRUE(a.fork(parent, beam).isOk());
+  // Each beam writes a different token at position 5: block 2 is copied for
+  // the one that writes first into the shared, partly filled block.
+  ASSERT_TRUE(a.append(parent, 1, c).isOk());
+  ASSERT_TRUE(a.append(beam, 1, c).isOk());
+  std::vector<int64_t> tp = t, tb = t;
+  tp.push_back(7);
+  tb.push_back(8);
+  EXPECT_EQ(a.publish(parent, tp.data(), 6), 1u);
+  EXPECT_EQ(a.publish(beam, tb.data(), 6), 1u);
+  EXPECT_EQ(a.cachedPrefix(tp.data(), 6), 6u);
+  EXPECT_EQ(a.cachedPrefix(tb.data(), 6), 6u);
+  uint64_t got = 0;
+  auto s = a.createFromPrefix(tb.data(), 6, got);
+  EXPECT_EQ(got, 6u);
+  EXPECT_EQ(*a.table(s), *a.table(beam));
+  for (auto q : {parent, beam, s})
+    ASSERT_TRUE(a.release(q).isOk());
+  EXPECT_EQ(a.freeBlocks(), 16u);
+  EXPECT_EQ(a.cachedBlocks(), 4u); // two shared blocks, and one last block each
+}
+
 TEST(RowMoves, InPlaceOrderGivesTheGather) {
   RowMoves m;
   // Beam search's shapes: fan-outs, a drop, a swap (a ring of 2), a ring of 3.
