@@ -161,6 +161,33 @@ class EngineTest(unittest.TestCase):
         self.assertEqual((st["kv_blocks_used"], st["kv_blocks_free"]), (0, 3))
         self.assertEqual(st["requests_cancelled"], 2)
 
+    def test_prefix_caching(self):
+        # Prompts that start with the same 32 tokens: the later ones start from
+        # the first one's KV blocks, and each result equals a session's.
+        rng = np.random.default_rng(8)
+        head = rng.integers(3, 50, size=32)
+        ps = [np.concatenate([head, rng.integers(3, 50, size=int(n))])[None].astype(np.int64)
+              for n in (3, 1, 5, 2)]
+        for on in (True, False):
+            engine = tfc.Engine(self.gpt2, threads=2, prefix_caching=on)
+            for i, p in enumerate(ps):
+                got = engine.submit({"tokens": p}, **self.options(i)).result(timeout=60)
+                self.assertSameGenerations(
+                    got, self.session.generate({"tokens": p}, **self.options(i)),
+                    f"prompt {i}, prefix_caching={on}")
+            st = engine.stats()
+            if on:
+                self.assertEqual(st["prefix_cache_queries"], sum(p.size for p in ps))
+                self.assertEqual(st["prefix_cache_hits"], 32 * (len(ps) - 1))
+                self.assertGreater(st["kv_blocks_cached"], 0)
+            else:
+                self.assertEqual((st["prefix_cache_queries"], st["prefix_cache_hits"],
+                                  st["kv_blocks_cached"]), (0, 0, 0))
+            self.assertEqual(st["kv_blocks_used"], 0)
+        with self.assertRaises(tfc.InvalidArgument) as cm:
+            tfc.Engine(self.gpt2, prefix_caching=1)
+        self.assertEqual(str(cm.exception), "prefix_caching must be True or False, got 1")
+
     def test_kv_cache_mb_sizes_the_pool(self):
         # One block: 2 layers x (K + V) x 16 positions x 32 floats = 8 KiB.
         st = tfc.Engine(self.gpt2, kv_cache_mb=0.1).stats()

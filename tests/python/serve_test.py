@@ -218,6 +218,20 @@ class Chat(unittest.TestCase):
                     and c.choices[0].finish_reason]
         self.assertEqual(len(finished), 1)
 
+    def test_a_shared_system_prompt_is_prefilled_once(self):
+        # Prefix caching: the second conversation starts from the KV blocks of
+        # the first one's system prompt; its answer is still the Generator's.
+        system = {"role": "system", "content": " ".join(["the teacher reads the book"] * 2)}
+        before = self.server.metric("tfc_prefix_cache_hits_total")
+        for user in ("the cat sleeps under the tree", "a big red dog runs"):
+            msgs = [system, {"role": "user", "content": user}]
+            got = self.client.chat.completions.create(model="tiny-llama", messages=msgs,
+                                                      max_tokens=8, temperature=0)
+            self.assertEqual(got.choices[0].message.content, self.gen.chat(msgs, max_len=8))
+        self.assertGreaterEqual(len(self.gen.chat_ids([system])), 32)
+        self.assertGreaterEqual(self.server.metric("tfc_prefix_cache_hits_total") - before, 32)
+        self.assertGreater(self.server.metric("tfc_prefix_cache_queries_total"), 0)
+
     def test_completions_equal_generate_text(self):
         prompts = ["the cat", "a big red dog runs"]
         want = self.gen.generate_text(prompts, max_len=10, return_full_text=False)

@@ -45,6 +45,10 @@ def parser() -> argparse.ArgumentParser:
                    help="positions per KV block (default 16)")
     p.add_argument("--max-batch-tokens", type=int, default=None,
                    help="prompt tokens prefilled per step (default 2048)")
+    p.add_argument("--no-prefix-caching", action="store_true",
+                   help="prefill every prompt in full (default: a decoder-only model's "
+                        "prompt starts from the KV blocks of an earlier prompt's same "
+                        "leading tokens)")
     p.add_argument("--head", default=None,
                    help="an encoder's output head (docs/hf.md), e.g. mean_pooling")
     p.add_argument("--src-lang", default=None, help="mBART's source language code")
@@ -84,6 +88,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                                 ("kv_block_size", args.kv_block_size),
                                 ("max_batch_tokens", args.max_batch_tokens))
               if v is not None}
+    if args.no_prefix_caching:
+        engine["prefix_caching"] = False
     try:
         backend = Backend(args.model, tokenizer=args.tokenizer, name=args.served_model_name,
                           precision=args.precision, threads=args.threads, device=args.device,

@@ -64,6 +64,15 @@ class _EngineCollector:
                                 value=st.get("kv_blocks_used", 0))
         yield GaugeMetricFamily("tfc_kv_blocks_free", "KV cache blocks free",
                                 value=st.get("kv_blocks_free", 0))
+        yield GaugeMetricFamily("tfc_kv_blocks_cached", "Of the free KV cache blocks, those "
+                                "that hold a cached prompt prefix",
+                                value=st.get("kv_blocks_cached", 0))
+        yield CounterMetricFamily("tfc_prefix_cache_queries", "Prompt tokens of the requests "
+                                  "the engine admitted (prefix caching on)",
+                                  value=st.get("prefix_cache_queries", 0))
+        yield CounterMetricFamily("tfc_prefix_cache_hits", "Of those, the tokens whose KV "
+                                  "blocks came from the prefix cache",
+                                  value=st.get("prefix_cache_hits", 0))
         ended = CounterMetricFamily("tfc_engine_requests", "Engine requests that ended, by "
                                     "how: finished, cancelled (a stop string, a client that "
                                     "left, shutdown) or failed", labels=["state"])
