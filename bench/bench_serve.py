@@ -26,6 +26,12 @@ Servers, both started once on free loopback ports with --threads T each:
   llama   python -m llama_cpp.server --model Q8_0.gguf --n_threads T --n_threads_batch T
           --n_ctx 2048 --chat_format chatml --interrupt_requests False (it runs one request
           at a time; by default a new request cuts the running stream short)
+  tfc-nocache  tfc's command with --no-prefix-caching (--engines tfc tfc-nocache llama)
+Prefix caching: --system-prompt N puts one system message of random words, about N
+tokens, before every request's user message (a shared system prompt, as chat services
+have). tfc's engine starts each prompt from the KV blocks of the longest cached prefix
+(whole blocks of 16); llama.cpp's server keeps the last prompt's KV and reuses its
+longest common prefix with the next one (llama-cpp-python's Llama.generate).
 Load: a fixed trace (seed 0) of 256 one-message chat requests with prompts of 16 to 256
 tokens of random words, replayed in order by N concurrent streaming clients (asyncio,
 HTTP/1.1 over loopback, no client library) for --seconds each, greedy (temperature 0),
@@ -360,6 +366,7 @@ def summarize(recs, wall):
                 errors=len(errors), first_error=errors[0] if errors else "",
                 ttft50=percentile(ttft, 50), ttft95=percentile(ttft, 95),
                 tpot50=percentile(tpot, 50), tpot95=percentile(tpot, 95),
+                p50=sorted(ttft)[max(0, math.ceil(0.5 * len(ttft)) - 1)][0] if ttft else None,
                 p95=sorted(ttft)[max(0, math.ceil(0.95 * len(ttft)) - 1)][0] if ttft else None)
 
 
@@ -372,7 +379,10 @@ def main():
                     "--seconds before they are cut (default: --seconds)")
     ap.add_argument("--threads", type=int, default=2, help="threads of each server")
     ap.add_argument("--max-tokens", type=int, default=64)
-    ap.add_argument("--engines", nargs="+", default=["tfc", "llama"], choices=["tfc", "llama"])
+    ap.add_argument("--engines", nargs="+", default=["tfc", "llama"],
+                    choices=["tfc", "tfc-nocache", "llama"])
+    ap.add_argument("--system-prompt", type=int, default=0, metavar="N",
+                    help="a shared system message of about N tokens in every request")
     ap.add_argument("--tfc-site", default=os.path.join(jc.ROOT, "build", "python-text-site"),
                     help="put on PYTHONPATH when tfc is not importable otherwise")
     ap.add_argument("--start-timeout", type=float, default=1800,
@@ -385,7 +395,7 @@ def main():
     log = lambda s: print(f"[{time.time() - t0:5.0f} s] {s}", flush=True)  # noqa: E731
 
     try:
-        if "tfc" in a.engines:
+        if "tfc" in a.engines or "tfc-nocache" in a.engines:
             env = tfc_env(a.tfc_site)
         if "llama" in a.engines:
             r = subprocess.run([sys.executable, "-c", "import llama_cpp.server.app"],
@@ -404,6 +414,12 @@ def main():
     dims = SHAPES[a.shape]
     tok = checkpoint(d, dims)
     texts, lengths = make_trace(tok, TRACE_LEN)
+    system = make_trace(tok, 1, a.system_prompt, a.system_prompt, seed=1)[0][0] \
+        if a.system_prompt else None
+    if system:
+        lengths = [len(tok.apply_chat_template(
+            [{"role": "system", "content": system}, {"role": "user", "content": t}],
+            add_generation_prompt=True, tokenize=True)) for t in texts]
     from importlib.metadata import version
     log(f"Qwen2 {a.shape} {dims}, random weights; trace: {TRACE_LEN} chat requests, prompts "
         f"{min(lengths)}-{max(lengths)} tokens (mean {np.mean(lengths):.0f}), at most "
@@ -423,14 +439,15 @@ def main():
                 str(a.threads), "--n_ctx", str(N_CTX), "--chat_format", "chatml",
                 "--model_alias", MODEL_ID, "--interrupt_requests", "False", "--verbose", "False"],
                 port, "/v1/models", os.path.join(tmp, "llama.log"))
-        if "tfc" in a.engines:
+        for name in [e for e in a.engines if e.startswith("tfc")]:
             port = free_port()
             env["TFC_CACHE_DIR"] = os.path.join(tmp, "cache")
-            servers["tfc"] = Server("tfc", [
+            servers[name] = Server(name, [
                 sys.executable, "-m", "tfc.serve", d, "--host", "127.0.0.1", "--port", str(port),
                 "--precision", "int8", "--threads", str(a.threads), "--served-model-name",
-                MODEL_ID, "--log-level", "warning"], port, "/health",
-                os.path.join(tmp, "tfc.log"), env=env)
+                MODEL_ID, "--log-level", "warning"]
+                + (["--no-prefix-caching"] if name == "tfc-nocache" else []), port, "/health",
+                os.path.join(tmp, f"{name}.log"), env=env)
         for name in a.engines:
             servers[name].wait_ready(a.start_timeout)
             log(f"{name} ready on port {servers[name].port}")
@@ -442,8 +459,10 @@ def main():
 
     def bodies(name):
         extra = {"repeat_penalty": 1.0} if name == "llama" else {}  # llama's default: 1.1
-        return [dict(model=MODEL_ID, messages=[{"role": "user", "content": t}], stream=True,
-                     max_tokens=a.max_tokens, temperature=0, **extra) for t in texts]
+        head = [{"role": "system", "content": system}] if system else []
+        return [dict(model=MODEL_ID, messages=head + [{"role": "user", "content": t}],
+                     stream=True, max_tokens=a.max_tokens, temperature=0, **extra)
+                for t in texts]
 
     def single(name, max_tokens):
         """One untimed request, awaited (at most 600 s): the warm-up, and after each
@@ -484,7 +503,7 @@ def main():
                          f"{a.threads} threads; times in ms",
                          ["clients", "tokens/s", "TTFT p50", "TTFT p95", "TPOT p50", "TPOT p95",
                           "requests", "cut", "errors", "wall s"], rows))
-    if len(a.engines) == 2:
+    if "tfc" in a.engines and "llama" in a.engines:
         rows = []
         for c in a.clients:
             t, l_ = results[("tfc", c)], results[("llama", c)]
@@ -495,6 +514,14 @@ def main():
                          "p95 TTFT <= 1, no errors)",
                          ["clients", "tokens/s", "TTFT p95", "errors tfc / llama",
                           "cut tfc / llama"], rows))
+    if "tfc" in a.engines and "tfc-nocache" in a.engines:
+        rows = [[c, f"{t['tps'] / n['tps']:.2f}" if n["tps"] else "-",
+                 f"{t['p50'] / n['p50']:.2f}" if t["p50"] and n["p50"] else "-",
+                 f"{t['p95'] / n['p95']:.2f}" if t["p95"] and n["p95"] else "-"]
+                for c in a.clients for t, n in [(results[("tfc", c)],
+                                                 results[("tfc-nocache", c)])]]
+        sections.append(("tfc with prefix caching / without", ["clients", "tokens/s",
+                                                               "TTFT p50", "TTFT p95"], rows))
     errs = [[n, c, results[(n, c)]["first_error"]] for n in a.engines for c in a.clients
             if results[(n, c)]["errors"]]
     if errs:
