@@ -417,9 +417,10 @@ def main():
     system = make_trace(tok, 1, a.system_prompt, a.system_prompt, seed=1)[0][0] \
         if a.system_prompt else None
     if system:
-        lengths = [len(tok.apply_chat_template(
+        lengths = [len(tok.encode(tok.apply_chat_template(
             [{"role": "system", "content": system}, {"role": "user", "content": t}],
-            add_generation_prompt=True, tokenize=True)) for t in texts]
+            add_generation_prompt=True, tokenize=False), add_special_tokens=False))
+            for t in texts]
     from importlib.metadata import version
     log(f"Qwen2 {a.shape} {dims}, random weights; trace: {TRACE_LEN} chat requests, prompts "
         f"{min(lengths)}-{max(lengths)} tokens (mean {np.mean(lengths):.0f}), at most "
