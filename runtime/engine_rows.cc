@@ -181,20 +181,36 @@ bool Engine::Impl::resume(Req &r) {
   const int64_t n = r.pos + r.steps;
   if (static_cast<int64_t>(kv->freeBlocks()) < r.rows * blocksFor(n))
     return false;
-  std::vector<int64_t> tokens;
-  tokens.reserve(static_cast<size_t>(r.rows * n));
   extendHistory(r);
-  for (int64_t i = 0; i < r.rows; ++i) {
-    r.rowSeq[i] = kv->create();
-    (void)kv->append(r.rowSeq[i], static_cast<uint64_t>(n), r.copies); // fits: checked above
-    tokens.insert(tokens.end(), r.rowHist[i].begin(), r.rowHist[i].end());
+  // The rows' history from the longest prefix the cache still holds for all
+  // of them (often the request's own blocks, published before the
+  // preemption let them go), short of the last position, whose logits the
+  // posted step may want. Every row takes its cached blocks before any row
+  // takes new ones, which could be those cached blocks.
+  uint64_t cached = 0;
+  if (prefixOn) {
+    cached = UINT64_MAX;
+    for (int64_t i = 0; i < r.rows; ++i)
+      cached = std::min(cached, kv->cachedPrefix(r.rowHist[i].data(), static_cast<uint64_t>(n - 1)));
   }
-  // The rows' whole history from position 0: the KV the preemption dropped,
-  // and the posted step's tokens at its end.
+  for (int64_t i = 0; i < r.rows; ++i) {
+    uint64_t got = 0;
+    r.rowSeq[i] = cached ? kv->createFromPrefix(r.rowHist[i].data(), cached, got) : kv->create();
+  }
+  std::vector<int64_t> tokens;
+  tokens.reserve(static_cast<size_t>(r.rows * (n - static_cast<int64_t>(cached))));
+  for (int64_t i = 0; i < r.rows; ++i) {
+    // Fits: the check above counted every row's blocks as new.
+    (void)kv->append(r.rowSeq[i], static_cast<uint64_t>(n) - cached, r.copies);
+    tokens.insert(tokens.end(), r.rowHist[i].begin() + static_cast<int64_t>(cached),
+                  r.rowHist[i].end());
+  }
+  // What the preemption dropped and the cache does not hold, and the posted
+  // step's tokens at its end.
   r.tokens.swap(tokens);
   tablesOf(*kv, r, r.tables, r.tableWidth);
-  r.runPos = 0;
-  r.runSteps = n;
+  r.runPos = static_cast<int64_t>(cached);
+  r.runSteps = n - r.runPos;
   r.preempted = false;
   return true;
 }
