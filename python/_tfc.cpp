@@ -475,6 +475,14 @@ NB_MODULE(_tfc, mod) {
           "cancel", [](Engine &self, uint64_t id) { check(tfrun_engine_cancel(self.e, id)); },
           nb::arg("id"))
       .def(
+          "cached_tokens",
+          [](Engine &self, uint64_t id) {
+            uint64_t n = 0;
+            check(tfrun_engine_cached_tokens(self.e, id, &n));
+            return n;
+          },
+          nb::arg("id"))
+      .def(
           "release",
           [](Engine &self, uint64_t id) {
             Failure f;

@@ -493,6 +493,14 @@ tfrun_status_t *tfrun_engine_generated_count(tfrun_engine_t *e, uint64_t id, siz
   });
 }
 
+tfrun_status_t *tfrun_engine_cached_tokens(const tfrun_engine_t *e, uint64_t id,
+                                           uint64_t *out) {
+  if (!e || !out)
+    return makeStatus(TFRUN_INVALID_ARGUMENT, "null argument to tfrun_engine_cached_tokens");
+  *out = 0;
+  return guarded([&] { return e->e->cachedTokens(id, *out); });
+}
+
 tfrun_status_t *tfrun_engine_get_generated(tfrun_engine_t *e, uint64_t id, size_t i,
                                            const int64_t **out_ids, size_t *len, float *score) {
   if (!e || !out_ids || !len)

@@ -134,6 +134,9 @@ public:
   /// they are.
   Status cancel(uint64_t id);
   EngineStats stats() const;
+  /// Request |id|'s prompt tokens that came from the prefix cache at its
+  /// admission (0 before it).
+  Status cachedTokens(uint64_t id, uint64_t &tokens) const;
 
   struct Impl;
 

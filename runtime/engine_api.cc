@@ -218,6 +218,17 @@ Status Engine::cancel(uint64_t id) {
   return Status::ok();
 }
 
+Status Engine::cachedTokens(uint64_t id, uint64_t &tokens) const {
+  Impl &e = *impl_;
+  std::lock_guard<std::mutex> lk(e.mu);
+  Status st;
+  std::shared_ptr<Req> r = e.findLocked(id, st);
+  if (!r)
+    return st;
+  tokens = r->cachedTokens;
+  return Status::ok();
+}
+
 EngineStats Engine::stats() const {
   const Impl &e = *impl_;
   std::lock_guard<std::mutex> lk(e.mu);

@@ -76,6 +76,8 @@ struct Req {
   /// Positions its rows started with from the prefix cache (their K and V
   /// are in shared blocks): the prompt's prefill skips them.
   int64_t cachedPos = 0;
+  /// Its prompt tokens that came from the prefix cache at admission (all rows).
+  uint64_t cachedTokens = 0;
   /// Per RowInputDesc, per batch item: the item's bytes and its shape (no batch dim).
   struct ItemData {
     std::vector<char> bytes;

@@ -46,6 +46,7 @@ void Engine::Impl::startRows(Req &r) {
     r.rowSeq.push_back(kv->createFromPrefix(p.data(), cached, got)); // got == cached
     r.rowHist[i].assign(p.begin(), p.begin() + static_cast<int64_t>(got));
     counters.prefixHitTokens += got;
+    r.cachedTokens += got;
   }
   r.cachedPos = static_cast<int64_t>(cached);
   r.rowItem.resize(static_cast<size_t>(batch));

@@ -45,7 +45,8 @@ extern "C" {
                                  engine's stats (which grew);
                              10: prefix caching: prefix_caching in the engine's
                                  options, kv_blocks_cached and the prefix
-                                 cache's token counts in its stats (both grew) */
+                                 cache's token counts in its stats (both grew),
+                                 tfrun_engine_cached_tokens */
 
 /* Status codes. Append-only. */
 typedef enum tfrun_code_t {
@@ -352,6 +353,13 @@ tfrun_status_t *tfrun_engine_generated_count(tfrun_engine_t *engine, uint64_t re
 tfrun_status_t *tfrun_engine_get_generated(tfrun_engine_t *engine, uint64_t request_id,
                                            size_t index, const int64_t **out_ids,
                                            size_t *out_len, float *out_score);
+
+/* The prompt tokens of a request whose KV blocks came from the prefix cache when it
+ * was admitted (over its batch items), as OpenAI's usage.prompt_tokens_details
+ * .cached_tokens: 0 while queued, without prefix caching, or for encoder-decoders.
+ * Any request not yet released (API 10). */
+tfrun_status_t *tfrun_engine_cached_tokens(const tfrun_engine_t *engine, uint64_t request_id,
+                                           uint64_t *out_tokens);
 
 /* Cancels a queued or running request: it ends with TFRUN_CANCELLED at its next
  * step and its KV blocks return to the pool. An ended request is left as

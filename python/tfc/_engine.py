@@ -25,7 +25,7 @@ import weakref
 from typing import AsyncIterator, Dict, Iterator, List, Mapping, Optional
 
 from . import _tfc
-from ._errors import InvalidArgument, warn_non_finite
+from ._errors import Error, InvalidArgument, warn_non_finite
 from ._model import (ArrayLike, Generation, GenerationStep, Model, Session, _inputs,
                      _parse_device)
 
@@ -68,7 +68,20 @@ class Request:
         self._result: Optional[List[Generation]] = None
         self._error: Optional[BaseException] = None
         self._ended = False
+        self._cached = 0
         self._put = tokens.put if tokens is not None else None
+
+    @property
+    def cached_tokens(self) -> int:
+        """Its prompt tokens whose KV blocks came from the engine's prefix cache when
+        it was admitted, over its batch items (0 while queued, or without prefix
+        caching): OpenAI's ``usage.prompt_tokens_details.cached_tokens``."""
+        if not self._ended:  # no lock: the watcher holds it while it waits for the end
+            try:
+                return int(self._engine._native.cached_tokens(self.id))
+            except Error:  # released meanwhile: _cached was set first
+                pass
+        return self._cached
 
     def done(self) -> bool:
         """Whether the request has ended (finished, failed or cancelled)."""
@@ -87,6 +100,7 @@ class Request:
                 warn_non_finite("scores", [g.score for g in self._result])
             except BaseException as e:  # the request's own error (Cancelled, ...)
                 self._error = e
+            self._cached = int(native.cached_tokens(self.id))
             self._ended = True
             native.release(self.id)
             self._engine._live.discard(self)

@@ -171,7 +171,9 @@ class EngineTest(unittest.TestCase):
         for on in (True, False):
             engine = tfc.Engine(self.gpt2, threads=2, prefix_caching=on)
             for i, p in enumerate(ps):
-                got = engine.submit({"tokens": p}, **self.options(i)).result(timeout=60)
+                req = engine.submit({"tokens": p}, **self.options(i))
+                got = req.result(timeout=60)
+                self.assertEqual(req.cached_tokens, 32 if on and i else 0)
                 self.assertSameGenerations(
                     got, self.session.generate({"tokens": p}, **self.options(i)),
                     f"prompt {i}, prefix_caching={on}")

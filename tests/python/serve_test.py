@@ -223,11 +223,18 @@ class Chat(unittest.TestCase):
         # the first one's system prompt; its answer is still the Generator's.
         system = {"role": "system", "content": " ".join(["the teacher reads the book"] * 2)}
         before = self.server.metric("tfc_prefix_cache_hits_total")
+        cached = []
         for user in ("the cat sleeps under the tree", "a big red dog runs"):
             msgs = [system, {"role": "user", "content": user}]
             got = self.client.chat.completions.create(model="tiny-llama", messages=msgs,
                                                       max_tokens=8, temperature=0)
             self.assertEqual(got.choices[0].message.content, self.gen.chat(msgs, max_len=8))
+            cached.append(got.usage.prompt_tokens_details.cached_tokens)
+        # The second reused whole blocks of 16 of the system prompt (the first may
+        # have found the template's head from other tests).
+        self.assertGreaterEqual(cached[1], 32)
+        self.assertEqual(cached[1] % 16, 0)
+        self.assertLess(cached[1], got.usage.prompt_tokens)
         self.assertGreaterEqual(len(self.gen.chat_ids([system])), 32)
         self.assertGreaterEqual(self.server.metric("tfc_prefix_cache_hits_total") - before, 32)
         self.assertGreater(self.server.metric("tfc_prefix_cache_queries_total"), 0)

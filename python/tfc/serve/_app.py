@@ -324,10 +324,17 @@ class Server:
                 t.cancel()
 
 
-def usage_of(prompt_tokens: int, choices: List[Choice]) -> Dict[str, int]:
+def usage_of(prompt_tokens: int, choices: List[Choice]) -> Dict[str, Any]:
+    """OpenAI's usage: with the prompt tokens that came from the engine's prefix
+    cache (the first choice's: each choice is a request of its own on the same
+    prompt), as vLLM reports them."""
     out = sum(c.tokens for c in choices)
-    return {"prompt_tokens": prompt_tokens, "completion_tokens": out,
-            "total_tokens": prompt_tokens + out}
+    usage: Dict[str, Any] = {"prompt_tokens": prompt_tokens, "completion_tokens": out,
+                             "total_tokens": prompt_tokens + out}
+    cached = getattr(choices[0].request, "cached_tokens", None) if choices else None
+    if cached is not None:
+        usage["prompt_tokens_details"] = {"cached_tokens": int(cached)}
+    return usage
 
 
 def embeddings_body(server: Server, req, vectors: np.ndarray, tokens: int) -> Dict[str, Any]:

@@ -658,9 +658,22 @@ TEST(Engine, PrefixCacheSkipsASharedPromptAndKeepsTheTokens) {
     SCOPED_TRACE("blocks of " + std::to_string(blockSize));
     EngineGuard e(m.m, 10, 0, blockSize);
     // The first request alone publishes the prefix; the others share it.
-    submitAndCompare(e, {rs[0]}, {want[0]});
-    submitAndCompare(e, std::vector<Request>(rs.begin() + 1, rs.end()),
-                     std::vector<Outcome>(want.begin() + 1, want.end()));
+    uint64_t id = 0, cached = 7;
+    {
+      StatusGuard g{submit(e.e, rs[0], &id)};
+      ASSERT_EQ(g.s, nullptr) << g.text();
+      expectSame(collect(e.e, id), want[0], "request 0");
+    }
+    ASSERT_EQ(StatusGuard{submit(e.e, rs[1], &id)}.s, nullptr);
+    int done = 0;
+    ASSERT_EQ(StatusGuard{tfrun_engine_wait(e.e, id, 60000, &done)}.s, nullptr);
+    ASSERT_EQ(StatusGuard{tfrun_engine_cached_tokens(e.e, id, &cached)}.s, nullptr);
+    EXPECT_EQ(cached, 32u); // its first two blocks of 16, or eight of 4
+    expectSame(collect(e.e, id), want[1], "request 1");
+    StatusGuard gone{tfrun_engine_cached_tokens(e.e, id, &cached)}; // released
+    EXPECT_EQ(tfrun_status_code(gone.s), TFRUN_INVALID_ARGUMENT);
+    submitAndCompare(e, std::vector<Request>(rs.begin() + 2, rs.end()),
+                     std::vector<Outcome>(want.begin() + 2, want.end()));
     tfrun_engine_stats_t st;
     ASSERT_EQ(tfrun_engine_stats(e.e, &st), nullptr);
     EXPECT_EQ(st.prefix_cache_queries, promptTokens(rs));
