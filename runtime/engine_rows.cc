@@ -192,7 +192,8 @@ bool Engine::Impl::resume(Req &r) {
   if (prefixOn) {
     cached = UINT64_MAX;
     for (int64_t i = 0; i < r.rows; ++i)
-      cached = std::min(cached, kv->cachedPrefix(r.rowHist[i].data(), static_cast<uint64_t>(n - 1)));
+      cached = std::min(cached,
+                        kv->cachedPrefix(r.rowHist[i].data(), static_cast<uint64_t>(n - 1)));
   }
   for (int64_t i = 0; i < r.rows; ++i) {
     uint64_t got = 0;
