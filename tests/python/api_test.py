@@ -66,7 +66,7 @@ class Installed(unittest.TestCase):
         self.assertTrue(os.path.realpath(tfc.__file__).startswith(os.path.realpath(sys.prefix)),
                         tfc.__file__)
         self.assertFalse(os.path.realpath(os.getcwd()).startswith(str(ROOT.resolve()) + "/python"))
-        self.assertEqual(tfc.API_VERSION, 9)
+        self.assertEqual(tfc.API_VERSION, 10)
         project = re.search(r"project\(tfc VERSION ([0-9.]+)", (ROOT / "CMakeLists.txt").read_text())
         self.assertEqual(tfc.__version__, project.group(1))
 
