@@ -300,9 +300,10 @@ uint64_t engineSubmit(Engine &self, const std::vector<std::pair<std::string, Inp
                       int beam, int max_len, float length_penalty, bool sample,
                       float temperature, int top_k, float top_p, uint64_t seed,
                       float repetition_penalty, float min_p,
-                      std::optional<nb::callable> callback) {
-  const tfrun_generate_options_t o = options(beam, max_len, length_penalty, sample, temperature,
-                                             top_k, top_p, seed, repetition_penalty, min_p);
+                      std::optional<nb::callable> callback, uint64_t cache_salt) {
+  tfrun_generate_options_t o = options(beam, max_len, length_penalty, sample, temperature, top_k,
+                                       top_p, seed, repetition_penalty, min_p);
+  o.cache_salt = cache_salt;
   std::vector<std::vector<int64_t>> shapes(inputs.size());
   std::vector<tfrun_input_t> ins(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -431,7 +432,7 @@ NB_MODULE(_tfc, mod) {
            nb::arg("length_penalty"), nb::arg("sample"), nb::arg("temperature"),
            nb::arg("top_k"), nb::arg("top_p"), nb::arg("seed"),
            nb::arg("repetition_penalty") = 1.0f, nb::arg("min_p") = 0.0f,
-           nb::arg("callback").none() = nb::none())
+           nb::arg("callback").none() = nb::none(), nb::arg("cache_salt") = 0)
       .def(
           "wait",
           [](Engine &self, uint64_t id, int64_t timeoutMs) {

@@ -113,6 +113,7 @@ Status Engine::submit(const std::vector<EngineInput> &inputs, const tfrun_genera
                       EngineTokenFn onToken, uint64_t &id) {
   Impl &e = *impl_;
   auto r = std::make_shared<Req>();
+  r->cacheSalt = o.cache_salt;
   {
     // The inputs, checked as a session checks them.
     std::lock_guard<std::mutex> lk(e.inputMu);

@@ -78,6 +78,7 @@ struct Req {
   int64_t cachedPos = 0;
   /// Its prompt tokens that came from the prefix cache at admission (all rows).
   uint64_t cachedTokens = 0;
+  uint64_t cacheSalt = 0; ///< its prefix-cache salt (tfrun_generate_options_t)
   /// Per RowInputDesc, per batch item: the item's bytes and its shape (no batch dim).
   struct ItemData {
     std::vector<char> bytes;

@@ -33,17 +33,18 @@ void Engine::Impl::startRows(Req &r) {
     cached = UINT64_MAX;
     for (const std::vector<int64_t> &p : r.plan.prompts) {
       counters.prefixQueryTokens += p.size();
-      cached = std::min(cached, p.empty() ? 0 : kv->cachedPrefix(p.data(), p.size() - 1));
+      cached = std::min(cached,
+                        p.empty() ? 0 : kv->cachedPrefix(p.data(), p.size() - 1, r.cacheSalt));
     }
   }
   for (int64_t i = 0; i < batch; ++i) {
     if (cached == 0) {
-      r.rowSeq.push_back(kv->create());
+      r.rowSeq.push_back(kv->create(r.cacheSalt));
       continue;
     }
     const std::vector<int64_t> &p = r.plan.prompts[i];
     uint64_t got = 0;
-    r.rowSeq.push_back(kv->createFromPrefix(p.data(), cached, got)); // got == cached
+    r.rowSeq.push_back(kv->createFromPrefix(p.data(), cached, got, r.cacheSalt)); // == cached
     r.rowHist[i].assign(p.begin(), p.begin() + static_cast<int64_t>(got));
     counters.prefixHitTokens += got;
     r.cachedTokens += got;
@@ -193,11 +194,13 @@ bool Engine::Impl::resume(Req &r) {
     cached = UINT64_MAX;
     for (int64_t i = 0; i < r.rows; ++i)
       cached = std::min(cached,
-                        kv->cachedPrefix(r.rowHist[i].data(), static_cast<uint64_t>(n - 1)));
+                        kv->cachedPrefix(r.rowHist[i].data(), static_cast<uint64_t>(n - 1),
+                                         r.cacheSalt));
   }
   for (int64_t i = 0; i < r.rows; ++i) {
     uint64_t got = 0;
-    r.rowSeq[i] = cached ? kv->createFromPrefix(r.rowHist[i].data(), cached, got) : kv->create();
+    r.rowSeq[i] = cached ? kv->createFromPrefix(r.rowHist[i].data(), cached, got, r.cacheSalt)
+                         : kv->create(r.cacheSalt);
   }
   std::vector<int64_t> tokens;
   tokens.reserve(static_cast<size_t>(r.rows * (n - static_cast<int64_t>(cached))));

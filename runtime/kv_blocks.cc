@@ -61,7 +61,7 @@ uint32_t BlockAllocator::publish(SeqId seq, const int64_t *tokens, uint64_t n) {
   const size_t full = static_cast<size_t>(std::min(n, s.length) / blockSize_);
   uint32_t added = 0;
   for (size_t i = s.keys.size(); i < full; ++i) {
-    const Key k = chain(i ? s.keys[i - 1] : Key{}, tokens + i * blockSize_);
+    const Key k = chain(i ? s.keys[i - 1] : s.root, tokens + i * blockSize_);
     s.keys.push_back(k);
     const uint32_t b = s.blocks[i];
     if (!published_[b] && byKey_.emplace(k, b).second) {
@@ -73,8 +73,8 @@ uint32_t BlockAllocator::publish(SeqId seq, const int64_t *tokens, uint64_t n) {
   return added;
 }
 
-uint64_t BlockAllocator::cachedPrefix(const int64_t *tokens, uint64_t n) const {
-  Key k;
+uint64_t BlockAllocator::cachedPrefix(const int64_t *tokens, uint64_t n, uint64_t salt) const {
+  Key k = rootOf(salt);
   uint64_t at = 0;
   for (; tokens && at + blockSize_ <= n; at += blockSize_) {
     k = chain(k, tokens + at);
@@ -85,10 +85,10 @@ uint64_t BlockAllocator::cachedPrefix(const int64_t *tokens, uint64_t n) const {
 }
 
 BlockAllocator::SeqId BlockAllocator::createFromPrefix(const int64_t *tokens, uint64_t n,
-                                                       uint64_t &matched) {
-  const SeqId id = create();
+                                                       uint64_t &matched, uint64_t salt) {
+  const SeqId id = create(salt);
   Seq &s = seqs_[id];
-  Key k;
+  Key k = s.root;
   for (uint64_t at = 0; tokens && at + blockSize_ <= n; at += blockSize_) {
     k = chain(k, tokens + at);
     auto f = byKey_.find(k);
@@ -105,10 +105,19 @@ BlockAllocator::SeqId BlockAllocator::createFromPrefix(const int64_t *tokens, ui
   return id;
 }
 
-BlockAllocator::SeqId BlockAllocator::create() {
+BlockAllocator::SeqId BlockAllocator::create(uint64_t salt) {
   const SeqId id = next_++;
-  seqs_.emplace(id, Seq{});
+  Seq s;
+  s.root = rootOf(salt);
+  seqs_.emplace(id, std::move(s));
   return id;
+}
+
+BlockAllocator::Key BlockAllocator::rootOf(uint64_t salt) {
+  if (salt == 0)
+    return Key{};
+  const XXH128_hash_t h = XXH3_128bits(&salt, sizeof salt);
+  return Key{h.low64, h.high64};
 }
 
 Status BlockAllocator::append(SeqId seq, uint64_t n, std::vector<BlockCopy> &copies) {

@@ -69,8 +69,10 @@ public:
     return (uint32_t)((tokens + blockSize_ - 1) / blockSize_);
   }
 
-  /// A new sequence with no tokens.
-  SeqId create();
+  /// A new sequence with no tokens. |salt| (prefix caching): the sequence
+  /// publishes its blocks, and finds published ones, only among sequences of
+  /// the same salt (0: the unsalted prefixes).
+  SeqId create(uint64_t salt = 0);
   /// Room for |n| more tokens of |seq|: blocks appended as needed, and a
   /// shared last block that the new tokens would write into copied first (the
   /// copy is added to |copies|). OutOfMemory, with nothing changed, when the
@@ -90,11 +92,12 @@ public:
   uint32_t publish(SeqId seq, const int64_t *tokens, uint64_t n);
   /// Whole blocks of |tokens| (at most |n| tokens) that published blocks
   /// hold, in tokens: a multiple of blockSize().
-  uint64_t cachedPrefix(const int64_t *tokens, uint64_t n) const;
+  uint64_t cachedPrefix(const int64_t *tokens, uint64_t n, uint64_t salt = 0) const;
   /// A new sequence holding the published blocks of the longest published
   /// prefix of |tokens| (whole blocks, at most |n| tokens): its length,
   /// |matched|, is the tokens it starts with. It takes no free block.
-  SeqId createFromPrefix(const int64_t *tokens, uint64_t n, uint64_t &matched);
+  SeqId createFromPrefix(const int64_t *tokens, uint64_t n, uint64_t &matched,
+                         uint64_t salt = 0);
 
   /// |seq|'s block table (block of position p: table[p / blockSize]) and its
   /// length in tokens; null / 0 for an unknown sequence.
@@ -116,11 +119,14 @@ private:
     std::vector<uint32_t> blocks;
     uint64_t length = 0;
     std::vector<Key> keys; ///< the keys of its first keys.size() full blocks
+    Key root;              ///< the key its first block chains from (its salt's)
   };
   uint32_t take();
   /// A block whose last holder let go: idle while published, else free.
   void drop(uint32_t b);
   Key chain(const Key &prev, const int64_t *tokens) const;
+  /// The key a prefix of |salt| starts from: zero unsalted, else its hash.
+  static Key rootOf(uint64_t salt);
 
   uint32_t blockSize_;
   std::vector<uint32_t> refs_;

@@ -46,7 +46,8 @@ extern "C" {
                              10: prefix caching: prefix_caching in the engine's
                                  options, kv_blocks_cached and the prefix
                                  cache's token counts in its stats (both grew),
-                                 tfrun_engine_cached_tokens */
+                                 tfrun_engine_cached_tokens, and cache_salt in
+                                 the generate options (which grew) */
 
 /* Status codes. Append-only. */
 typedef enum tfrun_code_t {
@@ -236,6 +237,11 @@ typedef struct tfrun_generate_options_t {
    * keeps the tokens whose probability is at least min_p times the most likely
    * one's; [0, 1], 0 = off. */
   float min_p;
+  /* Version 10. An engine request's prefix-cache salt: it shares cached KV blocks
+   * only with requests of the same salt (vLLM's cache_salt), so that clients of
+   * a shared server cannot learn from their timing what others sent. 0: the
+   * unsalted cache. Sessions ignore it. */
+  uint64_t cache_salt;
 } tfrun_generate_options_t;
 
 /* Fills |options| with the defaults: the model's beam width, max_len, length

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import hashlib
 import queue
 import threading
 import weakref
@@ -164,6 +165,18 @@ class AsyncRequest(Request):
         raise TypeError("an AsyncRequest's tokens come with 'async for'")
 
 
+def _salt(cache_salt: Optional[str]) -> int:
+    """A prefix-cache salt as the engine takes it: 64 bits of the string's BLAKE2b
+    (hashlib's), never 0 (the unsalted cache); 0 for None."""
+    if cache_salt is None:
+        return 0
+    if not isinstance(cache_salt, str) or not cache_salt:
+        raise InvalidArgument(f"cache_salt must be a non-empty string or None, got "
+                              f"{cache_salt!r}")
+    digest = hashlib.blake2b(cache_salt.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") or 1
+
+
 class Engine:
     """Generation for many requests at once on one model (continuous batching).
 
@@ -212,32 +225,36 @@ class Engine:
                max_len: Optional[int] = None, length_penalty: float = 1.0,
                sample: bool = False, temperature: float = 1.0, top_k: int = 0,
                top_p: float = 1.0, seed: int = 0, repetition_penalty: float = 1.0,
-               min_p: float = 0.0) -> Request:
+               min_p: float = 0.0, cache_salt: Optional[str] = None) -> Request:
         """Queues a request (the arguments of ``Session.generate``) and returns its
-        Request at once. Raises InvalidArgument for bad inputs or options, and
-        ``tfc.Busy`` when the queue is full (nothing is queued then)."""
+        Request at once. ``cache_salt``: the request shares prefix-cache blocks only
+        with requests of the same salt (vLLM's ``cache_salt``: one per tenant keeps
+        a client from learning by timing what others sent). Raises InvalidArgument
+        for bad inputs or options, and ``tfc.Busy`` when the queue is full (nothing
+        is queued then)."""
         tokens: "queue.Queue" = queue.Queue()
         return self._submit(inputs, tokens.put, Request, tokens,
                             beam=beam, max_len=max_len, length_penalty=length_penalty,
                             sample=sample, temperature=temperature, top_k=top_k,
                             top_p=top_p, seed=seed, repetition_penalty=repetition_penalty,
-                            min_p=min_p)
+                            min_p=min_p, cache_salt=cache_salt)
 
     def _submit(self, inputs: Mapping[str, ArrayLike], put, cls, tokens, beam: int = 1,
                 max_len: Optional[int] = None, length_penalty: float = 1.0,
                 sample: bool = False, temperature: float = 1.0, top_k: int = 0,
                 top_p: float = 1.0, seed: int = 0, repetition_penalty: float = 1.0,
-                min_p: float = 0.0):
+                min_p: float = 0.0, cache_salt: Optional[str] = None):
         """submit(), with each GenerationStep (then _DONE) handed to ``put`` from the
         engine's threads, and the request made as ``cls(self, id, tokens)``."""
         opts = Session._options(beam, max_len, length_penalty, sample, temperature, top_k,
                                 top_p, seed, repetition_penalty, min_p)
+        salt = _salt(cache_salt)
 
         def on_token(batch_index, step, token_id, log_prob):
             put(GenerationStep(batch_index, step, token_id, log_prob))
             return False
 
-        rid = self._native.submit(_inputs(inputs), *opts, on_token)
+        rid = self._native.submit(_inputs(inputs), *opts, on_token, cache_salt=salt)
         request = cls(self, rid, tokens)
         request._put = put
         self._live.add(request)

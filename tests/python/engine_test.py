@@ -186,6 +186,17 @@ class EngineTest(unittest.TestCase):
                 self.assertEqual((st["prefix_cache_queries"], st["prefix_cache_hits"],
                                   st["kv_blocks_cached"]), (0, 0, 0))
             self.assertEqual(st["kv_blocks_used"], 0)
+        # A salted request shares blocks with requests of its salt only.
+        engine = tfc.Engine(self.gpt2, threads=2)
+        engine.submit({"tokens": ps[0]}, max_len=4).result(timeout=60)
+        for want in (0, 32):
+            req = engine.submit({"tokens": ps[1]}, max_len=4, cache_salt="tenant-a")
+            req.result(timeout=60)
+            self.assertEqual(req.cached_tokens, want)
+        with self.assertRaises(tfc.InvalidArgument) as cm:
+            engine.submit({"tokens": ps[1]}, cache_salt="")
+        self.assertEqual(str(cm.exception), "cache_salt must be a non-empty string or None, "
+                                            "got ''")
         with self.assertRaises(tfc.InvalidArgument) as cm:
             tfc.Engine(self.gpt2, prefix_caching=1)
         self.assertEqual(str(cm.exception), "prefix_caching must be True or False, got 1")

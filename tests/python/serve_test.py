@@ -235,6 +235,21 @@ class Chat(unittest.TestCase):
         self.assertGreaterEqual(cached[1], 32)
         self.assertEqual(cached[1] % 16, 0)
         self.assertLess(cached[1], got.usage.prompt_tokens)
+        # vLLM's cache_salt: a salted request shares blocks with its salt only.
+        salted = []
+        for _ in range(2):
+            got = self.client.chat.completions.create(
+                model="tiny-llama", messages=msgs, max_tokens=8, temperature=0,
+                extra_body={"cache_salt": "tenant-b"})
+            self.assertEqual(got.choices[0].message.content, self.gen.chat(msgs, max_len=8))
+            salted.append(got.usage.prompt_tokens_details.cached_tokens)
+        self.assertEqual(salted[0], 0)
+        self.assertGreaterEqual(salted[1], 32)
+        with self.assertRaises(openai.BadRequestError) as cm:
+            self.client.chat.completions.create(model="tiny-llama", messages=msgs,
+                                                max_tokens=8, extra_body={"cache_salt": 5})
+        self.assertEqual(cm.exception.body["message"],
+                         "'cache_salt' must be a non-empty string, got 5")
         self.assertGreaterEqual(len(self.gen.chat_ids([system])), 32)
         self.assertGreaterEqual(self.server.metric("tfc_prefix_cache_hits_total") - before, 32)
         self.assertGreater(self.server.metric("tfc_prefix_cache_queries_total"), 0)

@@ -171,6 +171,8 @@ class Server:
         d = self.backend.defaults()
         sample = d["sample"] if s.temperature is None else s.temperature > 0
         opts = {"sample": sample, "beam": s.beam or (1 if sample else d["beam"])}
+        if s.cache_salt is not None:
+            opts["cache_salt"] = s.cache_salt
         if s.repetition_penalty != 1.0:
             opts["repetition_penalty"] = s.repetition_penalty
             if not s.beam:

@@ -59,6 +59,7 @@ class Sampling:
     beam: Optional[int] = None
     repetition_penalty: float = 1.0
     min_p: float = 0.0
+    cache_salt: Optional[str] = None
 
 
 @dataclass
@@ -114,7 +115,8 @@ def _neutral(body: Dict[str, Any], key: str, neutral: Any, why: str) -> None:
 
 _SAMPLING_KEYS = {"model", "max_tokens", "temperature", "top_p", "top_k", "seed", "n", "stop",
                   "stream", "stream_options", "logprobs", "user", "presence_penalty",
-                  "frequency_penalty", "logit_bias", "beam", "repetition_penalty", "min_p"}
+                  "frequency_penalty", "logit_bias", "beam", "repetition_penalty", "min_p",
+                  "cache_salt"}
 
 
 def _sampling(body: Dict[str, Any], chat: bool) -> Sampling:
@@ -142,6 +144,11 @@ def _sampling(body: Dict[str, Any], chat: bool) -> Sampling:
         if not _is_int(v) or v < -1:
             raise bad("top_k", f"'top_k' must be an integer, -1 or 0 for none, got {v!r}")
         s.top_k = max(v, 0)
+    v = body.get("cache_salt")  # vLLM's: prefix-cache blocks shared within one salt only
+    if v is not None:
+        if not isinstance(v, str) or not v:
+            raise bad("cache_salt", f"'cache_salt' must be a non-empty string, got {v!r}")
+        s.cache_salt = v
     v = body.get("seed")
     if v is not None:
         if not _is_int(v):

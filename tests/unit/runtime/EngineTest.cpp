@@ -672,15 +672,28 @@ TEST(Engine, PrefixCacheSkipsASharedPromptAndKeepsTheTokens) {
     expectSame(collect(e.e, id), want[1], "request 1");
     StatusGuard gone{tfrun_engine_cached_tokens(e.e, id, &cached)}; // released
     EXPECT_EQ(tfrun_status_code(gone.s), TFRUN_INVALID_ARGUMENT);
+    // A salted request shares nothing with the unsalted ones; the same request
+    // again with the same salt shares every whole block of its prompt but the
+    // last token.
+    const uint64_t whole = (rs[1].ids.size() - 1) / blockSize * blockSize;
+    for (uint64_t want_cached : {uint64_t{0}, whole}) {
+      Request salted = rs[1];
+      salted.opt.cache_salt = 0x5a17;
+      ASSERT_EQ(StatusGuard{submit(e.e, salted, &id)}.s, nullptr);
+      ASSERT_EQ(StatusGuard{tfrun_engine_wait(e.e, id, 60000, &done)}.s, nullptr);
+      ASSERT_EQ(StatusGuard{tfrun_engine_cached_tokens(e.e, id, &cached)}.s, nullptr);
+      EXPECT_EQ(cached, want_cached);
+      expectSame(collect(e.e, id), want[1], "salted request 1");
+    }
     submitAndCompare(e, std::vector<Request>(rs.begin() + 2, rs.end()),
                      std::vector<Outcome>(want.begin() + 2, want.end()));
     tfrun_engine_stats_t st;
     ASSERT_EQ(tfrun_engine_stats(e.e, &st), nullptr);
-    EXPECT_EQ(st.prefix_cache_queries, promptTokens(rs));
+    EXPECT_EQ(st.prefix_cache_queries, promptTokens(rs) + 2 * rs[1].ids.size());
     // Each later request (one row at admission) starts with the prefix's
     // whole blocks, 32 tokens, or more with blocks of 4 where another request
     // already filled a block of its tail.
-    EXPECT_GE(st.prefix_cache_hits, 32u * (rs.size() - 1));
+    EXPECT_GE(st.prefix_cache_hits, 32u * rs.size()); // the salted pair's second too
     EXPECT_LT(st.prefix_cache_hits, st.prefix_cache_queries);
     EXPECT_GT(st.kv_blocks_cached, 0);
     expectPoolFull(e); // the cached blocks count as free

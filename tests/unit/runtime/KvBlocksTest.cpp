@@ -219,6 +219,34 @@ TEST(KvBlocks, APublishedPrefixIsSharedByTheNextSequence) {
   EXPECT_EQ(a.cachedPrefix(t.data(), 11), 8u);
 }
 
+TEST(KvBlocks, ASaltedPrefixIsSharedWithinItsSaltOnly) {
+  BlockAllocator a(8, 4);
+  Copies c;
+  const std::vector<int64_t> t = tokens(9);
+  auto s = a.create(/*salt=*/7);
+  ASSERT_TRUE(a.append(s, 9, c).isOk());
+  EXPECT_EQ(a.publish(s, t.data(), 9), 2u);
+  EXPECT_EQ(a.cachedPrefix(t.data(), 9, 7), 8u);
+  EXPECT_EQ(a.cachedPrefix(t.data(), 9), 0u);    // not unsalted
+  EXPECT_EQ(a.cachedPrefix(t.data(), 9, 8), 0u); // nor of another salt
+  uint64_t got = 0;
+  auto same = a.createFromPrefix(t.data(), 9, got, 7);
+  EXPECT_EQ(got, 8u);
+  // Its fork and its later blocks keep the salt.
+  BlockAllocator::SeqId beam = 0;
+  ASSERT_TRUE(a.fork(same, beam).isOk());
+  std::vector<int64_t> longer = tokens(13);
+  ASSERT_TRUE(a.append(beam, 4, c).isOk());
+  EXPECT_EQ(a.publish(beam, longer.data(), 12), 1u);
+  EXPECT_EQ(a.cachedPrefix(longer.data(), 13, 7), 12u);
+  EXPECT_EQ(a.cachedPrefix(longer.data(), 13), 0u);
+  auto other = a.createFromPrefix(t.data(), 9, got);
+  EXPECT_EQ(got, 0u);
+  for (auto q : {s, same, beam, other})
+    ASSERT_TRUE(a.release(q).isOk());
+  EXPECT_EQ(a.freeBlocks(), 8u);
+}
+
 TEST(KvBlocks, CachedBlocksAreTakenLastAndLeastRecentlyUsedFirst) {
   BlockAllocator a(4, 2);
   Copies c;
