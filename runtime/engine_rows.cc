@@ -190,7 +190,7 @@ bool Engine::Impl::resume(Req &r) {
   // posted step may want. Every row takes its cached blocks before any row
   // takes new ones, which could be those cached blocks.
   uint64_t cached = 0;
-  if (prefixOn) {
+  if (prefixOn && r.rows > 0) {
     cached = UINT64_MAX;
     for (int64_t i = 0; i < r.rows; ++i)
       cached = std::min(cached,
