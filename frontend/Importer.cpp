@@ -18,6 +18,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
+#include <cmath>
 #include <set>
 #include <tuple>
 
@@ -299,9 +300,11 @@ FailureOr<OwningOpRef<ModuleOp>> Importer::run() {
   SmallVector<NamedAttribute> ps;
   for (const auto &name : paramOrder) {
     const Number &v = paramValues[name];
-    ps.push_back(b.getNamedAttr(
-        name, v.isInt ? (Attribute)b.getI64IntegerAttr((int64_t)v.value)
-                      : (Attribute)b.getF64FloatAttr(v.value)));
+    // An integer an i64 holds as one (loadParams refused larger ones; 2^63,
+    // INT64_MAX as a double, is recorded as a float).
+    const bool asInt = v.isInt && std::fabs(v.value) < 9223372036854775808.0;
+    ps.push_back(b.getNamedAttr(name, asInt ? (Attribute)b.getI64IntegerAttr((int64_t)v.value)
+                                            : (Attribute)b.getF64FloatAttr(v.value)));
   }
   module->setAttr("tfc.params", b.getDictionaryAttr(ps));
 

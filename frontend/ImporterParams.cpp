@@ -25,6 +25,8 @@ std::map<std::string, double> Importer::evaluatedParams() const {
   return m;
 }
 
+static std::string quoteNumber(const Number &v);
+
 bool Importer::resolveParam(const std::string &name, Number &out, std::string &err) {
   auto v = paramValues.find(name);
   if (v != paramValues.end()) {
@@ -71,6 +73,24 @@ bool Importer::resolveParam(const std::string &name, Number &out, std::string &e
         (void)error(n, "in --set " + name + "=" + text + ": " + innerErr);
       else
         (void)error(n, innerErr, (int)off);
+    }
+    err.clear();
+    return false;
+  }
+  // An integer past int64: one error at the parameter (even one nothing uses,
+  // which tfc.params still records), not an undefined cast later. 2^63 itself
+  // is what INT64_MAX written out reads as (a double rounds it); the limits
+  // of the parameters that are used say more about it.
+  if (out.isInt && !(std::fabs(out.value) <= 9223372036854775808.0)) {
+    const std::string shown = out.literal.empty() && std::fabs(out.value) >= 1e20
+                                  ? llvm::formatv("{0:e}", out.value).str()
+                                  : quoteNumber(out);
+    const std::string msg =
+        "parameter '" + name + "' is " + shown + ", outside the 64-bit integers";
+    if (!reportedInner) {
+      reportedInner = true;
+      (void)error(n, ov != overrideText.end() ? "in --set " + name + "=" + text + ": " + msg
+                                               : msg);
     }
     err.clear();
     return false;
