@@ -381,7 +381,7 @@ void Engine::Impl::run() {
       }
       const bool isPrefill = r->steps > 1;
       // The positions the prefix cache gave are not run again.
-      const int64_t fresh = r->pos + r->steps - std::max(r->pos, r->cachedPos);
+      const int64_t fresh = r->pos + r->steps - r->runFrom();
       if (isPrefill && !prefill.empty() && fresh > 0 && r->rows * fresh > budget)
         continue; // next step
       int got = reserveStep(*r);

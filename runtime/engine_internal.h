@@ -76,6 +76,12 @@ struct Req {
   /// Positions its rows started with from the prefix cache (their K and V
   /// are in shared blocks): the prompt's prefill skips them.
   int64_t cachedPos = 0;
+  /// The first position its posted step runs: past those the prefix cache
+  /// gave, for a prompt's prefill chunk (which may lie within them, wholly
+  /// or in part).
+  int64_t runFrom() const {
+    return steps > 1 ? std::max(pos, std::min(cachedPos, pos + steps)) : pos;
+  }
   /// Its prompt tokens that came from the prefix cache at admission (all rows).
   uint64_t cachedTokens = 0;
   uint64_t cacheSalt = 0; ///< its prefix-cache salt (tfrun_generate_options_t)
@@ -198,6 +204,11 @@ struct Engine::Impl {
   void extendHistory(Req &r);
   /// Publishes the full blocks of |r|'s rows that its last run wrote (mu held).
   void publishRows(Req &r);
+  /// Whole blocks that the prefix cache holds for every one of |rows| (its
+  /// first |limit(row)| tokens), in tokens; 0 with prefix caching off (mu held).
+  template <class Limit>
+  uint64_t cachedForAll(const Req &r, const std::vector<std::vector<int64_t>> &rows,
+                        Limit limit) const;
   /// The search's select (StepModel::select) on |r|'s rows (mu held).
   Status selectRows(Req &r, const int64_t *from, int64_t n);
   /// Returns |r|'s blocks to the pool; it is recomputed when it resumes

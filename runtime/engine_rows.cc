@@ -17,35 +17,38 @@ namespace tfrun::rt {
 // The KV pool's rows (mu held)
 //===----------------------------------------------------------------------===//
 
+template <class Limit>
+uint64_t Engine::Impl::cachedForAll(const Req &r, const std::vector<std::vector<int64_t>> &rows,
+                                    Limit limit) const {
+  if (!prefixOn || rows.empty())
+    return 0;
+  uint64_t cached = UINT64_MAX;
+  for (const std::vector<int64_t> &t : rows)
+    cached = std::min(cached, kv->cachedPrefix(t.data(), limit(t), r.cacheSalt));
+  return cached;
+}
+
 void Engine::Impl::startRows(Req &r) {
   const int64_t batch = r.plan.batch;
+  const std::vector<std::vector<int64_t>> &prompts = r.plan.prompts;
   r.rowSeq.clear();
   r.rowHist.assign(static_cast<size_t>(batch), {});
-  r.cachedPos = 0;
   // The prefix cache: whole blocks of every row's prompt short of its last
   // token (whose step gives the first logits), as many as all rows have
   // cached, since the search prefills the rows' common prefix together.
   // Only where the search prefills the prompts in chunks (prefillPrompts):
   // fed token by token, each step would want the logits of a cached position.
-  uint64_t cached = 0;
-  if (prefixOn && static_cast<int64_t>(r.plan.prompts.size()) == batch && maxStep > 1 &&
-      prefillChunk() > 1 && batch <= 1024) {
-    cached = UINT64_MAX;
-    for (const std::vector<int64_t> &p : r.plan.prompts) {
-      counters.prefixQueryTokens += p.size();
-      cached = std::min(cached,
-                        p.empty() ? 0 : kv->cachedPrefix(p.data(), p.size() - 1, r.cacheSalt));
-    }
-  }
+  const bool cache = prefixOn && static_cast<int64_t>(prompts.size()) == batch &&
+                     maxStep > 1 && prefillChunk() > 1 && batch <= 1024;
+  const uint64_t cached = !cache ? 0 : cachedForAll(r, prompts, [](const auto &p) {
+    return p.empty() ? uint64_t{0} : static_cast<uint64_t>(p.size() - 1);
+  });
   for (int64_t i = 0; i < batch; ++i) {
-    if (cached == 0) {
-      r.rowSeq.push_back(kv->create(r.cacheSalt));
-      continue;
-    }
-    const std::vector<int64_t> &p = r.plan.prompts[i];
     uint64_t got = 0;
-    r.rowSeq.push_back(kv->createFromPrefix(p.data(), cached, got, r.cacheSalt)); // == cached
-    r.rowHist[i].assign(p.begin(), p.begin() + static_cast<int64_t>(got));
+    r.rowSeq.push_back(cached ? kv->createFromPrefix(prompts[i].data(), cached, got, r.cacheSalt)
+                              : kv->create(r.cacheSalt));
+    r.rowHist[i].assign(prompts[i].begin(), prompts[i].begin() + static_cast<int64_t>(got));
+    counters.prefixQueryTokens += cache ? prompts[i].size() : 0;
     counters.prefixHitTokens += got;
     r.cachedTokens += got;
   }
@@ -136,7 +139,7 @@ int Engine::Impl::reserveStep(Req &r) {
   // The positions to run: past those the prefix cache gave (a prompt's
   // prefill chunk may lie within them, wholly or in part).
   const int64_t end = r.pos + r.steps;
-  const int64_t from = r.steps > 1 ? std::max(r.pos, std::min(r.cachedPos, end)) : r.pos;
+  const int64_t from = r.runFrom();
   for (size_t i = 0; i < r.rowSeq.size() && from < end; ++i) {
     const uint64_t have = kv->length(r.rowSeq[i]);
     if (have == static_cast<uint64_t>(end))
@@ -189,14 +192,8 @@ bool Engine::Impl::resume(Req &r) {
   // preemption let them go), short of the last position, whose logits the
   // posted step may want. Every row takes its cached blocks before any row
   // takes new ones, which could be those cached blocks.
-  uint64_t cached = 0;
-  if (prefixOn && r.rows > 0) {
-    cached = UINT64_MAX;
-    for (int64_t i = 0; i < r.rows; ++i)
-      cached = std::min(cached,
-                        kv->cachedPrefix(r.rowHist[i].data(), static_cast<uint64_t>(n - 1),
-                                         r.cacheSalt));
-  }
+  const uint64_t cached =
+      cachedForAll(r, r.rowHist, [&](const auto &) { return static_cast<uint64_t>(n - 1); });
   for (int64_t i = 0; i < r.rows; ++i) {
     uint64_t got = 0;
     r.rowSeq[i] = cached ? kv->createFromPrefix(r.rowHist[i].data(), cached, got, r.cacheSalt)

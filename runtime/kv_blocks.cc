@@ -73,35 +73,35 @@ uint32_t BlockAllocator::publish(SeqId seq, const int64_t *tokens, uint64_t n) {
   return added;
 }
 
-uint64_t BlockAllocator::cachedPrefix(const int64_t *tokens, uint64_t n, uint64_t salt) const {
-  Key k = rootOf(salt);
+template <class Found>
+uint64_t BlockAllocator::walkPrefix(const int64_t *tokens, uint64_t n, const Key &root,
+                                    Found found) const {
+  Key k = root;
   uint64_t at = 0;
   for (; tokens && at + blockSize_ <= n; at += blockSize_) {
     k = chain(k, tokens + at);
-    if (byKey_.find(k) == byKey_.end())
+    auto f = byKey_.find(k);
+    if (f == byKey_.end())
       break;
+    found(f->second, k);
   }
   return at;
+}
+
+uint64_t BlockAllocator::cachedPrefix(const int64_t *tokens, uint64_t n, uint64_t salt) const {
+  return walkPrefix(tokens, n, rootOf(salt), [](uint32_t, const Key &) {});
 }
 
 BlockAllocator::SeqId BlockAllocator::createFromPrefix(const int64_t *tokens, uint64_t n,
                                                        uint64_t &matched, uint64_t salt) {
   const SeqId id = create(salt);
   Seq &s = seqs_[id];
-  Key k = s.root;
-  for (uint64_t at = 0; tokens && at + blockSize_ <= n; at += blockSize_) {
-    k = chain(k, tokens + at);
-    auto f = byKey_.find(k);
-    if (f == byKey_.end())
-      break;
-    const uint32_t b = f->second;
+  s.length = matched = walkPrefix(tokens, n, s.root, [&](uint32_t b, const Key &k) {
     if (refs_[b]++ == 0)
       idle_.erase(idleAt_[b]);
     s.blocks.push_back(b);
     s.keys.push_back(k);
-  }
-  s.length = static_cast<uint64_t>(s.blocks.size()) * blockSize_;
-  matched = s.length;
+  });
   return id;
 }
 

@@ -125,6 +125,11 @@ private:
   /// A block whose last holder let go: idle while published, else free.
   void drop(uint32_t b);
   Key chain(const Key &prev, const int64_t *tokens) const;
+  /// Follows the published blocks of |tokens|' whole blocks (at most |n|
+  /// tokens) from |root|, calling found(block, key) for each; returns the
+  /// tokens they hold.
+  template <class Found>
+  uint64_t walkPrefix(const int64_t *tokens, uint64_t n, const Key &root, Found found) const;
   /// The key a prefix of |salt| starts from: zero unsalted, else its hash.
   static Key rootOf(uint64_t salt);
 

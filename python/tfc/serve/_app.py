@@ -333,9 +333,8 @@ def usage_of(prompt_tokens: int, choices: List[Choice]) -> Dict[str, Any]:
     out = sum(c.tokens for c in choices)
     usage: Dict[str, Any] = {"prompt_tokens": prompt_tokens, "completion_tokens": out,
                              "total_tokens": prompt_tokens + out}
-    cached = getattr(choices[0].request, "cached_tokens", None) if choices else None
-    if cached is not None:
-        usage["prompt_tokens_details"] = {"cached_tokens": int(cached)}
+    if choices:
+        usage["prompt_tokens_details"] = {"cached_tokens": choices[0].request.cached_tokens}
     return usage
 
 
