@@ -202,6 +202,7 @@ Status Engine::Impl::post(Req &r, const int64_t *tokens, int64_t rows, int64_t s
   r.pos = pos;
   r.stepDone = false;
   r.posted = true;
+  r.begun = true;
   cvEngine.notify_all();
   cvStep.wait(lk, [&] { return r.stepDone; });
   r.posted = false;
@@ -297,25 +298,33 @@ void Engine::Impl::run() {
     // the prompts in the free blocks, less a watermark of 1% of the pool
     // (vLLM's default) for the running rows' next blocks. Nothing is admitted
     // while a preempted request waits for blocks.
+    //
+    // Only between steps: when every running request has posted its next
+    // step (or not yet its first), so the requests that the last step ended
+    // have ended and let go of their rows and blocks. Admission then depends
+    // only on when requests were submitted against the steps, never on the
+    // order in which the request threads' searches finish, and a schedule
+    // (its preemptions included) can be reproduced.
+    auto settled = [&] {
+      for (const auto &r : running)
+        if (r->begun && (!r->posted || r->stepDone))
+          return false;
+      return true;
+    };
     auto admissible = [&] {
       if (stopping || queue.empty() || rowsFree < queue.front()->needRows)
         return false;
       for (const auto &r : running)
         if (r->preempted)
           return false;
-      const Req &q = *queue.front();
-      int64_t prompt = 1;
-      for (const auto &p : q.plan.prompts)
-        prompt = std::max<int64_t>(prompt, static_cast<int64_t>(p.size()));
       // The watermark is vLLM's int(0.01 * blocks): none below 100 blocks.
       // An idle engine admits without it: a request the pool holds (submit
       // refuses the others) must not wait forever for blocks nobody holds,
       // as in a small pool of whole rows.
       const int64_t watermark = running.empty() ? 0 : kv->numBlocks() / 100;
-      return static_cast<int64_t>(kv->freeBlocks()) >=
-             q.plan.batch * blocksFor(prompt) + watermark;
+      return static_cast<int64_t>(kv->freeBlocks()) >= blocksToStart(*queue.front()) + watermark;
     };
-    while (admissible()) {
+    while (settled() && admissible()) {
       std::shared_ptr<Req> r = queue.front();
       queue.pop_front();
       rowsFree -= r->needRows;
@@ -352,10 +361,11 @@ void Engine::Impl::run() {
       return !running.empty();
     };
     waitQuietly(lk, [&] {
-      return allPosted() || !toJoin.empty() || (stopping && running.empty()) || admissible();
+      return allPosted() || !toJoin.empty() || (stopping && running.empty()) ||
+             (settled() && admissible());
     });
-    if (!allPosted())
-      continue;
+    if (!allPosted() || admissible())
+      continue; // admits first: the new requests' prompts join this step
     // One step over every posted request, in admission order: cancelled ones
     // are answered at once; each other takes the KV blocks its step writes,
     // preempting the most recently admitted requests when the pool runs out;

@@ -99,6 +99,7 @@ struct Req {
 
   // The step exchange.
   bool posted = false, stepDone = false;
+  bool begun = false; ///< has posted a step
   int64_t rows = 0, steps = 1, pos = 0;
   std::vector<int64_t> tokens; ///< [rows, steps]
   /// The step's block tables, [rows, tableWidth], and the positions the step
@@ -199,6 +200,15 @@ struct Engine::Impl {
   /// caching, each starts from the cached blocks of the prompts' longest
   /// common cached prefix.
   void startRows(Req &r);
+  /// Whether |r|'s rows start from the prefix cache (mu held).
+  bool startsFromCache(const Req &r) const;
+  /// The tokens of each of |r|'s prompts that startRows() starts from the
+  /// prefix cache: whole blocks short of the last token that every row has
+  /// cached; 0 where the request does not use the cache (mu held).
+  uint64_t cachedAtStart(const Req &r) const;
+  /// The free blocks |r|'s prompts take when admitted now: their blocks less
+  /// the cached ones running sequences already hold (mu held).
+  int64_t blocksToStart(const Req &r) const;
   /// Appends the tokens of |r|'s posted step that its rows' histories lack
   /// (those at positions the prefix cache gave).
   void extendHistory(Req &r);

@@ -28,21 +28,44 @@ uint64_t Engine::Impl::cachedForAll(const Req &r, const std::vector<std::vector<
   return cached;
 }
 
+bool Engine::Impl::startsFromCache(const Req &r) const {
+  // Only where the search prefills the prompts in chunks (prefillPrompts):
+  // fed token by token, each step would want the logits of a cached position.
+  return prefixOn && static_cast<int64_t>(r.plan.prompts.size()) == r.plan.batch &&
+         maxStep > 1 && prefillChunk() > 1 && r.plan.batch <= 1024;
+}
+
+uint64_t Engine::Impl::cachedAtStart(const Req &r) const {
+  // Whole blocks of every row's prompt short of its last token (whose step
+  // gives the first logits), as many as all rows have cached, since the
+  // search prefills the rows' common prefix together.
+  return !startsFromCache(r) ? 0 : cachedForAll(r, r.plan.prompts, [](const auto &p) {
+    return p.empty() ? uint64_t{0} : static_cast<uint64_t>(p.size() - 1);
+  });
+}
+
+int64_t Engine::Impl::blocksToStart(const Req &r) const {
+  int64_t prompt = 1;
+  for (const auto &p : r.plan.prompts)
+    prompt = std::max<int64_t>(prompt, static_cast<int64_t>(p.size()));
+  int64_t need = r.plan.batch * blocksFor(prompt);
+  // A shared system prompt's blocks, which the running requests hold, are
+  // taken from no one: counting them would admit fewer requests than fit.
+  // (vLLM's scheduler counts a request's new blocks after its prefix-cache
+  // lookup the same way.)
+  if (const uint64_t cached = cachedAtStart(r))
+    for (const auto &p : r.plan.prompts)
+      need -= kv->heldPrefixBlocks(p.data(), cached, r.cacheSalt);
+  return need;
+}
+
 void Engine::Impl::startRows(Req &r) {
   const int64_t batch = r.plan.batch;
   const std::vector<std::vector<int64_t>> &prompts = r.plan.prompts;
   r.rowSeq.clear();
   r.rowHist.assign(static_cast<size_t>(batch), {});
-  // The prefix cache: whole blocks of every row's prompt short of its last
-  // token (whose step gives the first logits), as many as all rows have
-  // cached, since the search prefills the rows' common prefix together.
-  // Only where the search prefills the prompts in chunks (prefillPrompts):
-  // fed token by token, each step would want the logits of a cached position.
-  const bool cache = prefixOn && static_cast<int64_t>(prompts.size()) == batch &&
-                     maxStep > 1 && prefillChunk() > 1 && batch <= 1024;
-  const uint64_t cached = !cache ? 0 : cachedForAll(r, prompts, [](const auto &p) {
-    return p.empty() ? uint64_t{0} : static_cast<uint64_t>(p.size() - 1);
-  });
+  const bool cache = startsFromCache(r);
+  const uint64_t cached = cachedAtStart(r);
   for (int64_t i = 0; i < batch; ++i) {
     uint64_t got = 0;
     r.rowSeq.push_back(cached ? kv->createFromPrefix(prompts[i].data(), cached, got, r.cacheSalt)

@@ -92,6 +92,13 @@ uint64_t BlockAllocator::cachedPrefix(const int64_t *tokens, uint64_t n, uint64_
   return walkPrefix(tokens, n, rootOf(salt), [](uint32_t, const Key &) {});
 }
 
+uint32_t BlockAllocator::heldPrefixBlocks(const int64_t *tokens, uint64_t n,
+                                          uint64_t salt) const {
+  uint32_t held = 0;
+  walkPrefix(tokens, n, rootOf(salt), [&](uint32_t b, const Key &) { held += refs_[b] > 0; });
+  return held;
+}
+
 BlockAllocator::SeqId BlockAllocator::createFromPrefix(const int64_t *tokens, uint64_t n,
                                                        uint64_t &matched, uint64_t salt) {
   const SeqId id = create(salt);

@@ -93,6 +93,10 @@ public:
   /// Whole blocks of |tokens| (at most |n| tokens) that published blocks
   /// hold, in tokens: a multiple of blockSize().
   uint64_t cachedPrefix(const int64_t *tokens, uint64_t n, uint64_t salt = 0) const;
+  /// Of the published blocks cachedPrefix() finds, those some sequence holds:
+  /// a new sequence sharing them takes them from no one, where an idle one
+  /// leaves the free blocks (an admission's count of the blocks it takes).
+  uint32_t heldPrefixBlocks(const int64_t *tokens, uint64_t n, uint64_t salt = 0) const;
   /// A new sequence holding the published blocks of the longest published
   /// prefix of |tokens| (whole blocks, at most |n| tokens): its length,
   /// |matched|, is the tokens it starts with. It takes no free block.

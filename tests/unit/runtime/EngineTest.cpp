@@ -16,9 +16,11 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
@@ -192,13 +194,63 @@ int64_t kvBlockBytes(const tfrun_model_t *m, int rows, int blockSize) {
 
 /// Submits every request at once, then checks each one's result against |want|
 /// (the same request alone).
+/// Holds the engine at a request's first token until every request is queued.
+///
+/// The engine steps only when every running request has posted its step, so
+/// while the first request's thread waits in its token callback no step runs,
+/// and the others queue and are admitted as they fit. submitAndCompare
+/// submits them once the first request's prefill has run (and published its
+/// blocks), so the schedule is the same on every machine however fast the
+/// submitting thread is. Without it a test of preemption depended on the
+/// first requests' steps against the later submits, and on a loaded CI
+/// machine failed to preempt.
+struct Gate {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool reached = false, open = false;
+  static int wait(const tfrun_token_t *, void *user) {
+    Gate &g = *static_cast<Gate *>(user);
+    std::unique_lock<std::mutex> lk(g.mu);
+    g.reached = true;
+    g.cv.notify_all();
+    g.cv.wait(lk, [&] { return g.open; });
+    return 0;
+  }
+  bool awaitReached() {
+    std::unique_lock<std::mutex> lk(mu);
+    return cv.wait_for(lk, std::chrono::seconds(60), [&] { return reached; });
+  }
+  void release() {
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      open = true;
+    }
+    cv.notify_all();
+  }
+};
+
+/// Submits the first of |rs| (greedy or sampling: its callback runs at every
+/// token), then the others while it holds the engine at its first token, and
+/// checks each against |want|.
 void submitAndCompare(const EngineGuard &e, const std::vector<Request> &rs,
                       const std::vector<Outcome> &want) {
+  ASSERT_FALSE(rs.empty());
+  ASSERT_EQ(rs[0].opt.beam_width, 1) << "the gate needs a first request that streams";
+  Gate gate;
   std::vector<uint64_t> ids(rs.size());
-  for (size_t i = 0; i < rs.size(); ++i) {
-    StatusGuard g{submit(e.e, rs[i], &ids[i])};
+  {
+    StatusGuard g{submit(e.e, rs[0], &ids[0], &Gate::wait, &gate)};
     ASSERT_EQ(g.s, nullptr) << g.text();
   }
+  const bool reached = gate.awaitReached();
+  for (size_t i = 1; i < rs.size() && reached; ++i) {
+    StatusGuard g{submit(e.e, rs[i], &ids[i])};
+    if (g.s)
+      gate.release();
+    ASSERT_EQ(g.s, nullptr) << g.text();
+  }
+  gate.release();
+  ASSERT_TRUE(reached) << "request 0 streamed no token in 60 s";
   for (size_t i = 0; i < rs.size(); ++i)
     expectSame(collect(e.e, ids[i]), want[i], "request " + std::to_string(i));
 }
@@ -622,18 +674,20 @@ TEST(Engine, BadRequestsAndModels) {
 /// 27 blocks of 4 positions (it runs out: requests are preempted and
 /// recomputed) and a small queue (some submits are busy). Every request ends
 /// finished or cancelled, and the pool is whole at the end.
-/// Decoder-only requests whose prompts start with the same 32 tokens (a
-/// system prompt), then 1 to 6 of their own; greedy, beam 3 and sampling.
-std::vector<Request> sharedPrefixRequests(int n, uint32_t seed) {
+/// Decoder-only requests whose prompts start with the same |prefixLen| tokens
+/// (a system prompt), then 1 to 6 of their own; greedy, beam 3 and sampling.
+std::vector<Request> sharedPrefixRequests(int n, uint32_t seed, int prefixLen = 32,
+                                          int32_t maxLen = 8) {
   std::mt19937 rng(seed);
   std::vector<int64_t> prefix;
-  for (int t = 0; t < 32; ++t)
+  for (int t = 0; t < prefixLen; ++t)
     prefix.push_back(3 + static_cast<int64_t>(rng() % 47));
   std::vector<Request> rs = gpt2Requests(n, seed + 1);
   for (Request &r : rs) {
     r.ids.resize(1 + rng() % 6);
     r.ids.insert(r.ids.begin(), prefix.begin(), prefix.end());
-    r.opt.max_len = std::min<int32_t>(r.opt.max_len, 8); // 48 positions in all
+    // prefixLen + 6 + maxLen positions: at most 48, tests/CMakeLists.txt's max_len.
+    r.opt.max_len = std::min<int32_t>(r.opt.max_len, maxLen);
   }
   return rs;
 }
@@ -727,15 +781,64 @@ TEST(Engine, PrefixCacheOffPrefillsEveryPrompt) {
 // every request still gets its tokens.
 TEST(Engine, PrefixCacheUnderASmallPool) {
   ModelGuard m(TFC_ENGINE_GPT2);
-  const std::vector<Request> rs = sharedPrefixRequests(10, 23);
+  const std::vector<Request> rs = sharedPrefixRequests(16, 23, 8, 16);
   const std::vector<Outcome> want = aloneEach(m.m, rs);
-  // 3 beams x 46 positions in blocks of 4: 36 blocks for the largest request.
-  EngineGuard e(m.m, 10, 0, 4, 36 * kvBlockBytes(m.m, 10, 4));
+  // The pool holds the largest request alone, unshared (submit refuses
+  // less): its rows x its positions, in blocks of 4.
+  int64_t largest = 0;
+  for (const Request &r : rs)
+    largest = std::max<int64_t>(
+        largest, r.opt.beam_width * ((static_cast<int64_t>(r.ids.size()) + r.opt.max_len + 3) / 4));
+  EngineGuard e(m.m, 10, 0, 4, largest * kvBlockBytes(m.m, 10, 4));
   submitAndCompare(e, rs, want);
   expectWholeAfterPreempting(e, rs.size());
   tfrun_engine_stats_t st;
   ASSERT_EQ(tfrun_engine_stats(e.e, &st), nullptr);
   EXPECT_GT(st.prefix_cache_hits, 0u);
+}
+
+/// The running requests when a request streams its first token.
+struct RunningAtFirstToken {
+  tfrun_engine_t *e = nullptr;
+  int64_t running = -1;
+  static int record(const tfrun_token_t *t, void *user) {
+    auto &self = *static_cast<RunningAtFirstToken *>(user);
+    tfrun_engine_stats_t st;
+    if (t->step == 0 && !tfrun_engine_stats(self.e, &st))
+      self.running = st.requests_running;
+    return 0;
+  }
+};
+
+// Admission counts a prompt's blocks less the cached ones a running request
+// holds: a request sharing a running request's 32-token prefix starts beside
+// it in a pool with room for its own tail only.
+TEST(Engine, PrefixCacheAdmitsBesideTheRequestHoldingThePrefix) {
+  ModelGuard m(TFC_ENGINE_GPT2);
+  std::vector<Request> rs = sharedPrefixRequests(3, 25);
+  rs.erase(rs.begin() + 1); // greedy and sampling: both stream
+  for (Request &r : rs) {
+    r.ids.resize(33); // 9 blocks of 4
+    r.opt.max_len = 12;
+  }
+  rs[1].ids.back() = rs[0].ids.back() == 3 ? 4 : 3;
+  const std::vector<Outcome> want = aloneEach(m.m, rs);
+  // 14 blocks: each request's 45 positions alone; after the first one's
+  // prefill 5 are free, short of the second one's whole prompt (9).
+  EngineGuard e(m.m, 10, 0, 4, 14 * kvBlockBytes(m.m, 10, 4));
+  ASSERT_EQ(e.blocks, 14);
+  Gate gate;
+  RunningAtFirstToken second{e.e};
+  uint64_t ids[2];
+  ASSERT_EQ(StatusGuard{submit(e.e, rs[0], &ids[0], &Gate::wait, &gate)}.s, nullptr);
+  ASSERT_TRUE(gate.awaitReached());
+  ASSERT_EQ(StatusGuard{submit(e.e, rs[1], &ids[1], &RunningAtFirstToken::record, &second)}.s,
+            nullptr);
+  gate.release();
+  for (int i = 0; i < 2; ++i)
+    expectSame(collect(e.e, ids[i]), want[i], "request " + std::to_string(i));
+  EXPECT_EQ(second.running, 2); // it did not wait for the first one to end
+  expectPoolFull(e);
 }
 
 TEST(Engine, StressSubmitAndCancelFromThreads) {

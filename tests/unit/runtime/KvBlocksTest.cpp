@@ -189,6 +189,8 @@ TEST(KvBlocks, APublishedPrefixIsSharedByTheNextSequence) {
   EXPECT_EQ(a.publish(s, t.data(), 11), 0u); // once
   EXPECT_EQ(a.cachedPrefix(t.data(), 11), 8u);
   EXPECT_EQ(a.cachedPrefix(t.data(), 7), 4u); // whole blocks within the tokens asked
+  EXPECT_EQ(a.heldPrefixBlocks(t.data(), 11), 2u); // s holds both
+  EXPECT_EQ(a.heldPrefixBlocks(t.data(), 7), 1u);
   uint64_t got = 0;
   auto s2 = a.createFromPrefix(t.data(), 10, got);
   EXPECT_EQ(got, 8u);
@@ -217,6 +219,7 @@ TEST(KvBlocks, APublishedPrefixIsSharedByTheNextSequence) {
   EXPECT_EQ(a.freeBlocks(), 8u);
   EXPECT_EQ(a.cachedBlocks(), 2u); // free, and still holding the prefix
   EXPECT_EQ(a.cachedPrefix(t.data(), 11), 8u);
+  EXPECT_EQ(a.heldPrefixBlocks(t.data(), 11), 0u); // idle: a sharer would take them
 }
 
 TEST(KvBlocks, ASaltedPrefixIsSharedWithinItsSaltOnly) {
