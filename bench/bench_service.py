@@ -3,7 +3,7 @@
 and CTranslate2, under Poisson arrivals (issue 23).
 
   bench/peers/run.sh service [--threads 1 2] [--beams 1 4] [--requests 256]
-      [--rates 0.5 1 2] [--new-tokens 32] [--src-len 5 60] [--static 8 32]
+      [--rates 0.5 1 2] [--new-tokens 32 | --length-ratio 1] [--src-len 5 60] [--static 8 32]
       [--static-wait-ms 50] [--rows 128] [--engine-rows N] [--ct2-batch-tokens 1024] [--limit 300]
       [--rounds 1] [--engines fifo static engine ct2] [--capacity REQ_PER_S] [--no-stream]
       [--tfc-python PY] [--tfc-pythonpath DIR] [--markdown] [--quick] [--keep]
@@ -14,6 +14,15 @@ engine generates exactly --new-tokens tokens (the same work everywhere). tfc com
 that directory with `--set max_batch=--rows` (tfc.compile of the tfc package that the
 workers import, so compiler and runtime agree); CTranslate2 converts it with its own
 ct2-transformers-converter (float32).
+
+Output lengths: --new-tokens for every request (the default, 32), or with
+--length-ratio R (greedy, streaming) round(R x the source's tokens before eos), at
+least 1: translations about as long as their sources, so that requests of one batch
+end at different steps, as real ones do at eos. The random model never chooses eos,
+so each engine stops a request at its length through its token callback, which ends
+that item as eos would: tfc's session (its row leaves the batch; the batch goes on
+until its longest item is done), CTranslate2's translate_batch callback (True stops
+that example), and the engine's per-request max_len.
 
 The trace (seeded, the same for every engine): --requests sources, lengths uniform in
 --src-len (eos included; ids in [2, pad)), arrivals a Poisson process: unit-rate
@@ -180,14 +189,16 @@ def batch_inputs(src, lens, idx, pad):
     return {"input_ids": ids, "attention_mask": mask}
 
 
-def generate_first(session, inputs, beam, n, on_first, stop=lambda: False):
+def generate_first(session, inputs, beam, n, on_first, stop=lambda: False, limits=None):
     """session.generate's ids per batch item, calling on_first(b) (when given) at item
     b's first token; stop() is asked at every token (True ends the generation: the
-    items are shorter than n then). Streams through the native token callback on this thread
+    items are shorter than n then). limits (greedy): item b stops after limits[b]
+    tokens, as a row that chose eos there would: it leaves the batch, which goes on
+    until its longest item is done. Streams through the native token callback on this thread
     (what Session.generate_tokens wraps): generate_tokens' consumer thread, woken at
     every token, costs up to 2x on 2 cores at 2 threads (Marian, batch 1: 523 vs 271
     ms), which would charge a baseline for its measuring."""
-    if on_first is None:
+    if on_first is None and limits is None:
         return [g.ids for g in session.generate(inputs, beam=beam, max_len=n)]
     try:
         from tfc._model import Session, _inputs
@@ -200,8 +211,9 @@ def generate_first(session, inputs, beam, n, on_first, stop=lambda: False):
     def cb(b, step, token, log_prob):
         if b not in seen:
             seen.add(b)
-            on_first(b)
-        return bool(stop())
+            if on_first is not None:
+                on_first(b)
+        return bool(stop()) or (limits is not None and step + 1 >= limits[b])
     if native is not None:
         return [list(ids) for ids, _ in native(_inputs(inputs), *opts, cb)]
     toks = {}
@@ -214,7 +226,7 @@ def generate_first(session, inputs, beam, n, on_first, stop=lambda: False):
 
 def serve_tfc(s, st, tr, beam):
     """fifo / static-B / engine over one trace (see the docstring)."""
-    src, lens, n, pad = st["src"], st["lens"], s["new_tokens"], s["pad"]
+    src, lens, news, pad = st["src"], st["lens"], st["news"], s["pad"]
     if s["mode"] == "engine":
         import tfc
         waiters = []
@@ -240,7 +252,7 @@ def serve_tfc(s, st, tr, beam):
             while True:
                 try:
                     req = st["engine"].submit(batch_inputs(src, lens, [i], pad), beam=beam,
-                                              max_len=n)
+                                              max_len=news[i])
                     break
                 except tfc.Busy:
                     if tr.expired():
@@ -274,11 +286,13 @@ def serve_tfc(s, st, tr, beam):
 
         def on_first(b, idx=idx):
             tr.first[idx[b]] = tr.now()
+        n = max(news[i] for i in idx)
+        varied = any(news[i] != n for i in idx)
         ids = generate_first(session, inputs, beam, n, on_first if stream else None,
-                             tr.expired)
+                             tr.expired, [news[i] for i in idx] if varied else None)
         t = tr.now()
         for b, i in enumerate(idx):
-            if len(ids[b]) == n:
+            if len(ids[b]) == news[i]:
                 tr.done[i], tr.ids[i] = t, ids[b]
                 if tr.first[i] is None:
                     tr.first[i] = t
@@ -291,7 +305,7 @@ def serve_tfc(s, st, tr, beam):
 def serve_ct2(s, st, tr, beam):
     """CTranslate2 behind a dispatcher that submits what is queued when it is idle."""
     tr_, vocab, index = st["translator"], st["vocab"], st["index"]
-    src, lens, n = st["src"], st["lens"], s["new_tokens"]
+    src, lens, news = st["src"], st["lens"], st["news"]
     arrivals = threading.Thread(target=tr.release, daemon=True)
     arrivals.start()
     sizes = []
@@ -305,15 +319,20 @@ def serve_ct2(s, st, tr, beam):
         sizes.append(len(idx))
         batch = [[vocab[t] for t in src[i, :lens[i]]] for i in idx]
 
+        n = max(news[i] for i in idx)
+        varied = any(news[i] != n for i in idx)
+
         def on_step(r, idx=idx):
             i = idx[r.batch_id]
             if tr.first[i] is None:
                 tr.first[i] = tr.now()
-            return False
+            return varied and r.step + 1 >= news[i]   # True: this example stops here
         res = tr_.translate_batch(batch, asynchronous=True, beam_size=beam,
                                   max_batch_size=s["ct2_batch_tokens"], batch_type="tokens",
-                                  min_decoding_length=n, max_decoding_length=n,
-                                  callback=on_step if beam == 1 and s["stream"] else None)
+                                  min_decoding_length=min(news[i] for i in idx),
+                                  max_decoding_length=n,
+                                  callback=on_step if beam == 1 and (s["stream"] or varied)
+                                  else None)
         waiters = []
 
         def wait(i, r):
@@ -338,7 +357,8 @@ def serve_ct2(s, st, tr, beam):
 
 
 def setup_worker(s):
-    st = {"src": np.load(s["src"]), "lens": np.load(s["lens"]).tolist()}
+    st = {"src": np.load(s["src"]), "lens": np.load(s["lens"]).tolist(),
+          "news": np.load(s["news"]).tolist()}
     if s["mode"] == "ct2":
         import ctranslate2
         st["translator"] = ctranslate2.Translator(s["ct2_dir"], device="cpu",
@@ -493,6 +513,10 @@ def main():
     ap.add_argument("--capacity", type=float, help="requests/s (skips its measurement)")
     ap.add_argument("--new-tokens", type=int, help="tokens per request (default 32; "
                     "--quick: 8)")
+    ap.add_argument("--length-ratio", type=float, default=0.0,
+                    help="new tokens per request = round(RATIO x its source's tokens before "
+                    "eos), at least 1, instead of --new-tokens for all (greedy only): "
+                    "outputs as long as their sources, as translations are")
     ap.add_argument("--src-len", type=int, nargs=2, default=[5, 60], metavar=("MIN", "MAX"))
     ap.add_argument("--static", type=int, nargs="+", default=[8, 32], help="static batch sizes")
     ap.add_argument("--static-wait-ms", type=float, default=50.0)
@@ -521,6 +545,10 @@ def main():
     a.threads = a.threads or ([1] if a.quick else [1, 2])
     a.requests = a.requests or (32 if a.quick else 256)
     n = a.new_tokens = a.new_tokens or (8 if a.quick else 32)
+    if a.length_ratio < 0 or (a.length_ratio and (a.beams != [1] or a.no_stream)):
+        raise SystemExit("--length-ratio takes a ratio > 0, with --beams 1 and streaming "
+                         "(each engine stops a request at its length through its token "
+                         "callback)")
     a.limit = a.limit or (60.0 if a.quick else 300.0)
     if max(a.static) * max(a.beams) > a.rows:
         raise SystemExit(f"static batches of {max(a.static)} x beam {max(a.beams)} need "
@@ -544,9 +572,14 @@ def main():
         src[i, ln - 1] = bt.EOS
     unit = np.cumsum(g.exponential(1.0, size=a.requests))
     unit -= unit[0]                                   # the first arrival at 0
-    paths = {k: os.path.join(tmp, f"{k}.npy") for k in ("src", "lens")}
+    news = np.full(a.requests, n, np.int64)
+    if a.length_ratio:
+        news = np.maximum(1, np.rint(a.length_ratio * (lens - 1))).astype(np.int64)
+        n = a.new_tokens = float(news.mean())   # for the tokens/s of a capacity
+    paths = {k: os.path.join(tmp, f"{k}.npy") for k in ("src", "lens", "news")}
     np.save(paths["src"], src)
     np.save(paths["lens"], lens)
+    np.save(paths["news"], news)
     errors = []
     binp = os.path.join(tmp, "marian.bin")
     tfc_modes = [e for e in ("fifo", "static", "engine") if e in a.engines]
@@ -570,7 +603,9 @@ def main():
         else:
             log("ct2-transformers-converter done")
     log(f"Marian {dims}, random weights; {a.requests} requests, sources of {lens.min()}-"
-        f"{lens.max()} tokens (mean {lens.mean():.1f}), {n} new tokens each, Poisson "
+        f"{lens.max()} tokens (mean {lens.mean():.1f}), " + (
+            f"{news.min()}-{news.max()} new tokens ({a.length_ratio:g} x the source's, mean "
+            f"{n:.1f})" if a.length_ratio else f"{n} new tokens each") + ", Poisson "
         f"arrivals at {a.rates} x capacity; beams {a.beams}; static batches {a.static} "
         f"(wait {a.static_wait_ms:g} ms); {jc.cpu_summary()}; limit {a.limit:g} s per "
         f"configuration; {a.rounds} round(s); threads {a.threads}")
@@ -582,7 +617,7 @@ def main():
             names += [f"static-{b}" for b in a.static] if "static" in tfc_modes else []
         elif e in tfc_modes or (e == "ct2" and os.path.exists(ct2_dir)):
             names.append(e)
-    spec0 = dict(tmp=tmp, src=paths["src"], lens=paths["lens"], new_tokens=n, pad=pad,
+    spec0 = dict(tmp=tmp, src=paths["src"], lens=paths["lens"], news=paths["news"], pad=pad,
                  model=binp, ct2_dir=ct2_dir, vocab=dims["vocab"], n=a.requests,
                  beams=a.beams, wait_ms=a.static_wait_ms, ct2_batch_tokens=a.ct2_batch_tokens,
                  stream=not a.no_stream, engine_rows=a.engine_rows)
@@ -668,7 +703,7 @@ def main():
                     continue
                 both = [i for i in range(a.requests) if ref[i] is not None and got[i] is not None]
                 eq = sum(ref[i] == got[i] for i in both)
-                agree = np.mean([np.mean(np.array(ref[i][:n]) == np.array(got[i][:n]))
+                agree = np.mean([np.mean(np.array(ref[i]) == np.array(got[i]))
                                  if len(ref[i]) == len(got[i]) else 0.0 for i in both]) \
                     if both else 0.0
                 checks.append((f"beam {beam}, {th} thr", nm, f"{eq}/{len(both)} requests equal "
@@ -709,7 +744,9 @@ def report(a, n, names, results, caps, checks, errors):
                                  f"{sm['done']:g}/{a.requests}" + (" cut" if sm["cut"] else ""),
                                  fmt(sm.get("batch"), 1)])
             sections.append((f"beam {beam}, {th} thread{'s' if th > 1 else ''}: capacity "
-                             f"{cap:.2f} requests/s ({by}); {a.requests} requests x {n} tokens; "
+                             f"{cap:.2f} requests/s ({by}); {a.requests} requests x " +
+                             (f"{n:.1f} tokens on average (--length-ratio "
+                              f"{a.length_ratio:g}); " if a.length_ratio else f"{n} tokens; ") +
                              f"median over {a.rounds} round(s)", heads, rows))
             # Ratios: the engine against each other engine
             if "engine" in names:
