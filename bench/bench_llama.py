@@ -34,7 +34,10 @@ Every engine runs those weights:
            int8 per row; both with the activations quantized per 32-block inside the
            kernel, int8's to 16 bits, int4's to 8; docs/precision.md);
   tfc-int8-a8  the same int8 with `--activation-bits 8` (8-bit activation blocks:
-           Q8_0's arithmetic, vpdpbusd on VNNI CPUs); each run by
+           Q8_0's arithmetic, vpdpbusd on VNNI CPUs);
+  tfc-int8-row  `--precision int8 --group-size 0`: one weight scale per row and the
+           activations quantized per row to u8 at run time, CTranslate2's arithmetic
+           (oneDNN's u8 x s8 GEMM on VNNI CPUs; docs/precision.md); each run by
            `tfrun X.bin --generate --max-len N --input input_ids=P.npy --threads T
            --bench R` ('generate: median X ms'; a warm-up, R timed runs, the model
            load not timed)
@@ -60,9 +63,9 @@ Jobs (batch 1, greedy, the same random prompt ids for every engine, seed 0):
            (tokens/s = prompt / time)
 Rounds interleave the engines (an order that rotates); each figure is the median over
 the rounds of each round's median of --runs calls. "vs same bits" divides by llama.cpp
-at the same weight bits: tfc-f32 by llama-f32, tfc-int8 and tfc-int8-a8 by llama-q8_0,
-tfc-int4 by llama-q4_0; "vs CTranslate2": tfc-f32 by ct2-f32, tfc-int8 and tfc-int8-a8
-by ct2-int8.
+at the same weight bits: tfc-f32 by llama-f32, the tfc-int8 forms by llama-q8_0,
+tfc-int4 by llama-q4_0; "vs CTranslate2": tfc-f32 by ct2-f32, the tfc-int8 forms by
+ct2-int8.
 Peak RSS: each engine's process on the decode job (jobs_common: /usr/bin/time -f %M
 around each tfrun and each worker; tfrun's the largest over its runs; a worker's
 includes its Python interpreter and imports), in MB, with the same ratios (the
@@ -119,15 +122,18 @@ SHAPES = {
         rms_norm_eps=1e-5, **rope(5e5, **LLAMA3)),
         dict(TINY, max_position_embeddings=131072, rms_norm_eps=1e-5, **rope(5e5, **LLAMA3))),
 }
-ENGINES = ["tfc-f32", "tfc-int8", "tfc-int8-a8", "tfc-int4", "llama-f32", "llama-q8_0",
+ENGINES = ["tfc-f32", "tfc-int8", "tfc-int8-a8", "tfc-int8-row", "tfc-int4", "llama-f32",
+           "llama-q8_0",
            "llama-q4_0",
            "ct2-f32", "ct2-int8", "hf"]
 SAME_BITS = {"tfc-f32": "llama-f32", "tfc-int8": "llama-q8_0", "tfc-int8-a8": "llama-q8_0",
-             "tfc-int4": "llama-q4_0"}
-VS_CT2 = {"tfc-f32": "ct2-f32", "tfc-int8": "ct2-int8", "tfc-int8-a8": "ct2-int8"}
+             "tfc-int8-row": "llama-q8_0", "tfc-int4": "llama-q4_0"}
+VS_CT2 = {"tfc-f32": "ct2-f32", "tfc-int8": "ct2-int8", "tfc-int8-a8": "ct2-int8",
+          "tfc-int8-row": "ct2-int8"}
 # tfc's engines: the `tfc compile` flags of each.
 TFC_FLAGS = {"tfc-f32": [], "tfc-int8": ["--precision", "int8"],
              "tfc-int8-a8": ["--precision", "int8", "--activation-bits", "8"],
+             "tfc-int8-row": ["--precision", "int8", "--group-size", "0"],
              "tfc-int4": ["--precision", "int4"]}
 CT2_QUANT = {"ct2-f32": "float32", "ct2-int8": "int8"}
 WINDOW = 512
@@ -357,7 +363,8 @@ def accuracy(a, tmp, dims, bos, binps, ggufs, models, tfrun, errors, log):
 
     have = set(binps) | {f"llama-{q}" for q in ggufs} | set(models)
     rows = []
-    for ref, quants, get in (("tfc-f32", ("tfc-int8", "tfc-int8-a8", "tfc-int4"), tfc_logits),
+    for ref, quants, get in (("tfc-f32", ("tfc-int8", "tfc-int8-a8", "tfc-int8-row", "tfc-int4"),
+                              tfc_logits),
                              ("llama-f32", ("llama-q8_0", "llama-q4_0"), llama_logits),
                              ("ct2-f32", ("ct2-int8",), ct2_logits)):
         def dists(e):
