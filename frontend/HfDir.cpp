@@ -115,7 +115,7 @@ const std::vector<Family> &families() {
        {"llama", "mistral", "qwen2", "qwen3", "phi3"},
        "model.embed_tokens.weight",
        {},
-       {{"mlp_bias", {"false"}}}},
+       {}},
       // Gemma 2 (Gemma2ForCausalLM) and Gemma 3's text model
       // (Gemma3ForCausalLM): gemmaValues derives the rest.
       {"gemma",

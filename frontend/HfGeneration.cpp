@@ -265,7 +265,8 @@ bool llamaValues(json &cfg, const std::string &cfgText, const std::string &cfgPa
   // gate and up projections in gate_up_proj (models/hf/llama.yaml's *_form).
   const bool packed = type0 == "phi3";
   cfg["qkv_form"] = packed ? "packed" : cfg["qkv_bias"].get<bool>() ? "bias" : "plain";
-  cfg["ff_form"] = packed ? "packed" : "split";
+  // Llama's mlp_bias puts a bias on the gate, up and down projections.
+  cfg["ff_form"] = packed ? "packed" : cfgGet(cfg, "mlp_bias", false) ? "bias" : "split";
   const double hidden = number(cfg, "hidden_size", 2048),
                heads = number(cfg, "num_attention_heads", 32);
   if (!cfg.contains("head_dim") || cfg["head_dim"].is_null())

@@ -9,7 +9,8 @@ Builds small random-weight decoder-only models with save_pretrained:
     and Llama 3.1's llama3 rope scaling;
   - llama-linear: linear rope scaling, its config.json rewritten in the older
     layout (rope_theta beside rope_scaling {"type": "linear"}) that
-    transformers 4 checkpoints have;
+    transformers 4 checkpoints have, and mlp_bias (biases on the gate, up and
+    down projections);
   - mistral: a MistralForCausalLM without a sliding window, whose
     generation_config.json lists three eos ids (as Llama 3's does);
   - mistral-window: one with a sliding window of 3 tokens, shorter than the
@@ -282,7 +283,9 @@ def old_layout(cfg):
 
 
 family("llama-linear", llama(rope_parameters={"rope_type": "linear", "rope_theta": 10000.0,
-                                              "factor": 4.0}), rewrite=old_layout)
+                                              "factor": 4.0}, mlp_bias=True,
+                             initializer_range=0.2),
+       rewrite=old_layout)
 torch.manual_seed(5)
 family("mistral", perturb(MistralForCausalLM(MistralConfig(
     vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
