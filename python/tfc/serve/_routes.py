@@ -43,9 +43,45 @@ async def _json(request: Request) -> Dict[str, Any]:
         body = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as e:
         raise APIError(400, f"the request body is not valid JSON: {e}") from None
+    except RecursionError:
+        raise APIError(400, "the request body is not valid JSON: it nests arrays or objects "
+                            "too deeply") from None
     if not isinstance(body, dict):
         raise APIError(400, "the request body must be a JSON object")
+    _check_text(body)
     return body
+
+
+def _check_text(body: Dict[str, Any]) -> None:
+    """JSON's \\uD800-\\uDFFF escapes can spell a lone surrogate, which json.loads
+    accepts and no tokenizer (nor the error response naming it) can encode: a 400
+    naming the field, not a 500 later."""
+    def text(s: str) -> bool:
+        try:
+            s.encode("utf-8")
+            return True
+        except UnicodeEncodeError:
+            return False
+
+    def fail(where: str, key: bool = False) -> APIError:
+        what = (f"a key of '{where}'" if where else "a key of the request body") if key \
+            else f"'{where}'"
+        return APIError(400, f"{what} holds a lone UTF-16 surrogate (\\uD800-\\uDFFF), "
+                             "which is not text",
+                        param=where.split(".")[0].split("[")[0] or None)
+
+    todo = [(body, "")]
+    while todo:
+        value, where = todo.pop()
+        if isinstance(value, str) and not text(value):
+            raise fail(where)
+        if isinstance(value, dict):
+            for k, v in value.items():
+                if not text(k):
+                    raise fail(where, key=True)
+                todo.append((v, f"{where}.{k}" if where else k))
+        elif isinstance(value, list):
+            todo.extend((v, f"{where}[{i}]") for i, v in enumerate(value))
 
 
 def _disconnected(request: Request):
