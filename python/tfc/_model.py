@@ -229,6 +229,8 @@ class Session:
             raise InvalidArgument(f"temperature must be a number, got {float(temperature)}")
         if math.isnan(float(min_p)):
             raise InvalidArgument(f"min_p must be in [0, 1], got {float(min_p)}")
+        if math.isnan(float(length_penalty)):
+            raise InvalidArgument(f"length_penalty must be finite, got {float(length_penalty)}")
         if math.isnan(float(repetition_penalty)):
             raise InvalidArgument(f"repetition_penalty must be positive, got "
                                   f"{float(repetition_penalty)}")

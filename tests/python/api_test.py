@@ -309,6 +309,11 @@ class Generate(Fixture):
         with self.assertRaises(tfc.InvalidArgument) as cm:
             s.generate({"src": SRC}, min_p=1.5)
         self.assertEqual(str(cm.exception), "min_p must be in [0, 1], got 1.5")
+        # NaN is the C API's "the model's value"; from Python it is an error, as inf is.
+        for lp in (float("nan"), float("inf")):
+            with self.assertRaises(tfc.InvalidArgument) as cm:
+                s.generate({"src": SRC}, beam=2, length_penalty=lp)
+            self.assertEqual(str(cm.exception), f"length_penalty must be finite, got {lp}")
         with self.assertRaises(tfc.InvalidArgument) as cm:
             s.generate({"src": SRC}, beam=2, repetition_penalty=1.2)
         self.assertEqual(str(cm.exception), "repetition_penalty 1.2 cannot be combined with "
