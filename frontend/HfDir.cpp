@@ -117,11 +117,14 @@ const std::vector<Family> &families() {
        {},
        {}},
       // Gemma 2 (Gemma2ForCausalLM) and Gemma 3's text model
-      // (Gemma3ForCausalLM): gemmaValues derives the rest.
+      // (Gemma3ForCausalLM; gemma3, Gemma3ForConditionalGeneration, through
+      // gemma3TextOfMultimodal, its weights under language_model. before
+      // transformers 4.52 and model.language_model. since): gemmaValues derives
+      // the rest.
       {"gemma",
-       {"gemma2", "gemma3_text"},
+       {"gemma2", "gemma3_text", "gemma3"},
        "model.embed_tokens.weight",
-       {},
+       {"language_model."},
        {{"attention_bias", {"false"}}}},
   };
   return f;
@@ -428,6 +431,14 @@ static bool describe(const std::string &dirIn, DirModel &out, DirError &err,
   if (!cfg.is_object())
     return fail(cfgPath, "config.json must be a JSON object");
 
+  // Gemma 3's image-text checkpoints compile as their text model.
+  std::string sourceType;
+  if (auto t = cfg.find("model_type"); t != cfg.end() && t->is_string() && *t == "gemma3") {
+    sourceType = "gemma3";
+    if (!gemma3TextOfMultimodal(cfg, cfgText, cfgPath, err))
+      return false;
+  }
+
   // The family.
   auto mt = cfg.find("model_type");
   std::vector<std::string> types;
@@ -589,7 +600,15 @@ static bool describe(const std::string &dirIn, DirModel &out, DirError &err,
     return std::find(names.begin(), names.end(), n) != names.end();
   };
   std::string prefix;
-  if (!has(fam->probe)) {
+  // transformers 4.52 and later save Gemma 3's image-text text model as
+  // model.language_model.* (no model. level of its own), its lm_head at the top.
+  std::string moveFrom, moveTo;
+  if (sourceType == "gemma3" && !has(fam->probe) &&
+      has("model.language_model.embed_tokens.weight")) {
+    moveFrom = "model.";
+    moveTo = "model.language_model.";
+  }
+  if (!has(fam->probe) && moveFrom.empty()) {
     bool found = false;
     for (const char *p : fam->prefixes)
       if (has(std::string(p) + fam->probe)) {
@@ -614,10 +633,14 @@ static bool describe(const std::string &dirIn, DirModel &out, DirError &err,
       abs = std::string(buf) + "/" + weights;
   }
   std::ostringstream os;
-  os << "# " << modelType << " checkpoint " << dir << ", described by tfc's bundled "
+  os << "# " << (sourceType.empty() ? modelType : sourceType + " (its text model)")
+     << " checkpoint " << dir << ", described by tfc's bundled "
      << "models/hf/" << fam->name << ".yaml\n"
      << "# with the values of " << cfgPath << " (`tfc import`).\n"
      << text << "\nweights: " << quoteYaml(abs) << "\n";
+  if (!moveFrom.empty())
+    os << "rename:\n  " << quoteYaml(moveFrom) << ": " << quoteYaml(moveTo)
+       << "   # the text model of an image-text checkpoint\n";
   if (!prefix.empty()) {
     os << "rename:\n  \"\": " << quoteYaml(prefix) << "   # a task checkpoint's body\n";
     // The task's own modules (classifier.*) stay where they are: the longest

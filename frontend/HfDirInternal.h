@@ -75,6 +75,15 @@ bool llamaValues(nlohmann::json &cfg, const std::string &cfgText, const std::str
 bool gemmaValues(nlohmann::json &cfg, const std::string &cfgText, const std::string &cfgPath,
                  DirError &err);
 
+/// Gemma 3's image-text checkpoints (model_type gemma3,
+/// Gemma3ForConditionalGeneration: Gemma 3 4B, 12B and 27B) as their text model:
+/// |cfg| becomes text_config over Gemma3TextConfig's defaults (transformers saves
+/// a sub-config's fields only where they differ from them), model_type
+/// gemma3_text, with the top level's ids and tie_word_embeddings. The vision
+/// tower is not compiled. A missing or malformed text_config is an error.
+bool gemma3TextOfMultimodal(nlohmann::json &cfg, const std::string &cfgText,
+                            const std::string &cfgPath, DirError &err);
+
 } // namespace hf
 } // namespace tfc
 

@@ -460,5 +460,50 @@ bool gemmaValues(json &cfg, const std::string &cfgText, const std::string &cfgPa
   return true;
 }
 
+bool gemma3TextOfMultimodal(json &cfg, const std::string &cfgText, const std::string &cfgPath,
+                            DirError &err) {
+  auto tc = cfg.find("text_config");
+  if (tc == cfg.end() || !tc->is_object()) {
+    auto [l, c] = keyPos(cfgText, tc == cfg.end() ? "model_type" : "text_config");
+    err = {cfgPath, l, c,
+           "model_type 'gemma3' (Gemma3ForConditionalGeneration) needs a text_config object: "
+           "tfc compiles its text model"};
+    return false;
+  }
+  // Gemma3TextConfig's defaults (transformers' configuration_gemma3.py), which a
+  // saved text_config leaves out: Gemma 3 4B's lists only what differs.
+  json text = {{"vocab_size", 262208},
+               {"hidden_size", 2304},
+               {"intermediate_size", 9216},
+               {"num_hidden_layers", 26},
+               {"num_attention_heads", 8},
+               {"num_key_value_heads", 4},
+               {"head_dim", 256},
+               {"hidden_activation", "gelu_pytorch_tanh"},
+               {"max_position_embeddings", 131072},
+               {"rms_norm_eps", 1e-6},
+               {"pad_token_id", 0},
+               {"eos_token_id", 1},
+               {"bos_token_id", 2},
+               {"tie_word_embeddings", true},
+               {"rope_theta", 1000000.0},
+               {"rope_local_base_freq", 10000.0},
+               {"attention_bias", false},
+               {"query_pre_attn_scalar", 256},
+               {"sliding_window", 4096},
+               {"sliding_window_pattern", 6},
+               {"final_logit_softcapping", nullptr},
+               {"attn_logit_softcapping", nullptr}};
+  for (auto it = tc->begin(); it != tc->end(); ++it)
+    text[it.key()] = it.value();
+  // The top level's ids and tying are the model's (Gemma 3 4B: eos_token_id [1, 106]).
+  for (const char *k : {"eos_token_id", "bos_token_id", "pad_token_id", "tie_word_embeddings"})
+    if (auto it = cfg.find(k); it != cfg.end() && !it->is_null())
+      text[k] = *it;
+  text["model_type"] = "gemma3_text";
+  cfg = std::move(text);
+  return true;
+}
+
 } // namespace hf
 } // namespace tfc

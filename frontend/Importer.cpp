@@ -19,6 +19,7 @@
 #include "llvm/Support/Path.h"
 
 #include <cmath>
+#include <map>
 #include <set>
 #include <tuple>
 
@@ -314,9 +315,22 @@ FailureOr<OwningOpRef<ModuleOp>> Importer::run() {
   auto unused = ws.unusedCheckpointTensors();
   if (!unused.empty()) {
     const Node &at = weightsNode ? *weightsNode : root;
+    // Many (an image-text checkpoint's vision tower): counted by their first two
+    // name components, so the warning stays one readable line.
     std::string list;
-    for (size_t i = 0; i < unused.size(); ++i)
-      list += (i ? ", " : "") + unused[i];
+    if (unused.size() <= 12) {
+      for (size_t i = 0; i < unused.size(); ++i)
+        list += (i ? ", " : "") + unused[i];
+    } else {
+      std::map<std::string, size_t> groups;
+      for (const std::string &n : unused) {
+        size_t dot = n.find('.');
+        dot = dot == std::string::npos ? dot : n.find('.', dot + 1);
+        ++groups[dot == std::string::npos ? n : n.substr(0, dot) + ".*"];
+      }
+      for (const auto &[g, count] : groups)
+        list += (list.empty() ? "" : ", ") + g + (count > 1 ? " (" + std::to_string(count) + ")" : "");
+    }
     emitWarning(fileLoc(at))
         << unused.size() << " weight tensor" << (unused.size() == 1 ? "" : "s")
         << " in '" << ws.checkpointPath() << "' "

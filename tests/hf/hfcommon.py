@@ -53,7 +53,9 @@ def check_padded_logits(tag, tfrun, binp, idsf, ids, lengths, model, tol_rel, fa
         err = max(err, float(np.abs(got[b, :n] - want).max()))
         top = max(top, float(np.abs(want).max()))
     tol = tol_rel * top
-    ok = got.shape == (len(lengths), ids.shape[1], model.config.vocab_size) and err <= tol
+    # An image-text model's vocabulary is its text model's.
+    vocab = model.config.get_text_config().vocab_size
+    ok = got.shape == (len(lengths), ids.shape[1], vocab) and err <= tol
     print(f"{tag}-logits: max |tfc - transformers {ref}| = {err:.3g} "
           f"({'ok' if ok else 'FAIL'}, tolerance {tol:.2g})")
     if not ok:

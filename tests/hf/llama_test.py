@@ -29,6 +29,9 @@ Builds small random-weight decoder-only models with save_pretrained:
     embeddings, query_pre_attn_scalar, q/k norms, local layers with a window of
     3 and their own rope base beside global layers with linear rope scaling,
     GeGLU, a tied head);
+  - gemma3-image-text: a Gemma3ForConditionalGeneration (Gemma 3 4B's layout, a
+    vision tower beside the text model) compiled as its text model, and its
+    weights moved under model.language_model.* (transformers 4.52-4.57's layout);
   - gemma2: a Gemma2ForCausalLM (Gemma 3's layout without q/k norms, local and
     global layers alternating, one rope base) with tanh soft-capping of the
     attention scores and of the final logits, both small enough to change the
@@ -63,13 +66,15 @@ Usage: llama_test.py TFC TFRUN WORKDIR   (run by ctest through tests/hf/run.sh)
 import copy
 import json
 import os
+import shutil
 import subprocess
 import sys
 
 import numpy as np
 import torch
 from hfcommon import check_cpu_cap, check_padded_logits, run
-from transformers import (Gemma2Config, Gemma2ForCausalLM, Gemma3ForCausalLM, Gemma3TextConfig,
+from transformers import (Gemma2Config, Gemma2ForCausalLM, Gemma3Config,
+                          Gemma3ForCausalLM, Gemma3ForConditionalGeneration, Gemma3TextConfig,
                           GPT2Config, GPT2LMHeadModel,
                           LlamaConfig, LlamaForCausalLM,
                           MistralConfig, MistralForCausalLM, Phi3Config, Phi3ForCausalLM,
@@ -344,6 +349,55 @@ family("gemma3", perturb(Gemma3ForCausalLM(Gemma3TextConfig(
                                         "factor": 2.0},
                      "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}},
     bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD)).eval()))
+
+torch.manual_seed(15)
+# Gemma 3's image-text checkpoints (Gemma3ForConditionalGeneration, model_type
+# gemma3: Gemma 3 4B, 12B, 27B) compile as their text model, the vision tower
+# left out. transformers saves the text model under language_model.model.*;
+# checkpoints saved by transformers 4.52-4.57 have it under
+# model.language_model.* (gemma3-image-text-moved: the same weights renamed).
+gemma3mm = perturb(Gemma3ForConditionalGeneration(Gemma3Config(
+    text_config=dict(vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
+                     num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                     max_position_embeddings=128, query_pre_attn_scalar=16, sliding_window=3,
+                     layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+                     initializer_range=0.1, bos_token_id=BOS, eos_token_id=EOS,
+                     pad_token_id=PAD),
+    vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                       num_attention_heads=2, image_size=28, patch_size=14),
+    mm_tokens_per_image=4, bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD)).eval())
+family("gemma3-image-text", gemma3mm)
+
+
+def moved_layout(tag, src):
+    """|src|'s checkpoint with the text model under model.language_model.*, the
+    vision tower and projector under model.*: compiles to the same logits."""
+    from safetensors.torch import load_file, save_file
+    d = os.path.join(work, tag)
+    shutil.copytree(src, d)
+    moved = {}
+    for k, v in load_file(os.path.join(src, "model.safetensors")).items():
+        if k.startswith("language_model.model."):
+            k = "model.language_model." + k[len("language_model.model."):]
+        elif not k.startswith("language_model."):
+            k = "model." + k
+        moved[k] = v.contiguous()
+    save_file(moved, os.path.join(d, "model.safetensors"), metadata={"format": "pt"})
+    binp = os.path.join(work, tag + ".bin")
+    r = run(tfc, "compile", d, "-o", binp)
+    # The unused vision tower is one warning, counted by module.
+    warned = "are not used by the model: model.multi_modal_projector.* (2), model.vision_tower.*"
+    if warned not in r.stderr:
+        print(f"{tag}: FAIL, no summarized warning about the vision tower:\n{r.stderr}")
+        failures.append(tag + "-warning")
+    ids = np.array([[BOS, 5, 9, 23, 44, 17, 60, 3], [BOS, 7, 8, 11, PAD, PAD, PAD, PAD]])
+    idsf = os.path.join(work, tag + "-ids.npy")
+    np.save(idsf, ids)
+    check_padded_logits(tag, tfrun, binp, idsf, ids, (8, 4), copy.deepcopy(gemma3mm).double(),
+                        TOL_REL, failures)
+
+
+moved_layout("gemma3-image-text-moved", os.path.join(work, "gemma3-image-text"))
 
 torch.manual_seed(13)
 # Gemma 2: soft-caps of 1 on the attention scores and 2 on the logits, both
