@@ -255,6 +255,21 @@ bool fillFromConfig(std::string &text, const json &cfg, const std::string &cfgTe
   while (std::getline(lines, line)) {
     if (!keepLine(line, cfg))
       continue;
+    // `${FIELD}`: the computed value as JSON, which YAML reads (a list: Phi-3's
+    // longrope factors). One the config lacks stays, for the importer to reject.
+    for (size_t at = line.find("${"); at != std::string::npos; at = line.find("${", at)) {
+      const size_t end = line.find('}', at);
+      if (end == std::string::npos)
+        break;
+      auto it = cfg.find(line.substr(at + 2, end - at - 2));
+      if (it == cfg.end() || it->is_null()) {
+        at = end;
+        continue;
+      }
+      const std::string v = it->dump();
+      line.replace(at, end + 1 - at, v);
+      at += v.size();
+    }
     size_t tag = line.find(kTag);
     size_t colon = line.find(": ");
     if (tag != std::string::npos && colon != std::string::npos && colon < tag) {

@@ -197,6 +197,56 @@ static std::string readLayerTypes(const json &lt, int64_t layers, std::vector<bo
   return "";
 }
 
+/// Phi-3's LongRoPE (Phi-3 128k, Phi-3.5, Phi-4-mini), as transformers'
+/// _compute_longrope_parameters: per-frequency divisors, short_factor up to the
+/// pretraining length original_max_position_embeddings and long_factor beyond,
+/// and cos and sin times attention_factor (default sqrt(1 + ln(factor) /
+/// ln(original)), factor = max_position_embeddings / original unless given).
+/// transformers switches to the long factors in a forward pass whose positions
+/// pass the original length; tfc picks them once, at compile time, from the
+/// context it compiles for (max_len, as llama.cpp picks them from its context
+/// size). The default context is the original length, where the short factors
+/// are transformers' exactly; --set max_len=N beyond it takes the long ones.
+template <class Fail>
+static bool longropeValues(json &cfg, const json &rope, const char *where, Fail fail) {
+  const int64_t half = cfg["rope_dim"].get<int64_t>() / 2;
+  for (const char *k : {"short_factor", "long_factor"}) {
+    auto it = rope.find(k);
+    if (it == rope.end() || !it->is_array() || (int64_t)it->size() != half)
+      return fail(where, std::string("longrope needs ") + k + ": a list of rope_dim / 2 = " +
+                             std::to_string(half) + " numbers");
+    for (const auto &v : *it)
+      if (!v.is_number() || !(v.get<double>() > 0) || !std::isfinite(v.get<double>()))
+        return fail(where, std::string("longrope ") + k + " holds " + v.dump() +
+                               ", not a positive number");
+    cfg[std::string("rope_") + k] = *it;
+  }
+  double original = 0;
+  for (const json *j : std::initializer_list<const json *>{&rope, &cfg})
+    if (auto it = j->find("original_max_position_embeddings");
+        !original && it != j->end() && it->is_number())
+      original = it->get<double>();
+  const double maxPos = cfgGet(cfg, "max_position_embeddings", 0.0);
+  if (!original)
+    original = maxPos;
+  if (!(original >= 2) || original != std::floor(original))
+    return fail(where, "longrope needs original_max_position_embeddings, an integer of at "
+                       "least 2");
+  double factor = maxPos / original;
+  if (auto it = rope.find("factor"); it != rope.end() && it->is_number())
+    factor = it->get<double>();
+  double attention = factor <= 1.0 ? 1.0 : std::sqrt(1 + std::log(factor) / std::log(original));
+  if (auto it = rope.find("attention_factor"); it != rope.end() && !it->is_null()) {
+    if (!it->is_number() || !(it->get<double>() > 0))
+      return fail(where, "attention_factor " + it->dump() + " is not a positive number");
+    attention = it->get<double>();
+  }
+  cfg["rope_attention_factor"] = attention;
+  cfg["rope_original_max_len"] = static_cast<int64_t>(original);
+  cfg["max_position_embeddings"] = static_cast<int64_t>(original);
+  return true;
+}
+
 /// What LlamaConfig derives, into |cfg|: head_dim, num_key_value_heads,
 /// rope_type (default, linear, llama3), rope_theta, rope_dim (head_dim times
 /// partial_rotary_factor) and the scaling's parameters as rope_factor,
@@ -291,12 +341,12 @@ bool llamaValues(json &cfg, const std::string &cfgText, const std::string &cfgPa
       type = it->get<std::string>();
       break;
     }
-  if (type != "default" && type != "linear" && type != "llama3")
+  if (type != "default" && type != "linear" && type != "llama3" && type != "longrope")
     return fail(where, "rope type \"" + type + "\" is not supported (tfc implements "
-                       "default, linear and llama3; it changes the outputs, so it is not "
-                       "ignored)");
-  if (auto it = rope.find("attention_factor"); it != rope.end() && it->is_number() &&
-                                                 it->get<double>() != 1.0)
+                       "default, linear, llama3 and longrope; it changes the outputs, so it "
+                       "is not ignored)");
+  if (auto it = rope.find("attention_factor"); type != "longrope" && it != rope.end() &&
+                                                 it->is_number() && it->get<double>() != 1.0)
     return fail(where, "attention_factor " + it->dump() + " is not supported");
   cfg["rope_type"] = type;
   cfg["rope_theta"] = number(rope, "rope_theta", number(cfg, "rope_theta", 10000.0));
@@ -304,6 +354,8 @@ bool llamaValues(json &cfg, const std::string &cfgText, const std::string &cfgPa
   const double partial =
       number(rope, "partial_rotary_factor", number(cfg, "partial_rotary_factor", 1.0));
   cfg["rope_dim"] = static_cast<int64_t>(headDim * partial);
+  if (type == "longrope")
+    return longropeValues(cfg, rope, where, fail);
   if (type != "default") {
     if (!rope.contains("factor") || !rope["factor"].is_number())
       return fail(where, "rope type \"" + type + "\" needs a numeric factor");

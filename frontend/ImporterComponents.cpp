@@ -603,6 +603,30 @@ FailureOr<Value> Importer::emitFusedAttention(const Node &n, Location l, Value q
       return failure();
     *t = *merged;
   }
+  // LongRoPE's attention_factor A scales cos and sin, so the rotated part of q
+  // and k: with the whole head rotated that is the scores times A^2, which the
+  // attention's scale takes (below); with part of it (Phi-4-mini's
+  // partial_rotary_factor) q and k are multiplied by A on their rotated dims
+  // before the rotation, which is linear.
+  const int64_t rotDim =
+      rotary ? env.rotaryFreq.getType().cast<RankedTensorType>().getDimSize(0) * 2 : 0;
+  if (rotary && env.rotaryAttention != 1.0 && rotDim < dk) {
+    for (auto [t, h] : {std::pair<Value *, int64_t>{&q, heads}, {&k, kvHeads}}) {
+      std::vector<float> vals(h * dk, 1.0f);
+      for (int64_t i = 0; i < h * dk; ++i)
+        if (i % dk < rotDim)
+          vals[i] = static_cast<float>(env.rotaryAttention);
+      auto ty = RankedTensorType::get({h * dk}, b.getF32Type());
+      auto c = make<td::ConstantOp>(
+          l, {}, {attr("value", DenseElementsAttr::get(ty, llvm::ArrayRef<float>(vals)))});
+      if (failed(c))
+        return failure();
+      auto m = make<td::MulOp>(l, {*t, *c});
+      if (failed(m))
+        return failure();
+      *t = *m;
+    }
+  }
   if (rotary) {
     for (Value *t : {&q, &k}) {
       auto r = make<td::RotaryOp>(l, {*t, env.rotaryFreq},
@@ -629,6 +653,8 @@ FailureOr<Value> Importer::emitFusedAttention(const Node &n, Location l, Value q
       return error(*dv, "'divide_by' must not be zero");
     scale = 1.0 / f->value;
   }
+  if (rotary && rotDim == dk)
+    scale *= env.rotaryAttention * env.rotaryAttention;
   const td::MaskKind kind = maskKind == "causal" ? td::MaskKind::causal : td::MaskKind::none;
   auto o = make<td::AttentionOp>(
       l, {q, k, v},

@@ -69,6 +69,7 @@ struct StackEnv {
   Value posBias;       // the stack's relative position bias [1, H, S, S] (T5), if any
   Value rotaryFreq;    // the stack's rotary inverse frequencies [R / 2] f32 (RoPE), if any
   bool rotaryInterleaved = false;
+  double rotaryAttention = 1; // LongRoPE's attention_factor: cos and sin times it
 };
 
 class Importer {

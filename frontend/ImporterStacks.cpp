@@ -272,6 +272,10 @@ FailureOr<Value> Importer::emitEmbedding(const Node &stack, Value tokens) {
 ///   rotary: {dim: D, theta: T, interleaved: false,
 ///            scaling: {type: linear | llama3, factor: F, low_freq_factor: L,
 ///                      high_freq_factor: H, original_max_len: N}}
+///   LongRoPE (Phi-3): scaling: {type: longrope, short_factor: [D / 2 numbers],
+///                      long_factor: [...], original_max_len: N, attention_factor: A,
+///                      max_len: M}: each frequency divided by its factor, the long
+///                      ones when M > N; A scales cos and sin.
 LogicalResult Importer::emitRotaryFrequencies(const Node &n, StackEnv &env) {
   if (failed(expectMap(n, "rotary")) ||
       failed(checkKeys(n, "rotary", {"dim", "theta", "interleaved", "scaling"})))
@@ -306,12 +310,13 @@ LogicalResult Importer::emitRotaryFrequencies(const Node &n, StackEnv &env) {
     if (failed(expectMap(*sn, "scaling")) ||
         failed(checkKeys(*sn, "scaling",
                          {"type", "factor", "low_freq_factor", "high_freq_factor",
-                          "original_max_len"})))
+                          "original_max_len", "short_factor", "long_factor",
+                          "attention_factor", "max_len"})))
       return failure();
     auto ty = require(*sn, "type", "scaling");
     if (failed(ty))
       return failure();
-    auto type = getChoice(**ty, "rope scaling type", {"default", "linear", "llama3"});
+    auto type = getChoice(**ty, "rope scaling type", {"default", "linear", "llama3", "longrope"});
     if (failed(type))
       return failure();
     auto num = [&](const char *key) -> FailureOr<double> {
@@ -323,7 +328,32 @@ LogicalResult Importer::emitRotaryFrequencies(const Node &n, StackEnv &env) {
         return failure();
       return v->value;
     };
-    if (*type != "default") {
+    if (*type == "longrope") {
+      auto old = num("original_max_len"), att = num("attention_factor"), len = num("max_len");
+      if (failed(old) || failed(att) || failed(len))
+        return failure();
+      if (!(*att > 0) || !std::isfinite(*att))
+        return error(*sn, "the longrope attention_factor must be positive");
+      const char *which = *len > *old ? "long_factor" : "short_factor";
+      auto ln = require(*sn, which, "rope scaling 'longrope'");
+      if (failed(ln))
+        return failure();
+      if (!(*ln)->isSeq() || (int64_t)(*ln)->items.size() != half)
+        return error(**ln, Twine("longrope ") + which + " must be a list of " + Twine(half) +
+                               " numbers (rotary dim / 2)");
+      for (int64_t i = 0; i < half; ++i) {
+        auto f = evalNum((*ln)->items[i], which);
+        if (failed(f))
+          return failure();
+        if (!(f->value > 0) || !std::isfinite(f->value))
+          return error((*ln)->items[i], Twine("longrope ") + which + " values must be positive");
+        // transformers: 1 / (ext_factors * base ** (arange(0, dim, 2) / dim)), in f32.
+        const float e = static_cast<float>(2 * i) / static_cast<float>(*dim);
+        const float p = static_cast<float>(std::pow(static_cast<double>(theta->value), (double)e));
+        inv[i] = 1.0f / (static_cast<float>(f->value) * p);
+      }
+      env.rotaryAttention = *att;
+    } else if (*type != "default") {
       auto factor = num("factor");
       if (failed(factor))
         return failure();

@@ -25,6 +25,9 @@ Builds small random-weight decoder-only models with save_pretrained:
     attention, gate and up packed in gate_up_proj);
   - phi3-window: one with multi-query attention, a sliding window of 3 and
     partial rotary embeddings (partial_rotary_factor 0.5);
+  - phi3-longrope, phi3-longrope-full: Phi-3's LongRoPE (per-frequency short and
+    long factors, an attention factor), with 3/4 and all of each head rotated; also
+    compiled for 128 positions, the long factors, on a 60-token prompt;
   - gemma3: a Gemma3ForCausalLM (RMSNorm as 1 + w, four norms a layer, scaled
     embeddings, query_pre_attn_scalar, q/k norms, local layers with a window of
     3 and their own rope base beside global layers with linear rope scaling,
@@ -59,8 +62,8 @@ with non-trivial norms and biases, compiles each directory with tfc and checks:
 that generation_config.json's do_sample, temperature, top_k and top_p are the
 model's sampling defaults (tfrun --generate samples with them; --greedy does not);
 and that config values tfc does not implement are errors that name them: a
-yarn rope scaling, Phi-3's longrope, a negative soft-cap and a sliding window
-that is not on every layer from one on.
+yarn rope scaling, a negative soft-cap, a sliding window that is not on every
+layer from one on, and longrope factor lists of the wrong length.
 Usage: llama_test.py TFC TFRUN WORKDIR   (run by ctest through tests/hf/run.sh)
 """
 import copy
@@ -337,6 +340,40 @@ family("phi3-window", perturb(Phi3ForCausalLM(Phi3Config(
     original_max_position_embeddings=128, sliding_window=3, partial_rotary_factor=0.5,
     initializer_range=0.2, bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD)).eval()))
 
+# LongRoPE (Phi-3 128k, Phi-3.5, Phi-4-mini): per-frequency factors, short up to
+# original_max_position_embeddings (32 here) and long beyond, and cos and sin times
+# attention_factor (sqrt(1 + ln 4 / ln 32) = 1.18 here). The default context is 32
+# positions, with the short factors; --set max_len=128 compiles the long ones, which
+# transformers takes for a forward pass past 32 positions. phi3-longrope rotates 3/4
+# of each head (Phi-4-mini's partial_rotary_factor): the factor multiplies q and k's
+# rotated dims; phi3-longrope-full all of it: the scores' scale takes its square.
+def phi3_longrope(partial, seed):
+    g = np.random.default_rng(seed)
+    half = int(16 * partial) // 2
+    torch.manual_seed(seed)
+    return perturb(Phi3ForCausalLM(Phi3Config(
+        vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+        original_max_position_embeddings=32, partial_rotary_factor=partial,
+        rope_parameters={"rope_type": "longrope", "rope_theta": 10000.0,
+                         "short_factor": [float(x) for x in g.uniform(1, 3, half)],
+                         "long_factor": [float(x) for x in g.uniform(2, 8, half)],
+                         "original_max_position_embeddings": 32},
+        initializer_range=0.2, bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD)).eval())
+
+
+for tag, partial in (("phi3-longrope", 0.75), ("phi3-longrope-full", 1.0)):
+    lr = phi3_longrope(partial, 16)
+    family(tag, lr)
+    # The long factors: a 60-token prompt in one forward pass, compiled for 128.
+    binp = os.path.join(work, tag + "-long.bin")
+    run(tfc, "compile", os.path.join(work, tag), "-o", binp, "--set", "max_len=128")
+    ids = np.concatenate([[[BOS]], np.random.default_rng(3).integers(3, V, (1, 59))], axis=1)
+    idsf = os.path.join(work, tag + "-long-ids.npy")
+    np.save(idsf, ids)
+    check_padded_logits(tag + "-long", tfrun, binp, idsf, ids, (60,),
+                        copy.deepcopy(lr).double(), TOL_REL, failures)
+
 torch.manual_seed(12)
 # Gemma 3: layers 1 and 3 global (rope_theta 1e6 with linear scaling 2), 0 and
 # 2 local (a window of 3, rope base 1e4); query_pre_attn_scalar 24, not head_dim 32.
@@ -482,8 +519,8 @@ sampling_defaults("llama-sampling", llama(initializer_range=0.2))
 
 expect_error("llama-yarn", llama(), lambda c: c.update(
     rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 2.0}),
-    'rope_parameters: rope type "yarn" is not supported (tfc implements default, linear and '
-    'llama3; it changes the outputs, so it is not ignored)')
+    'rope_parameters: rope type "yarn" is not supported (tfc implements default, linear, '
+    'llama3 and longrope; it changes the outputs, so it is not ignored)')
 # A repetition_penalty in generation_config.json: per request only.
 expect_error("llama-repetition-default", llama(), lambda c: c.update(repetition_penalty=1.1),
              "repetition_penalty: 1.1 is not supported as the model's default")
@@ -493,11 +530,12 @@ expect_error("gemma2-softcap", Gemma2ForCausalLM(Gemma2Config(
     num_attention_heads=4, num_key_value_heads=2, head_dim=32)).eval(),
     lambda c: c.update(final_logit_softcapping=-30.0),
     'final_logit_softcapping: -30.0 is not a positive number or null')
-# Phi-3's 128k checkpoints: longrope (short/long factors per frequency).
-expect_error("phi3-longrope", llama(), lambda c: c.update(
+# LongRoPE's factor lists must have one value per rotated frequency pair.
+expect_error("phi3-longrope-short-list", llama(), lambda c: c.update(
     model_type="phi3", rope_scaling={"type": "longrope", "short_factor": [1.0] * 8,
-                                     "long_factor": [2.0] * 8}, rope_parameters=None),
-    'rope type "longrope" is not supported (tfc implements default, linear and llama3')
+                                     "long_factor": [2.0] * 7}, rope_parameters=None,
+    original_max_position_embeddings=32),
+    'rope_scaling: longrope needs long_factor: a list of rope_dim / 2 = 8 numbers')
 # A window on some layers that are not "every layer from one on" (layer_types).
 expect_error("window-pattern", llama(), lambda c: c.update(
     layer_types=["sliding_attention", "full_attention"], sliding_window=3),
