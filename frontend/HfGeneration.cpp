@@ -229,9 +229,9 @@ static bool longropeValues(json &cfg, const json &rope, const char *where, Fail 
   const double maxPos = cfgGet(cfg, "max_position_embeddings", 0.0);
   if (!original)
     original = maxPos;
-  if (!(original >= 2) || original != std::floor(original))
-    return fail(where, "longrope needs original_max_position_embeddings, an integer of at "
-                       "least 2");
+  if (!(original >= 2 && original < 2147483648.0) || original != std::floor(original))
+    return fail(where, "longrope needs original_max_position_embeddings, an integer from 2 "
+                       "to 2^31 - 1");
   double factor = maxPos / original;
   if (auto it = rope.find("factor"); it != rope.end() && it->is_number())
     factor = it->get<double>();
@@ -317,12 +317,25 @@ bool llamaValues(json &cfg, const std::string &cfgText, const std::string &cfgPa
   cfg["qkv_form"] = packed ? "packed" : cfg["qkv_bias"].get<bool>() ? "bias" : "plain";
   // Llama's mlp_bias puts a bias on the gate, up and down projections.
   cfg["ff_form"] = packed ? "packed" : cfgGet(cfg, "mlp_bias", false) ? "bias" : "split";
-  const double hidden = number(cfg, "hidden_size", 2048),
-               heads = number(cfg, "num_attention_heads", 32);
-  if (!cfg.contains("head_dim") || cfg["head_dim"].is_null())
-    cfg["head_dim"] = static_cast<int64_t>(hidden / heads);
-  if (!cfg.contains("num_key_value_heads") || cfg["num_key_value_heads"].is_null())
-    cfg["num_key_value_heads"] = static_cast<int64_t>(heads);
+  // The sizes that derive others: positive integers (below 2^31, as every size
+  // a description takes), or one error that names the field.
+  auto size = [&](const char *k, int64_t dflt, int64_t &v) {
+    auto it = cfg.find(k);
+    v = dflt;
+    if (it == cfg.end() || it->is_null())
+      return true;
+    if (!it->is_number_integer() || it->get<int64_t>() <= 0 || it->get<int64_t>() >= (1LL << 31))
+      return fail(k, it->dump() + " is not a positive integer below 2^31");
+    v = it->get<int64_t>();
+    return true;
+  };
+  int64_t hidden, heads, headDim, kvHeads;
+  if (!size("hidden_size", 2048, hidden) || !size("num_attention_heads", 32, heads) ||
+      !size("head_dim", hidden / heads, headDim) ||
+      !size("num_key_value_heads", heads, kvHeads))
+    return false;
+  cfg["head_dim"] = headDim;
+  cfg["num_key_value_heads"] = kvHeads;
   // transformers 5 keeps everything in rope_parameters; older configs have
   // rope_theta beside a rope_scaling dict (or null).
   json rope = json::object();
@@ -350,10 +363,12 @@ bool llamaValues(json &cfg, const std::string &cfgText, const std::string &cfgPa
     return fail(where, "attention_factor " + it->dump() + " is not supported");
   cfg["rope_type"] = type;
   cfg["rope_theta"] = number(rope, "rope_theta", number(cfg, "rope_theta", 10000.0));
-  const double headDim = cfg["head_dim"].get<double>();
   const double partial =
       number(rope, "partial_rotary_factor", number(cfg, "partial_rotary_factor", 1.0));
-  cfg["rope_dim"] = static_cast<int64_t>(headDim * partial);
+  if (!(partial > 0 && partial <= 1))
+    return fail(rope.contains("partial_rotary_factor") ? where : "partial_rotary_factor",
+                "partial_rotary_factor must be in (0, 1], got " + json(partial).dump());
+  cfg["rope_dim"] = static_cast<int64_t>(static_cast<double>(headDim) * partial);
   if (type == "longrope")
     return longropeValues(cfg, rope, where, fail);
   if (type != "default") {

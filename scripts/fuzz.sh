@@ -14,7 +14,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET=${1:-60}
 shift || true
-ALL_TARGETS=(fuzz_model_load fuzz_model_run fuzz_safetensors fuzz_npy fuzz_yaml)
+ALL_TARGETS=(fuzz_model_load fuzz_model_run fuzz_safetensors fuzz_npy fuzz_yaml
+  fuzz_hf_dir)
 TARGETS=("$@")
 [[ ${#TARGETS[@]} -gt 0 ]] || TARGETS=("${ALL_TARGETS[@]}")
 B=${FUZZ_BUILD_DIR:-build-fuzz}

@@ -34,7 +34,8 @@ echo "installed tfc and tfrun: compiled and ran models/tutorial-simple.yaml"
 # The fuzzers (docs/testing.md), about 60 s each, when clang has libFuzzer.
 # TFC_FUZZ_SECONDS sets the time per target; TFC_FUZZ_SECONDS=0 skips them.
 FUZZ_SECONDS=${TFC_FUZZ_SECONDS:-60}
-FUZZ_CLEAN=(fuzz_model_load fuzz_model_run fuzz_safetensors fuzz_npy fuzz_yaml)
+FUZZ_CLEAN=(fuzz_model_load fuzz_model_run fuzz_safetensors fuzz_npy fuzz_yaml
+  fuzz_hf_dir)
 probe=$(mktemp -d)
 if [[ "$FUZZ_SECONDS" == 0 ]]; then
   echo "fuzzers: skipped (TFC_FUZZ_SECONDS=0)"
