@@ -247,6 +247,53 @@ static bool longropeValues(json &cfg, const json &rope, const char *where, Fail 
   return true;
 }
 
+/// YaRN (Qwen2.5's and Qwen3's long-context setting), as transformers'
+/// _compute_yarn_parameters: factor (max_position_embeddings /
+/// original_max_position_embeddings when null), original_max_position_embeddings,
+/// beta_fast and beta_slow (32 and 1 when null), truncate, and the attention
+/// factor, given or from mscale and mscale_all_dim (DeepSeek's) or 0.1 ln(factor) +
+/// 1. The importer's `yarn` scaling computes the frequencies.
+template <class Fail>
+static bool yarnValues(json &cfg, const json &rope, const char *where, Fail fail) {
+  auto num = [&](const char *k, double dflt) {
+    auto it = rope.find(k);
+    return it != rope.end() && it->is_number() ? it->get<double>() : dflt;
+  };
+  double original = 0;
+  for (const json *j : std::initializer_list<const json *>{&rope, &cfg})
+    if (auto it = j->find("original_max_position_embeddings");
+        !original && it != j->end() && it->is_number())
+      original = it->get<double>();
+  if (!(original >= 1 && original < 2147483648.0))
+    return fail(where, "yarn needs original_max_position_embeddings, a positive integer");
+  double factor = num("factor", cfgGet(cfg, "max_position_embeddings", 0.0) / original);
+  if (!(factor > 0) || !std::isfinite(factor))
+    return fail(where, "yarn needs a positive factor");
+  auto mscale = [](double scale, double m) {
+    return scale <= 1 ? 1.0 : 0.1 * m * std::log(scale) + 1.0;
+  };
+  double attention = mscale(factor, 1);
+  const double m = num("mscale", 0), mAll = num("mscale_all_dim", 0);
+  if (m && mAll)
+    attention = mscale(factor, m) / mscale(factor, mAll);
+  if (auto it = rope.find("attention_factor"); it != rope.end() && !it->is_null()) {
+    if (!it->is_number() || !(it->get<double>() > 0))
+      return fail(where, "attention_factor " + it->dump() + " is not a positive number");
+    attention = it->get<double>();
+  }
+  // transformers: `beta_fast or 32`, so 0 and null alike take the default.
+  const double fast = num("beta_fast", 0), slow = num("beta_slow", 0);
+  cfg["rope_factor"] = factor;
+  cfg["rope_original_max_len"] = original;
+  cfg["rope_beta_fast"] = fast ? fast : 32.0;
+  cfg["rope_beta_slow"] = slow ? slow : 1.0;
+  cfg["rope_truncate"] = 1;
+  if (auto it = rope.find("truncate"); it != rope.end() && it->is_boolean())
+    cfg["rope_truncate"] = it->get<bool>() ? 1 : 0;
+  cfg["rope_attention_factor"] = attention;
+  return true;
+}
+
 /// What LlamaConfig derives, into |cfg|: head_dim, num_key_value_heads,
 /// rope_type (default, linear, llama3), rope_theta, rope_dim (head_dim times
 /// partial_rotary_factor) and the scaling's parameters as rope_factor,
@@ -354,12 +401,14 @@ bool llamaValues(json &cfg, const std::string &cfgText, const std::string &cfgPa
       type = it->get<std::string>();
       break;
     }
-  if (type != "default" && type != "linear" && type != "llama3" && type != "longrope")
+  if (type != "default" && type != "linear" && type != "llama3" && type != "longrope" &&
+      type != "yarn")
     return fail(where, "rope type \"" + type + "\" is not supported (tfc implements "
-                       "default, linear, llama3 and longrope; it changes the outputs, so it "
-                       "is not ignored)");
-  if (auto it = rope.find("attention_factor"); type != "longrope" && it != rope.end() &&
-                                                 it->is_number() && it->get<double>() != 1.0)
+                       "default, linear, llama3, longrope and yarn; it changes the outputs, "
+                       "so it is not ignored)");
+  if (auto it = rope.find("attention_factor"); type != "longrope" && type != "yarn" &&
+                                                 it != rope.end() && it->is_number() &&
+                                                 it->get<double>() != 1.0)
     return fail(where, "attention_factor " + it->dump() + " is not supported");
   cfg["rope_type"] = type;
   cfg["rope_theta"] = number(rope, "rope_theta", number(cfg, "rope_theta", 10000.0));
@@ -371,6 +420,8 @@ bool llamaValues(json &cfg, const std::string &cfgText, const std::string &cfgPa
   cfg["rope_dim"] = static_cast<int64_t>(static_cast<double>(headDim) * partial);
   if (type == "longrope")
     return longropeValues(cfg, rope, where, fail);
+  if (type == "yarn")
+    return yarnValues(cfg, rope, where, fail);
   if (type != "default") {
     if (!rope.contains("factor") || !rope["factor"].is_number())
       return fail(where, "rope type \"" + type + "\" needs a numeric factor");

@@ -220,6 +220,8 @@ public:
 
   FailureOr<Value> emitBlock(const Node &n, Value x, const StackEnv &env);
   LogicalResult emitRotaryFrequencies(const Node &n, StackEnv &env);
+  LogicalResult emitYarn(const Node &scaling, double factor, int64_t dim, double theta,
+                         std::vector<double> &inv, StackEnv &env);
   FailureOr<Value> emitFusedAttention(const Node &n, Location l, Value q, Value k, Value v,
                                       int64_t heads, int64_t kvHeads, int64_t dk, bool rotary,
                                       const std::string &maskKind, double maskValue,

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------------===//
 #include "frontend/ImporterInternal.h"
 
+#include <algorithm>
 #include <cmath>
 
 using namespace mlir;
@@ -276,6 +277,74 @@ FailureOr<Value> Importer::emitEmbedding(const Node &stack, Value tokens) {
 ///                      long_factor: [...], original_max_len: N, attention_factor: A,
 ///                      max_len: M}: each frequency divided by its factor, the long
 ///                      ones when M > N; A scales cos and sin.
+/// YaRN (transformers' _compute_yarn_parameters, in its f32 arithmetic): each
+/// frequency a blend of itself (extrapolation) and itself / factor
+/// (interpolation), by a linear ramp over the dims between the correction
+/// range of beta_fast (32) and beta_slow (1) rotations in original_max_len
+/// positions (floored and ceiled unless truncate: false); cos and sin times
+/// attention_factor (0.1 ln(factor) + 1 unless given).
+LogicalResult Importer::emitYarn(const Node &sn, double factor, int64_t dim, double theta,
+                                 std::vector<double> &inv, StackEnv &env) {
+  auto num = [&](const char *key, std::optional<double> dflt) -> FailureOr<double> {
+    const Node *k = sn.get(key);
+    if (!k) {
+      if (dflt)
+        return *dflt;
+      return error(sn, Twine("rope scaling 'yarn' needs '") + key + "'");
+    }
+    auto v = evalNum(*k, key);
+    if (failed(v))
+      return failure();
+    return v->value;
+  };
+  auto old = num("original_max_len", std::nullopt), fast = num("beta_fast", 32.0),
+       slow = num("beta_slow", 1.0),
+       att = num("attention_factor", factor <= 1 ? 1.0 : 0.1 * std::log(factor) + 1.0);
+  if (failed(old) || failed(fast) || failed(slow) || failed(att))
+    return failure();
+  // truncate: true or false, or an expression (the HF path's rope_truncate, 1 or 0).
+  bool truncate = true;
+  if (const Node *t = sn.get("truncate")) {
+    const bool word = t->isScalar() && (t->scalar == "true" || t->scalar == "false");
+    if (word) {
+      truncate = t->scalar == "true";
+    } else {
+      auto v = evalNum(*t, "truncate");
+      if (failed(v))
+        return failure();
+      truncate = v->value != 0;
+    }
+  }
+  if (!(*old > 0) || !(*fast > 0) || !(*slow > 0) || !(*att > 0) || !std::isfinite(*att) ||
+      !std::isfinite(*old) || !std::isfinite(*fast) || !std::isfinite(*slow))
+    return error(sn, "rope scaling 'yarn' needs positive original_max_len, beta_fast, "
+                     "beta_slow and attention_factor");
+  auto corr = [&](double rotations) {
+    return dim * std::log(*old / (rotations * 2 * M_PI)) / (2 * std::log(theta));
+  };
+  double lo = corr(*fast), hi = corr(*slow);
+  if (truncate) {
+    lo = std::floor(lo);
+    hi = std::ceil(hi);
+  }
+  lo = std::max(lo, 0.0);
+  hi = std::min(hi, static_cast<double>(dim - 1));
+  if (lo == hi)
+    hi += 0.001; // transformers' guard against a zero-width ramp
+  for (size_t i = 0; i < inv.size(); ++i) {
+    const float e = static_cast<float>(2 * i) / static_cast<float>(dim);
+    const float pos = static_cast<float>(std::pow(theta, static_cast<double>(e)));
+    const float extra = 1.0f / pos, interp = 1.0f / (static_cast<float>(factor) * pos);
+    const float ramp = std::clamp(
+        (static_cast<float>(i) - static_cast<float>(lo)) / static_cast<float>(hi - lo), 0.0f,
+        1.0f);
+    const float keep = 1.0f - ramp; // the extrapolation's share
+    inv[i] = interp * (1.0f - keep) + extra * keep;
+  }
+  env.rotaryAttention = *att;
+  return success();
+}
+
 LogicalResult Importer::emitRotaryFrequencies(const Node &n, StackEnv &env) {
   if (failed(expectMap(n, "rotary")) ||
       failed(checkKeys(n, "rotary", {"dim", "theta", "interleaved", "scaling"})))
@@ -311,12 +380,14 @@ LogicalResult Importer::emitRotaryFrequencies(const Node &n, StackEnv &env) {
         failed(checkKeys(*sn, "scaling",
                          {"type", "factor", "low_freq_factor", "high_freq_factor",
                           "original_max_len", "short_factor", "long_factor",
-                          "attention_factor", "max_len"})))
+                          "attention_factor", "max_len", "beta_fast", "beta_slow",
+                          "truncate"})))
       return failure();
     auto ty = require(*sn, "type", "scaling");
     if (failed(ty))
       return failure();
-    auto type = getChoice(**ty, "rope scaling type", {"default", "linear", "llama3", "longrope"});
+    auto type = getChoice(**ty, "rope scaling type",
+                          {"default", "linear", "llama3", "longrope", "yarn"});
     if (failed(type))
       return failure();
     auto num = [&](const char *key) -> FailureOr<double> {
@@ -363,6 +434,9 @@ LogicalResult Importer::emitRotaryFrequencies(const Node &n, StackEnv &env) {
         // Positions divided by the factor: the frequencies are.
         for (double &f : inv)
           f = static_cast<float>(f / *factor);
+      } else if (*type == "yarn") {
+        if (failed(emitYarn(*sn, *factor, *dim, theta->value, inv, env)))
+          return failure();
       } else {
         // Llama 3.1: low frequencies divided by the factor, high ones kept,
         // a smooth blend between (modeling_rope_utils' _compute_llama3_parameters).

@@ -21,6 +21,9 @@ Builds small random-weight decoder-only models with save_pretrained:
     max_window_layers (1) on;
   - qwen3: a Qwen3ForCausalLM (per-head q/k RMSNorm before RoPE, head_dim 32
     with hidden_size 64 and 4 heads);
+  - qwen3-yarn, qwen3-yarn-untruncated: YaRN rope scaling (factor 4 over 8
+    original positions), the second with truncate false, beta_fast 16 and an
+    explicit attention_factor;
   - phi3: a Phi3ForCausalLM (Q, K and V packed in qkv_proj with grouped-query
     attention, gate and up packed in gate_up_proj);
   - phi3-window: one with multi-query attention, a sliding window of 3 and
@@ -62,7 +65,7 @@ with non-trivial norms and biases, compiles each directory with tfc and checks:
 that generation_config.json's do_sample, temperature, top_k and top_p are the
 model's sampling defaults (tfrun --generate samples with them; --greedy does not);
 and that config values tfc does not implement are errors that name them: a
-yarn rope scaling, a negative soft-cap, a sliding window that is not on every
+dynamic rope scaling, a negative soft-cap, a sliding window that is not on every
 layer from one on, and longrope factor lists of the wrong length.
 Usage: llama_test.py TFC TFRUN WORKDIR   (run by ctest through tests/hf/run.sh)
 """
@@ -327,6 +330,22 @@ family("qwen3", perturb(Qwen3ForCausalLM(Qwen3Config(
     tie_word_embeddings=False, use_sliding_window=False, bos_token_id=BOS, eos_token_id=EOS,
     pad_token_id=PAD)).eval()))
 
+# YaRN (Qwen2.5's and Qwen3's long-context setting): frequencies blended between
+# themselves and themselves / factor over a correction range, cos and sin times
+# 0.1 ln(factor) + 1; qwen3-yarn-untruncated: its bounds not rounded (truncate:
+# false), beta_fast 16 and an explicit attention_factor.
+for tag, extra in (("qwen3-yarn", {}),
+                   ("qwen3-yarn-untruncated", {"truncate": False, "beta_fast": 16.0,
+                                               "attention_factor": 1.3})):
+    torch.manual_seed(17)
+    family(tag, perturb(Qwen3ForCausalLM(Qwen3Config(
+        vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=128,
+        rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+                         "original_max_position_embeddings": 8, **extra},
+        initializer_range=0.2, use_sliding_window=False, bos_token_id=BOS, eos_token_id=EOS,
+        pad_token_id=PAD)).eval()))
+
 torch.manual_seed(10)
 family("phi3", perturb(Phi3ForCausalLM(Phi3Config(
     vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
@@ -517,10 +536,10 @@ def sampling_defaults(tag, m):
 
 sampling_defaults("llama-sampling", llama(initializer_range=0.2))
 
-expect_error("llama-yarn", llama(), lambda c: c.update(
-    rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 2.0}),
-    'rope_parameters: rope type "yarn" is not supported (tfc implements default, linear, '
-    'llama3 and longrope; it changes the outputs, so it is not ignored)')
+expect_error("llama-dynamic", llama(), lambda c: c.update(
+    rope_parameters={"rope_type": "dynamic", "rope_theta": 10000.0, "factor": 2.0}),
+    'rope_parameters: rope type "dynamic" is not supported (tfc implements default, linear, '
+    'llama3, longrope and yarn; it changes the outputs, so it is not ignored)')
 # A repetition_penalty in generation_config.json: per request only.
 expect_error("llama-repetition-default", llama(), lambda c: c.update(repetition_penalty=1.1),
              "repetition_penalty: 1.1 is not supported as the model's default")
