@@ -91,10 +91,11 @@ def tfc_command() -> list:
 class Server:
     """One `tfc serve` process on a free loopback port."""
 
-    def __init__(self, model: Path, *args: str, key: str | None = None) -> None:
+    def __init__(self, model: Path, *args: str, key: str | None = None,
+                 cache: Path = CACHE) -> None:
         self.port = free_port()
         self.key = key
-        env = dict(os.environ, TFC_CACHE_DIR=str(CACHE))
+        env = dict(os.environ, TFC_CACHE_DIR=str(cache))
         if key:
             env["TFC_API_KEY"] = key
         self.log = tempfile.NamedTemporaryFile(prefix="tfc-serve-", suffix=".log", delete=False)
@@ -372,6 +373,37 @@ class Chat(unittest.TestCase):
         self.assertEqual(s.request("GET", "/health")[0], 200)  # still up
         self.assertGreaterEqual(s.metric("tfc_requests_total",
                                          '{route="/v1/completions",status="400"}'), 12)
+
+    def test_max_model_len_compiles_the_context(self):
+        """--max-model-len N compiles the directory for N positions (its config says
+        128): /v1/models reports it and a longer request is refused naming it; with a
+        model.bin it is an error at start."""
+        cache = Path(tempfile.mkdtemp(prefix="tfc-serve-cache-48-"))
+        self.addCleanup(shutil.rmtree, cache, True)
+        server = Server(self.dir, "--served-model-name", "short", "--max-model-len", "48",
+                        cache=cache)
+        try:
+            code, _, data = server.request("GET", "/v1/models")
+            self.assertEqual((code, data["data"][0]["max_model_len"]), (200, 48))
+            code, _, data = server.request("POST", "/v1/completions",
+                                           {"model": "short", "prompt": "the cat",
+                                            "max_tokens": 60})
+            self.assertEqual((code, data["error"]["param"]), (400, "max_tokens"))
+            self.assertIn("This model's maximum context length is 48 tokens",
+                          data["error"]["message"])
+            code, _, data = server.request("POST", "/v1/completions",
+                                           {"model": "short", "prompt": "the cat",
+                                            "max_tokens": 4})
+            self.assertEqual(code, 200, data)
+        finally:
+            self.assertEqual(server.stop(), 0)
+        binp = tt.WORK / "llama-chat-f32.bin"
+        tfc.compile(self.dir).save(binp)
+        r = subprocess.run(tfc_command() + ["serve", str(binp), "--tokenizer", str(self.dir),
+                                            "--max-model-len", "48"],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("--max-model-len sets the context a directory is compiled for", r.stderr)
 
     def test_api_key(self):
         s = self.server

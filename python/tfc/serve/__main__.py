@@ -34,6 +34,11 @@ def parser() -> argparse.ArgumentParser:
                    help="compile a directory at this precision (default f32)")
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default: all)")
     p.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N")
+    p.add_argument("--max-model-len", type=int, default=None, metavar="N",
+                   help="the context a directory is compiled for: prompt plus completion "
+                        "tokens (tfc compile --set max_len=N; vLLM's flag). Default: "
+                        "config.json's max_position_embeddings (a LongRoPE model's "
+                        "original_max_position_embeddings)")
     p.add_argument("--max-queue", type=int, default=256,
                    help="requests that may wait before new ones get 429 (default 256)")
     p.add_argument("--max-rows", type=int, default=None,
@@ -94,7 +99,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         backend = Backend(args.model, tokenizer=args.tokenizer, name=args.served_model_name,
                           precision=args.precision, threads=args.threads, device=args.device,
                           engine_options=engine, head=args.head, src_lang=args.src_lang,
-                          tgt_lang=args.tgt_lang, prefix=args.prefix, cache=not args.no_cache)
+                          tgt_lang=args.tgt_lang, prefix=args.prefix, cache=not args.no_cache,
+                          max_model_len=args.max_model_len)
     except (Error, OSError) as e:
         print(f"tfc serve: {e}", file=sys.stderr)
         return 1

@@ -41,9 +41,9 @@ def _stat(p: Path) -> List[Any]:
 
 
 def cached_compile(directory: Path, precision: str, compile_set: Optional[dict],
-                   extra: List[str]) -> Path:
+                   extra: List[str], refresh: bool = False) -> Path:
     """The model.bin of ``tfc compile DIRECTORY`` with these options, from the cache
-    or compiled into it now."""
+    or compiled into it now (``refresh``: compiled now whatever the cache holds)."""
     from .. import __version__
 
     directory = directory.resolve()
@@ -57,7 +57,7 @@ def cached_compile(directory: Path, precision: str, compile_set: Optional[dict],
     digest = hashlib.sha256(key.encode()).hexdigest()[:24]
     root = cache_dir()
     out = root / f"{directory.name}-{precision}-{digest}.bin"
-    if out.is_file():
+    if out.is_file() and not refresh:
         return out
     root.mkdir(parents=True, exist_ok=True)
     model = _compile(directory, precision=precision, set=compile_set, _extra=extra)
@@ -83,7 +83,8 @@ class Backend:
                  precision: str = "f32", threads: Optional[int] = None, device: str = "cpu",
                  engine_options: Optional[Dict[str, Any]] = None, head: Optional[str] = None,
                  src_lang: Optional[str] = None, tgt_lang: Optional[str] = None,
-                 prefix: Optional[str] = None, cache: bool = True) -> None:
+                 prefix: Optional[str] = None, cache: bool = True,
+                 max_model_len: Optional[int] = None) -> None:
         from .. import Encoder, Generator, Translator
 
         path = Path(model)
@@ -117,13 +118,24 @@ class Backend:
             compile_set["forced_bos_id"] = code
         if self.kind == "embed" and head:
             extra.append(f"--head={head}")
-        if path.is_dir() and cache:
-            source: Path = cached_compile(path, precision, compile_set, extra)
+        if max_model_len is not None:
+            if not path.is_dir():
+                raise InvalidArgument(f"--max-model-len sets the context a directory is "
+                                      f"compiled for; '{path}' is a model.bin, compiled "
+                                      f"already (tfc compile DIR --set max_len=N)")
+            if isinstance(max_model_len, bool) or not isinstance(max_model_len, int) or \
+                    max_model_len < 1:
+                raise InvalidArgument(f"--max-model-len must be a positive integer, got "
+                                      f"{max_model_len!r}")
+            compile_set["max_len"] = max_model_len
+        if path.is_dir() and (cache or compile_set):
+            # Without the cache, a directory with --set values is compiled afresh into it.
+            source: Path = cached_compile(path, precision, compile_set, extra, refresh=not cache)
         else:
             source = path  # a model.bin, or a directory compiled afresh by the helper
         engine = dict(engine_options or {})
         common = dict(threads=threads, device=device)
-        if path.is_dir() and not cache:
+        if source.is_dir():  # compiled by the helper, afresh (--no-cache)
             common["precision"] = precision
         tok = None if source.is_dir() else str(tok_dir)
         if self.kind == "generate":
