@@ -264,7 +264,7 @@ static bool yarnValues(json &cfg, const json &rope, const char *where, Fail fail
     if (auto it = j->find("original_max_position_embeddings");
         !original && it != j->end() && it->is_number())
       original = it->get<double>();
-  if (!(original >= 1 && original < 2147483648.0))
+  if (!(original >= 1 && original < 2147483648.0) || original != std::floor(original))
     return fail(where, "yarn needs original_max_position_embeddings, a positive integer");
   double factor = num("factor", cfgGet(cfg, "max_position_embeddings", 0.0) / original);
   if (!(factor > 0) || !std::isfinite(factor))

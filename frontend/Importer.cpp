@@ -329,7 +329,8 @@ FailureOr<OwningOpRef<ModuleOp>> Importer::run() {
         ++groups[dot == std::string::npos ? n : n.substr(0, dot) + ".*"];
       }
       for (const auto &[g, count] : groups)
-        list += (list.empty() ? "" : ", ") + g + (count > 1 ? " (" + std::to_string(count) + ")" : "");
+        list += (list.empty() ? "" : ", ") + g +
+                (count > 1 ? " (" + std::to_string(count) + ")" : "");
     }
     emitWarning(fileLoc(at))
         << unused.size() << " weight tensor" << (unused.size() == 1 ? "" : "s")

@@ -319,6 +319,8 @@ LogicalResult Importer::emitYarn(const Node &sn, double factor, int64_t dim, dou
       !std::isfinite(*old) || !std::isfinite(*fast) || !std::isfinite(*slow))
     return error(sn, "rope scaling 'yarn' needs positive original_max_len, beta_fast, "
                      "beta_slow and attention_factor");
+  if (!(theta > 1) || !std::isfinite(theta))
+    return error(sn, "rope scaling 'yarn' needs a rotary theta above 1"); // its log divides
   auto corr = [&](double rotations) {
     return dim * std::log(*old / (rotations * 2 * M_PI)) / (2 * std::log(theta));
   };
