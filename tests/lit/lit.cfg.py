@@ -8,9 +8,12 @@ config.suffixes = [".mlir", ".yaml", ".test"]
 config.excludes = ["Inputs", "lit.cfg.py", "lit.site.cfg.py"]
 config.test_source_root = os.path.dirname(__file__)
 # A capped run (lit-avx2 below) writes its outputs apart, so that it can run
-# beside the plain one.
+# beside the plain one. ctest names the folder (TFC_LIT_OUT): under a capped
+# `TFC_CPU_ISA=AVX2 ctest -j2` both runs see the cap, and deriving the folder
+# from it had them write one folder at once.
 config.test_exec_root = os.path.join(
     config.tfc_obj_root, "tests",
+    os.environ.get("TFC_LIT_OUT") or
     "lit" + ("-" + os.environ["TFC_CPU_ISA"].lower() if os.environ.get("TFC_CPU_ISA") else ""))
 
 # tfc, tfc-opt, tfc-ref (the numerics tests' oracle, tests/oracle), then LLVM 16's
