@@ -197,6 +197,15 @@ static std::string readLayerTypes(const json &lt, int64_t layers, std::vector<bo
   return "";
 }
 
+/// original_max_position_embeddings of the rope parameters, else of config.json;
+/// 0 when neither has a number.
+static double originalPositions(const json &rope, const json &cfg) {
+  for (const json *j : {&rope, &cfg})
+    if (auto it = j->find("original_max_position_embeddings"); it != j->end() && it->is_number())
+      return it->get<double>();
+  return 0;
+}
+
 /// Phi-3's LongRoPE (Phi-3 128k, Phi-3.5, Phi-4-mini), as transformers'
 /// _compute_longrope_parameters: per-frequency divisors, short_factor up to the
 /// pretraining length original_max_position_embeddings and long_factor beyond,
@@ -221,11 +230,7 @@ static bool longropeValues(json &cfg, const json &rope, const char *where, Fail 
                                ", not a positive number");
     cfg[std::string("rope_") + k] = *it;
   }
-  double original = 0;
-  for (const json *j : std::initializer_list<const json *>{&rope, &cfg})
-    if (auto it = j->find("original_max_position_embeddings");
-        !original && it != j->end() && it->is_number())
-      original = it->get<double>();
+  double original = originalPositions(rope, cfg);
   const double maxPos = cfgGet(cfg, "max_position_embeddings", 0.0);
   if (!original)
     original = maxPos;
@@ -259,11 +264,7 @@ static bool yarnValues(json &cfg, const json &rope, const char *where, Fail fail
     auto it = rope.find(k);
     return it != rope.end() && it->is_number() ? it->get<double>() : dflt;
   };
-  double original = 0;
-  for (const json *j : std::initializer_list<const json *>{&rope, &cfg})
-    if (auto it = j->find("original_max_position_embeddings");
-        !original && it != j->end() && it->is_number())
-      original = it->get<double>();
+  double original = originalPositions(rope, cfg);
   if (!(original >= 1 && original < 2147483648.0) || original != std::floor(original))
     return fail(where, "yarn needs original_max_position_embeddings, a positive integer");
   double factor = num("factor", cfgGet(cfg, "max_position_embeddings", 0.0) / original);

@@ -12,13 +12,7 @@
 // error, and a module that comes out must verify.
 //
 //===----------------------------------------------------------------------===//
-#include "frontend/Importer.h"
-#include "ir/TfcDialect.h"
-
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/IR/Diagnostics.h"
-#include "mlir/IR/MLIRContext.h"
-#include "mlir/IR/Verifier.h"
+#include "frontend_fuzz.h"
 
 #include <cstdint>
 #include <cstdio>
@@ -28,32 +22,13 @@
 #include <unistd.h>
 
 namespace {
-bool writeFile(const std::string &path, const void *data, size_t size) {
-  FILE *f = std::fopen(path.c_str(), "wb");
-  return f && std::fwrite(data, 1, size, f) == size && std::fclose(f) == 0;
-}
+using tfc::fuzz::writeFile;
 
 struct Env {
-  mlir::MLIRContext ctx;
+  tfc::fuzz::FrontendContext frontend;
   std::string dir;
-  int errors = 0;
   Env() {
-    mlir::DialectRegistry registry;
-    registry.insert<mlir::tfc::TfcDialect, mlir::func::FuncDialect>();
-    ctx.appendDialectRegistry(registry);
-    ctx.loadAllAvailableDialects();
-    ctx.printOpOnDiagnostic(false);
-    ctx.getDiagEngine().registerHandler([this](mlir::Diagnostic &d) {
-      if (d.getSeverity() == mlir::DiagnosticSeverity::Error)
-        ++errors;
-      if (std::getenv("TFC_FUZZ_VERBOSE"))
-        std::fprintf(stderr, "%s\n", d.str().c_str());
-      return mlir::success();
-    });
-    char tmp[] = "/tmp/tfc-fuzz-hf-XXXXXX";
-    if (!mkdtemp(tmp))
-      std::abort();
-    dir = tmp;
+    dir = tfc::fuzz::makeTempDir("tfc-fuzz-hf");
     // The families' probe tensors (HfDir.cpp's table), 2 x 2 f32 each.
     const char *probes[] = {"model.embed_tokens.weight", "embeddings.word_embeddings.weight",
                             "model.shared.weight", "shared.weight", "wte.weight",
@@ -98,16 +73,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   std::remove(gen.c_str());
   if (nul && !writeFile(gen, nul + 1, size - cfgSize - 1))
     std::abort();
-  env->errors = 0;
-  tfc::ImportOptions opts;
-  opts.yamlPath = env->dir;
-  auto model = tfc::importModel(env->ctx, opts);
-  if (mlir::failed(model)) {
-    if (env->errors == 0)
-      __builtin_trap(); // failed without saying why
-    return 0;
-  }
-  if (mlir::failed(mlir::verify(model->module.get())))
-    __builtin_trap(); // the importer built an invalid module
+  env->frontend.importAndCheck(env->dir);
   return 0;
 }

@@ -8,14 +8,9 @@
 // that comes out must verify.
 //
 //===----------------------------------------------------------------------===//
-#include "frontend/Importer.h"
-#include "ir/TfcDialect.h"
+#include "frontend_fuzz.h"
 
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/IR/Diagnostics.h"
-#include "mlir/IR/MLIRContext.h"
-#include "mlir/IR/Verifier.h"
-
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -23,27 +18,11 @@
 
 namespace {
 struct Env {
-  mlir::MLIRContext ctx;
+  tfc::fuzz::FrontendContext frontend;
   std::string dir, path;
-  int errors = 0;
   Env() {
-    mlir::DialectRegistry registry;
-    registry.insert<mlir::tfc::TfcDialect, mlir::func::FuncDialect>();
-    ctx.appendDialectRegistry(registry);
-    ctx.loadAllAvailableDialects();
-    ctx.printOpOnDiagnostic(false);
-    ctx.getDiagEngine().registerHandler([this](mlir::Diagnostic &d) {
-      if (d.getSeverity() == mlir::DiagnosticSeverity::Error)
-        ++errors;
-      if (std::getenv("TFC_FUZZ_VERBOSE"))
-        std::fprintf(stderr, "%s\n", d.str().c_str());
-      return mlir::success();
-    });
-    char dir[] = "/tmp/tfc-fuzz-yaml-XXXXXX";
-    if (!mkdtemp(dir))
-      std::abort();
-    this->dir = dir;
-    path = this->dir + "/model.yaml";
+    dir = tfc::fuzz::makeTempDir("tfc-fuzz-yaml");
+    path = dir + "/model.yaml";
     std::atexit([] {
       std::remove(Env::get().path.c_str());
       rmdir(Env::get().dir.c_str());
@@ -58,19 +37,8 @@ struct Env {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   Env *env = &Env::get();
-  FILE *f = std::fopen(env->path.c_str(), "wb");
-  if (!f || std::fwrite(data, 1, size, f) != size || std::fclose(f) != 0)
+  if (!tfc::fuzz::writeFile(env->path, data, size))
     std::abort();
-  env->errors = 0;
-  tfc::ImportOptions opts;
-  opts.yamlPath = env->path;
-  auto model = tfc::importModel(env->ctx, opts);
-  if (mlir::failed(model)) {
-    if (env->errors == 0)
-      __builtin_trap(); // failed without saying why
-    return 0;
-  }
-  if (mlir::failed(mlir::verify(model->module.get())))
-    __builtin_trap(); // the importer built an invalid module
+  env->frontend.importAndCheck(env->path);
   return 0;
 }
