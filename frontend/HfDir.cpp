@@ -110,19 +110,21 @@ const std::vector<Family> &families() {
       // Mistral is Llama with a sliding window on every layer; without one
       // (Mistral 7B v0.2 and later) it is Llama. Qwen2 adds q/k/v biases,
       // Qwen3 per-head q/k norms, Phi-3 packed projections (llamaValues sets
-      // qkv_bias, o_bias, qk_norm, qkv_form, ff_form).
+      // qkv_bias, o_bias, qk_norm, qkv_form, ff_form). SmolLM3 leaves the
+      // rotary positions out of every fourth layer (nope_every).
       {"llama",
-       {"llama", "mistral", "qwen2", "qwen3", "phi3"},
+       {"llama", "mistral", "qwen2", "qwen3", "phi3", "smollm3"},
        "model.embed_tokens.weight",
        {},
        {}},
-      // Gemma 2 (Gemma2ForCausalLM) and Gemma 3's text model
+      // Gemma (GemmaForCausalLM: Gemma 1, CodeGemma), Gemma 2
+      // (Gemma2ForCausalLM) and Gemma 3's text model
       // (Gemma3ForCausalLM; gemma3, Gemma3ForConditionalGeneration, through
       // gemma3TextOfMultimodal, its weights under language_model. before
       // transformers 4.52 and model.language_model. since): gemmaValues derives
       // the rest.
       {"gemma",
-       {"gemma2", "gemma3_text", "gemma3"},
+       {"gemma", "gemma2", "gemma3_text", "gemma3"},
        "model.embed_tokens.weight",
        {"language_model."},
        {{"attention_bias", {"false"}}}},

@@ -333,6 +333,9 @@ bool llamaValues(json &cfg, const std::string &cfgText, const std::string &cfgPa
     for (int64_t i = std::max<int64_t>(from, 0); i < layers; ++i)
       sliding[i] = true;
   }
+  // SmolLM3's layer_types mark sliding layers that only use_sliding_window turns on.
+  if (type0 == "smollm3" && !cfgGet(cfg, "use_sliding_window", false))
+    std::fill(sliding.begin(), sliding.end(), false);
   int64_t from = layers; // no layer has the window
   for (int64_t i = 0; i < layers; ++i)
     if (sliding[i]) {
@@ -346,6 +349,49 @@ bool llamaValues(json &cfg, const std::string &cfgText, const std::string &cfgPa
                                "on every layer from one on");
   cfg["window"] = 0;
   cfg["window_from"] = from;
+  // SmolLM3's NoPE layers: no_rope_layers (1: the layer has rotary positions,
+  // 0: none) or, without it, every no_rope_layer_interval-th layer without.
+  // tfc maps "no rotary when i + 1 is a multiple of nope_every" (layers + 1:
+  // rotary everywhere).
+  cfg["nope_every"] = layers + 1;
+  if (type0 == "smollm3") {
+    std::vector<bool> rope(std::max<int64_t>(layers, 0), true);
+    const char *ropeField = "no_rope_layers";
+    if (auto it = cfg.find("no_rope_layers"); it != cfg.end() && !it->is_null()) {
+      if (!it->is_array() || (int64_t)it->size() != layers)
+        return fail("no_rope_layers", "must be a list of num_hidden_layers (" +
+                                          std::to_string(layers) + ") 0s and 1s");
+      for (int64_t i = 0; i < layers; ++i) {
+        const json &e = (*it)[i];
+        if (!(e.is_boolean() || (e.is_number_integer() && (e == 0 || e == 1))))
+          return fail("no_rope_layers", "entry " + std::to_string(i) + " is " + e.dump() +
+                                            ", not 0 or 1");
+        rope[i] = e.is_boolean() ? e.get<bool>() : e.get<int64_t>() == 1;
+      }
+    } else {
+      ropeField = "no_rope_layer_interval";
+      int64_t every = 4;
+      if (auto iv = cfg.find("no_rope_layer_interval"); iv != cfg.end() && !iv->is_null()) {
+        if (!iv->is_number_integer() || iv->get<int64_t>() <= 0)
+          return fail("no_rope_layer_interval", iv->dump() + " is not a positive integer");
+        every = iv->get<int64_t>();
+      }
+      for (int64_t i = 0; i < layers; ++i)
+        rope[i] = (i + 1) % every != 0;
+    }
+    int64_t every = layers + 1;
+    for (int64_t i = 0; i < layers; ++i)
+      if (!rope[i]) {
+        every = i + 1;
+        break;
+      }
+    for (int64_t i = 0; i < layers; ++i)
+      if (rope[i] != ((i + 1) % every != 0))
+        return fail(ropeField, "layer " + std::to_string(i) + " breaks the pattern tfc maps "
+                               "(no rotary positions on one layer in every " +
+                               std::to_string(every) + ")");
+    cfg["nope_every"] = every;
+  }
   if (from < layers) {
     if (!hasWindow || !win->is_number_integer() || win->get<int64_t>() <= 0)
       return fail("sliding_window", (hasWindow ? win->dump() : std::string("null")) +
@@ -476,7 +522,12 @@ bool gemmaValues(json &cfg, const std::string &cfgText, const std::string &cfgPa
     err = {cfgPath, l, c, std::string(field) + ": " + msg};
     return false;
   };
-  const bool gemma2 = cfgGet(cfg, "model_type", std::string()) == "gemma2";
+  const std::string type = cfgGet(cfg, "model_type", std::string());
+  // Gemma 1 (and CodeGemma): two norms a layer, every layer global, one rope,
+  // the scale head_dim^-0.5; Gemma 2 adds the post-norms, local layers and the
+  // soft-caps, Gemma 3 the q/k norms and a second rope base.
+  const bool gemma1 = type == "gemma", gemma2 = type == "gemma2";
+  const bool oneRope = gemma1 || gemma2;
   // Gemma 2's tanh soft-capping (Gemma 3 leaves both null): 0 is none.
   for (auto [f, key] : {std::pair<const char *, const char *>{"attn_logit_softcapping",
                                                               "attn_softcap"},
@@ -488,7 +539,8 @@ bool gemmaValues(json &cfg, const std::string &cfgText, const std::string &cfgPa
       cfg[key] = it->get<double>();
     }
   }
-  cfg["qk_norm"] = !gemma2; // Gemma 3's per-head q/k norms
+  cfg["qk_norm"] = type == "gemma3_text"; // Gemma 3's per-head q/k norms
+  cfg["post_norms"] = !gemma1;              // Gemma 2 and 3: four norms a layer
   if (cfgGet(cfg, "use_bidirectional_attention", false))
     return fail("use_bidirectional_attention", "true is not supported (tfc's Gemma is causal)");
   const int64_t hidden = cfgGet<int64_t>(cfg, "hidden_size", 1152), heads = cfgGet<int64_t>(cfg, "num_attention_heads", 4);
@@ -496,8 +548,19 @@ bool gemmaValues(json &cfg, const std::string &cfgText, const std::string &cfgPa
     cfg["head_dim"] = hidden / std::max<int64_t>(heads, 1);
   if (!cfg.contains("num_key_value_heads") || cfg["num_key_value_heads"].is_null())
     cfg["num_key_value_heads"] = heads;
-  if (!cfg.contains("query_pre_attn_scalar") || cfg["query_pre_attn_scalar"].is_null())
+  if (gemma1)
+    cfg["query_pre_attn_scalar"] = cfg["head_dim"]; // GemmaAttention: head_dim^-0.5
+  else if (!cfg.contains("query_pre_attn_scalar") || cfg["query_pre_attn_scalar"].is_null())
     cfg["query_pre_attn_scalar"] = 256;
+  // Gemma 1's configs say hidden_act "gelu" and mean the tanh approximation
+  // (transformers' GemmaConfig rewrites it; 4.x read hidden_activation first).
+  if (gemma1) {
+    auto ha = cfg.find("hidden_activation");
+    std::string act = ha != cfg.end() && ha->is_string() ? ha->get<std::string>()
+                                                         : cfgGet(cfg, "hidden_act",
+                                                                  std::string("gelu_pytorch_tanh"));
+    cfg["hidden_activation"] = act == "gelu" ? "gelu_pytorch_tanh" : act;
+  }
   if (!cfg.contains("tie_word_embeddings") || !cfg["tie_word_embeddings"].is_boolean())
     cfg["tie_word_embeddings"] = true; // Gemma's default
   // Which layers are global: layer_types (transformers 5), else one layer in
@@ -505,8 +568,10 @@ bool gemmaValues(json &cfg, const std::string &cfgText, const std::string &cfgPa
   const int64_t layers = cfgGet<int64_t>(cfg, "num_hidden_layers", 26);
   if (layers < 1)
     return fail("num_hidden_layers", "must be a positive integer");
-  std::vector<bool> global(layers);
-  if (auto it = cfg.find("layer_types"); it != cfg.end() && it->is_array()) {
+  std::vector<bool> global(layers, true);
+  if (gemma1) {
+    // every layer global, whatever a sliding_window field says
+  } else if (auto it = cfg.find("layer_types"); it != cfg.end() && it->is_array()) {
     if (std::string msg = readLayerTypes(*it, layers, global); !msg.empty())
       return fail("layer_types", msg);
     global.flip(); // sliding -> global
@@ -544,7 +609,7 @@ bool gemmaValues(json &cfg, const std::string &cfgText, const std::string &cfgPa
   // rope_scaling.
   json globalRope = json::object(), localRope = json::object();
   const char *where = "rope_scaling";
-  double theta0 = cfgGet(cfg, "rope_theta", gemma2 ? 10000.0 : 1000000.0),
+  double theta0 = cfgGet(cfg, "rope_theta", oneRope ? 10000.0 : 1000000.0),
          local0 = cfgGet(cfg, "rope_local_base_freq", 10000.0);
   if (auto it = cfg.find("rope_parameters"); it != cfg.end() && it->is_object() &&
                                              it->contains("full_attention")) {
@@ -552,13 +617,13 @@ bool gemmaValues(json &cfg, const std::string &cfgText, const std::string &cfgPa
     globalRope = (*it)["full_attention"];
     if (it->contains("sliding_attention"))
       localRope = (*it)["sliding_attention"];
-  } else if (it != cfg.end() && it->is_object() && gemma2) {
+  } else if (it != cfg.end() && it->is_object() && oneRope) {
     where = "rope_parameters";
     globalRope = *it;
   } else if (auto it = cfg.find("rope_scaling"); it != cfg.end() && it->is_object()) {
     globalRope = *it;
   }
-  if (gemma2) {
+  if (oneRope) {
     localRope = globalRope;
     local0 = theta0;
   }

@@ -332,7 +332,24 @@ FailureOr<Value> Importer::emitAttention(const Node &n, Value x,
   const int64_t kvInner = kvHeads * dk;
   bool rotary = false;
   if (const Node *rn = n.get("rotary")) {
-    auto v = ownRotary ? FailureOr<bool>(true) : getBool(*rn, "rotary");
+    // true / false, or an expression of the layer index that is 1 or 0: the
+    // layers with and without rotary positions (SmolLM3's NoPE layers).
+    FailureOr<bool> v = true;
+    if (!ownRotary) {
+      if (rn->isScalar() && (rn->scalar == "true" || rn->scalar == "false" ||
+                             rn->scalar == "yes" || rn->scalar == "no" ||
+                             rn->scalar == "on" || rn->scalar == "off")) {
+        v = getBool(*rn, "rotary");
+      } else {
+        auto e = evalInt(*rn, "rotary", 0);
+        if (failed(e))
+          return failure();
+        if (*e != 0 && *e != 1)
+          return error(*rn, "rotary must be true or false, or an expression that is 1 or 0, "
+                            "got " + Twine(*e));
+        v = *e == 1;
+      }
+    }
     if (failed(v))
       return failure();
     rotary = *v;

@@ -43,6 +43,12 @@ Builds small random-weight decoder-only models with save_pretrained:
     attention scores and of the final logits, both small enough to change the
     logits far beyond the tolerance (checked); gemma2-old: the same weights
     with the older config layout (rope_theta, no layer_types);
+  - gemma: a GemmaForCausalLM (Gemma 1: two norms a layer, every layer global,
+    multi-query attention, head_dim 24 with the scale head_dim^-0.5), its config.json
+    saying hidden_act "gelu" as Gemma 1's releases do (the tanh approximation);
+  - smollm3: a SmolLM3ForCausalLM (Llama without rotary positions on every second
+    layer here, no_rope_layer_interval 2; checked to matter), and smollm3-interval:
+    its config.json without no_rope_layers (derived from the interval, 4);
   - gpt2: a GPT2LMHeadModel (learned positions, packed Conv1D c_attn, GELU-tanh,
     a tied head; padded with eos);
 with non-trivial norms and biases, compiles each directory with tfc and checks:
@@ -79,12 +85,14 @@ import sys
 import numpy as np
 import torch
 from hfcommon import check_cpu_cap, check_padded_logits, run
-from transformers import (Gemma2Config, Gemma2ForCausalLM, Gemma3Config,
+from transformers import (GemmaConfig, GemmaForCausalLM, Gemma2Config, Gemma2ForCausalLM,
+                          Gemma3Config,
                           Gemma3ForCausalLM, Gemma3ForConditionalGeneration, Gemma3TextConfig,
                           GPT2Config, GPT2LMHeadModel,
                           LlamaConfig, LlamaForCausalLM,
                           MistralConfig, MistralForCausalLM, Phi3Config, Phi3ForCausalLM,
-                          Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
+                          Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM,
+                          SmolLM3Config, SmolLM3ForCausalLM)
 
 TOL_REL = 5e-5
 tfc, tfrun, work = sys.argv[1:4]
@@ -492,6 +500,43 @@ with torch.no_grad():
         if not ok:
             failures.append(f"gemma2-{which}-softcap-matters")
 
+torch.manual_seed(14)
+# Gemma 1 (and CodeGemma): transformers reads the releases' hidden_act "gelu" as
+# gelu_pytorch_tanh; the config.json here says "gelu" as theirs do.
+family("gemma", perturb(GemmaForCausalLM(GemmaConfig(
+    vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+    num_attention_heads=4, num_key_value_heads=1, head_dim=24, max_position_embeddings=128,
+    initializer_range=0.1, bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD)).eval()),
+    rewrite=lambda c: c.update(hidden_act="gelu"))
+
+# SmolLM3: layers 1 and 3 of 4 without rotary positions (NoPE).
+torch.manual_seed(18)
+smol = perturb(SmolLM3ForCausalLM(SmolLM3Config(
+    vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=4,
+    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+    no_rope_layer_interval=2, initializer_range=0.1, bos_token_id=BOS, eos_token_id=EOS,
+    pad_token_id=PAD)).eval())
+family("smollm3", smol)
+# The NoPE layers matter: with rotary positions on every layer the logits move far
+# past the tolerance.
+with torch.no_grad():
+    ids = torch.tensor([[BOS, 5, 9, 23, 44, 17, 60, 3]])
+    roped = copy.deepcopy(smol)
+    for layer in roped.model.layers:
+        layer.self_attn.use_rope = 1
+    moved = float((smol(ids).logits - roped(ids).logits).abs().max() / smol(ids).logits.abs().max())
+ok = moved > 100 * TOL_REL
+print(f"smollm3-nope-matters: with rotary everywhere the logits move {moved:.3g} of the "
+      f"largest ({'ok' if ok else 'FAIL'}, needs > {100 * TOL_REL:.2g})")
+if not ok:
+    failures.append("smollm3-nope-matters")
+torch.manual_seed(19)
+family("smollm3-interval", perturb(SmolLM3ForCausalLM(SmolLM3Config(
+    vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=5,
+    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+    initializer_range=0.1, bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD)).eval()),
+    rewrite=lambda c: (c.pop("no_rope_layers"), c.pop("layer_types", None)))
+
 torch.manual_seed(8)
 # GPT-2 has no pad token: tfc pads with eos, as transformers does.
 family("gpt2", perturb(GPT2LMHeadModel(GPT2Config(
@@ -555,6 +600,13 @@ expect_error("phi3-longrope-short-list", llama(), lambda c: c.update(
                                      "long_factor": [2.0] * 7}, rope_parameters=None,
     original_max_position_embeddings=32),
     'rope_scaling: longrope needs long_factor: a list of rope_dim / 2 = 8 numbers')
+# NoPE layers that are not "one layer in every N".
+expect_error("smollm3-nope-pattern", SmolLM3ForCausalLM(SmolLM3Config(
+    vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=4,
+    num_attention_heads=4, num_key_value_heads=2, pad_token_id=PAD)).eval(),
+    lambda c: c.update(no_rope_layers=[1, 0, 0, 1]),
+    'no_rope_layers: layer 2 breaks the pattern tfc maps (no rotary positions on one layer '
+    'in every 2)')
 # A window on some layers that are not "every layer from one on" (layer_types).
 expect_error("window-pattern", llama(), lambda c: c.update(
     layer_types=["sliding_attention", "full_attention"], sliding_window=3),
