@@ -117,12 +117,10 @@ const std::vector<Family> &families() {
        "model.embed_tokens.weight",
        {},
        {}},
-      // Gemma (GemmaForCausalLM: Gemma 1, CodeGemma), Gemma 2
-      // (Gemma2ForCausalLM) and Gemma 3's text model
-      // (Gemma3ForCausalLM; gemma3, Gemma3ForConditionalGeneration, through
-      // gemma3TextOfMultimodal, its weights under language_model. before
-      // transformers 4.52 and model.language_model. since): gemmaValues derives
-      // the rest.
+      // Gemma 1 and CodeGemma, Gemma 2 and Gemma 3's text model (Gemma3ForCausalLM;
+      // gemma3, Gemma3ForConditionalGeneration, through gemma3TextOfMultimodal, its
+      // weights under language_model. before transformers 4.52 and
+      // model.language_model. since): gemmaValues derives the rest.
       {"gemma",
        {"gemma", "gemma2", "gemma3_text", "gemma3"},
        "model.embed_tokens.weight",
