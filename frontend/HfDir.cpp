@@ -111,9 +111,10 @@ const std::vector<Family> &families() {
       // (Mistral 7B v0.2 and later) it is Llama. Qwen2 adds q/k/v biases,
       // Qwen3 per-head q/k norms, Phi-3 packed projections (llamaValues sets
       // qkv_bias, o_bias, qk_norm, qkv_form, ff_form). SmolLM3 leaves the
-      // rotary positions out of every fourth layer (nope_every).
+      // rotary positions out of every fourth layer (nope_every); OLMo 2 norms
+      // the sublayers' outputs; Granite 3 has four multipliers.
       {"llama",
-       {"llama", "mistral", "qwen2", "qwen3", "phi3", "smollm3"},
+       {"llama", "mistral", "qwen2", "qwen3", "phi3", "smollm3", "olmo2", "granite"},
        "model.embed_tokens.weight",
        {},
        {}},

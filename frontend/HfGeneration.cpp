@@ -404,7 +404,7 @@ bool llamaValues(json &cfg, const std::string &cfgText, const std::string &cfgPa
   const bool bias = cfgGet(cfg, "attention_bias", false);
   cfg["qkv_bias"] = type0 == "qwen2" ? true : bias;
   cfg["o_bias"] = type0 == "qwen2" ? false : bias;
-  cfg["qk_norm"] = type0 == "qwen3";
+  cfg["qk_norm"] = type0 == "qwen3" || type0 == "olmo2"; // OLMo 2's over the projection
   // How the projections are stored: Phi-3 packs Q, K and V in qkv_proj and the
   // gate and up projections in gate_up_proj (models/hf/llama.yaml's *_form).
   const bool packed = type0 == "phi3";

@@ -266,7 +266,7 @@ FailureOr<Value> Importer::emitAttention(const Node &n, Value x,
                        {"type", "mask", "q", "k", "v", "qkv", "out", "heads",
                         "head_dim", "scale", "divide_by", "mask_value", "mask_mode",
                         "position_bias", "name", "kv_heads", "rotary", "q_norm",
-                        "k_norm", "window", "softcap"})))
+                        "k_norm", "qk_norm_over", "window", "softcap"})))
     return failure();
   Location l = loc(n);
   if (const Node *nm = n.get("name")) {
@@ -332,24 +332,9 @@ FailureOr<Value> Importer::emitAttention(const Node &n, Value x,
   const int64_t kvInner = kvHeads * dk;
   bool rotary = false;
   if (const Node *rn = n.get("rotary")) {
-    // true / false, or an expression of the layer index that is 1 or 0: the
-    // layers with and without rotary positions (SmolLM3's NoPE layers).
-    FailureOr<bool> v = true;
-    if (!ownRotary) {
-      if (rn->isScalar() && (rn->scalar == "true" || rn->scalar == "false" ||
-                             rn->scalar == "yes" || rn->scalar == "no" ||
-                             rn->scalar == "on" || rn->scalar == "off")) {
-        v = getBool(*rn, "rotary");
-      } else {
-        auto e = evalInt(*rn, "rotary", 0);
-        if (failed(e))
-          return failure();
-        if (*e != 0 && *e != 1)
-          return error(*rn, "rotary must be true or false, or an expression that is 1 or 0, "
-                            "got " + Twine(*e));
-        v = *e == 1;
-      }
-    }
+    // An expression of the layer index that is 1 or 0 says it per layer
+    // (SmolLM3's layers without rotary positions).
+    auto v = ownRotary ? FailureOr<bool>(true) : getFlag(*rn, "rotary");
     if (failed(v))
       return failure();
     rotary = *v;
@@ -444,7 +429,7 @@ FailureOr<Value> Importer::emitAttention(const Node &n, Value x,
   }
 
   if (rotary || kvHeads != heads || n.get("q_norm") || n.get("k_norm") || n.get("window") ||
-      n.get("softcap"))
+      n.get("softcap") || n.get("qk_norm_over"))
     return emitFusedAttention(n, l, q, k, v, heads, kvHeads, dk, rotary, maskKind, maskValue,
                               posBias, env);
 
@@ -603,12 +588,27 @@ FailureOr<Value> Importer::emitFusedAttention(const Node &n, Location l, Value q
   auto softcap = evalSoftcap(n);
   if (failed(softcap))
     return failure();
-  // Qwen3: an RMSNorm over each head of the queries and the keys, before RoPE.
+  // Qwen3: an RMSNorm over each head of the queries and the keys, before RoPE;
+  // OLMo 2: over the whole projection (qk_norm_over: projection).
+  bool overProjection = false;
+  if (const Node *on = n.get("qk_norm_over")) {
+    auto v = getChoice(*on, "qk_norm_over", {"heads", "projection"});
+    if (failed(v))
+      return failure();
+    overProjection = *v == "projection";
+  }
   for (auto [key, t, h] : {std::tuple<const char *, Value *, int64_t>{"q_norm", &q, heads},
                            {"k_norm", &k, kvHeads}}) {
     const Node *nn = n.get(key);
     if (!nn)
       continue;
+    if (overProjection) {
+      auto normed = emitNorm(*nn, *t, key, h * dk);
+      if (failed(normed))
+        return failure();
+      *t = *normed;
+      continue;
+    }
     auto split = make<td::ReshapeOp>(l, {*t}, {arr("shape", {0, 0, h, dk})});
     if (failed(split))
       return failure();

@@ -113,6 +113,8 @@ public:
   FailureOr<const Node *> require(const Node &map, StringRef key, StringRef what);
   FailureOr<std::string> getString(const Node &n, StringRef what);
   FailureOr<bool> getBool(const Node &n, StringRef what);
+  /// true / false, or an integer expression that is 1 or 0 (per layer, with i).
+  FailureOr<bool> getFlag(const Node &n, StringRef what);
   /// A string that must be one of |choices| ("unknown <what> 'v' (expected one
   /// of: ...)").
   FailureOr<std::string> getChoice(const Node &n, StringRef what,

@@ -146,6 +146,19 @@ FailureOr<bool> Importer::getBool(const Node &n, StringRef what) {
                       (n.isScalar() ? "'" + n.scalar + "'" : kindName(n)));
 }
 
+FailureOr<bool> Importer::getFlag(const Node &n, StringRef what) {
+  static const char *kWords[] = {"true", "yes", "on", "false", "no", "off"};
+  if (n.isScalar() && llvm::is_contained(kWords, n.scalar))
+    return getBool(n, what);
+  auto e = evalInt(n, what, 0);
+  if (failed(e))
+    return failure();
+  if (*e != 0 && *e != 1)
+    return error(n, what + " must be true or false, or an expression that is 1 or 0, got " +
+                        Twine(*e));
+  return *e == 1;
+}
+
 FailureOr<std::string> Importer::getChoice(const Node &n, StringRef what,
                                            const std::vector<std::string> &choices) {
   auto s = getString(n, what);

@@ -24,7 +24,7 @@ namespace tfc::detail {
 FailureOr<Value> Importer::emitBlock(const Node &n, Value x, const StackEnv &env) {
   if (failed(expectMap(n, "block")) ||
       failed(checkKeys(n, "block",
-                       {"residual", "norm", "post_norm", "attention", "feed_forward",
+                       {"residual", "norm", "post_norm", "scale", "attention", "feed_forward",
                         "ops", "output"})))
     return failure();
   int bodies = (n.get("attention") ? 1 : 0) + (n.get("feed_forward") ? 1 : 0) +
@@ -40,7 +40,9 @@ FailureOr<Value> Importer::emitBlock(const Node &n, Value x, const StackEnv &env
     residual = *v;
   }
   const Node *norm = n.get("norm");
-  if (!norm && residual != "none")
+  const Node *postNorm = n.get("post_norm");
+  // A pre block may norm only the sublayer's output (OLMo 2: x + post_norm(f(x))).
+  if (!norm && residual != "none" && !(residual == "pre" && postNorm))
     return error(n, "a '" + residual + "' residual block needs a 'norm'");
 
   auto body = [&](Value in) -> FailureOr<Value> {
@@ -50,13 +52,18 @@ FailureOr<Value> Importer::emitBlock(const Node &n, Value x, const StackEnv &env
       return emitFeedForward(*f, in);
     return emitOps(n, in, env);
   };
-  const Node *postNorm = n.get("post_norm");
   if (postNorm && residual != "pre")
     return error(*n.keyNode("post_norm"), "'post_norm' is for a 'pre' residual block");
+  const Node *scaleNode = n.get("scale");
+  if (scaleNode && residual != "pre")
+    return error(*n.keyNode("scale"), "'scale' is for a 'pre' residual block");
   if (residual == "pre") {
     // x + sublayer(norm(x)), or with post_norm (Gemma 2 and 3's sandwich)
-    // x + post_norm(sublayer(norm(x))).
-    auto xn = emitNorm(*norm, x, "norm");
+    // x + post_norm(sublayer(norm(x))), the norm before the sublayer optional
+    // then; `scale` multiplies what is added (Granite's residual_multiplier).
+    FailureOr<Value> xn = x;
+    if (norm)
+      xn = emitNorm(*norm, x, "norm");
     if (failed(xn))
       return failure();
     auto y = body(*xn);
@@ -66,6 +73,19 @@ FailureOr<Value> Importer::emitBlock(const Node &n, Value x, const StackEnv &env
       y = emitNorm(*postNorm, *y, "post_norm");
       if (failed(y))
         return failure();
+    }
+    if (scaleNode) {
+      auto f = evalNum(*scaleNode, "scale");
+      if (failed(f))
+        return failure();
+      if (!std::isfinite(f->value))
+        return error(*scaleNode, "'scale' must be a finite number");
+      if (f->value != 1.0) {
+        Location sl = loc(*scaleNode);
+        y = make<td::MulOp>(sl, {*y, constF(sl, f->value)});
+        if (failed(y))
+          return failure();
+      }
     }
     return make<td::AddOp>(loc(n), {x, *y});
   }
@@ -567,7 +587,8 @@ FailureOr<Value> Importer::emitOutput(const Node &n, Value x, int64_t vocab,
                                       std::string &outName) {
   if (failed(expectMap(n, "output")) ||
       failed(checkKeys(n, "output",
-                       {"ops", "linear", "vocab", "softcap", "log_softmax", "name"})))
+                       {"ops", "linear", "vocab", "divide_by", "softcap", "log_softmax",
+                        "name"})))
     return failure();
   Value y = x;
   outName = "hidden";
@@ -600,6 +621,21 @@ FailureOr<Value> Importer::emitOutput(const Node &n, Value x, int64_t vocab,
       return failure();
     y = *r;
     outName = "logits";
+  }
+  // Granite's logits_scaling: y / divide_by (1: none), as transformers divides.
+  if (const Node *dn = n.get("divide_by")) {
+    auto f = evalNum(*dn, "divide_by");
+    if (failed(f))
+      return failure();
+    if (f->value == 0 || !std::isfinite(f->value))
+      return error(*dn, "'divide_by' must be a finite number other than zero");
+    if (f->value != 1.0) {
+      Location dl = loc(*dn);
+      auto d = make<td::DivOp>(dl, {y, constF(dl, f->value)}, {});
+      if (failed(d))
+        return failure();
+      y = *d;
+    }
   }
   // Gemma 2's final_logit_softcapping: softcap * tanh(y / softcap), as
   // transformers computes it (a division, the tanh, a product). 0: none.

@@ -49,6 +49,10 @@ Builds small random-weight decoder-only models with save_pretrained:
   - smollm3: a SmolLM3ForCausalLM (Llama without rotary positions on every second
     layer here, no_rope_layer_interval 2; checked to matter), and smollm3-interval:
     its config.json without no_rope_layers (derived from the interval, 4);
+  - olmo2: an Olmo2ForCausalLM (RMSNorm after the attention and the feed-forward
+    rather than before, q/k RMSNorm over the whole projection, grouped-query);
+  - granite: a GraniteForCausalLM (Granite 3: embedding, residual and attention
+    multipliers and a logits divisor, a tied head);
   - gpt2: a GPT2LMHeadModel (learned positions, packed Conv1D c_attn, GELU-tanh,
     a tied head; padded with eos);
 with non-trivial norms and biases, compiles each directory with tfc and checks:
@@ -86,7 +90,8 @@ import numpy as np
 import torch
 from hfcommon import check_cpu_cap, check_padded_logits, run
 from transformers import (GemmaConfig, GemmaForCausalLM, Gemma2Config, Gemma2ForCausalLM,
-                          Gemma3Config,
+                          Gemma3Config, GraniteConfig, GraniteForCausalLM, Olmo2Config,
+                          Olmo2ForCausalLM,
                           Gemma3ForCausalLM, Gemma3ForConditionalGeneration, Gemma3TextConfig,
                           GPT2Config, GPT2LMHeadModel,
                           LlamaConfig, LlamaForCausalLM,
@@ -536,6 +541,21 @@ family("smollm3-interval", perturb(SmolLM3ForCausalLM(SmolLM3Config(
     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
     initializer_range=0.1, bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD)).eval()),
     rewrite=lambda c: (c.pop("no_rope_layers"), c.pop("layer_types", None)))
+
+torch.manual_seed(20)
+# OLMo 2: x + norm(f(x)) in both sublayers; q_norm and k_norm over all heads at once.
+family("olmo2", perturb(Olmo2ForCausalLM(Olmo2Config(
+    vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+    initializer_range=0.1, bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD)).eval()))
+torch.manual_seed(21)
+# Granite 3's multipliers, at values of the released models' order.
+family("granite", perturb(GraniteForCausalLM(GraniteConfig(
+    vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+    embedding_multiplier=12.0, residual_multiplier=0.22, attention_multiplier=0.0625,
+    logits_scaling=8.0, tie_word_embeddings=True, initializer_range=0.1, bos_token_id=BOS,
+    eos_token_id=EOS, pad_token_id=PAD)).eval()))
 
 torch.manual_seed(8)
 # GPT-2 has no pad token: tfc pads with eos, as transformers does.
