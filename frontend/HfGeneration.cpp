@@ -405,6 +405,19 @@ bool llamaValues(json &cfg, const std::string &cfgText, const std::string &cfgPa
   cfg["qkv_bias"] = type0 == "qwen2" ? true : bias;
   cfg["o_bias"] = type0 == "qwen2" ? false : bias;
   cfg["qk_norm"] = type0 == "qwen3" || type0 == "olmo2"; // OLMo 2's over the projection
+  // Granite's multipliers (models/hf/llama.yaml reads them): finite numbers, the
+  // logits' divisor not zero.
+  if (type0 == "granite")
+    for (const std::string k : {"embedding_multiplier", "residual_multiplier",
+                                "attention_multiplier", "logits_scaling"}) {
+      const bool divisor = k == "logits_scaling";
+      auto it = cfg.find(k);
+      if (it != cfg.end() && !it->is_null() &&
+          (!it->is_number() || !std::isfinite(it->get<double>()) ||
+           (divisor && it->get<double>() == 0)))
+        return fail(k.c_str(), it->dump() + " is not a finite number" +
+                                   (divisor ? " other than zero" : ""));
+    }
   // How the projections are stored: Phi-3 packs Q, K and V in qkv_proj and the
   // gate and up projections in gate_up_proj (models/hf/llama.yaml's *_form).
   const bool packed = type0 == "phi3";

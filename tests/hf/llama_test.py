@@ -620,6 +620,12 @@ expect_error("phi3-longrope-short-list", llama(), lambda c: c.update(
                                      "long_factor": [2.0] * 7}, rope_parameters=None,
     original_max_position_embeddings=32),
     'rope_scaling: longrope needs long_factor: a list of rope_dim / 2 = 8 numbers')
+# Granite's logits divisor.
+expect_error("granite-logits-scaling", GraniteForCausalLM(GraniteConfig(
+    vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+    num_attention_heads=4, num_key_value_heads=2, pad_token_id=PAD)).eval(),
+    lambda c: c.update(logits_scaling=0),
+    'logits_scaling: 0 is not a finite number other than zero')
 # NoPE layers that are not "one layer in every N".
 expect_error("smollm3-nope-pattern", SmolLM3ForCausalLM(SmolLM3Config(
     vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=4,
