@@ -13,9 +13,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace tfc {
 namespace hf {
@@ -63,11 +65,16 @@ bool readGenerationSettings(const std::string &dir, const std::string &family,
                             nlohmann::json &cfg, const std::string &cfgText,
                             const std::string &cfgPath, std::string &genText, DirError &err);
 
+/// config.json's layer_types (transformers 5): per layer, whether it is
+/// sliding_attention (true) or full_attention (false). "" or what is wrong.
+std::string readLayerTypes(const nlohmann::json &lt, int64_t layers, std::vector<bool> &sliding);
+
 /// What LlamaConfig derives, into |cfg| (models/hf/llama.yaml's computed values).
 bool llamaValues(nlohmann::json &cfg, const std::string &cfgText, const std::string &cfgPath,
                  DirError &err);
 
-/// What Gemma2Config and Gemma3TextConfig derive, into |cfg|: head_dim,
+/// What GemmaConfig, Gemma2Config and Gemma3TextConfig derive, into |cfg|
+/// (HfGemma.cpp): head_dim,
 /// num_key_value_heads, the global and local layers' rope bases and linear
 /// factors, the window, global_every, the soft-caps and qk_norm
 /// (models/hf/gemma.yaml). Bidirectional attention, which tfc does not
