@@ -69,6 +69,17 @@ bool readGenerationSettings(const std::string &dir, const std::string &family,
 /// sliding_attention (true) or full_attention (false). "" or what is wrong.
 std::string readLayerTypes(const nlohmann::json &lt, int64_t layers, std::vector<bool> &sliding);
 
+/// The N of "layer i is marked when i + 1 is a multiple of N" (Gemma's global
+/// layers, SmolLM3's layers without rotary positions): the first marked layer's
+/// i + 1, or layers + 1 when none is. |bad| is the first layer that breaks the
+/// pattern, -1 when none does.
+int64_t oneInEvery(const std::vector<bool> &marked, int64_t &bad);
+
+/// Sets |err| to "FIELD: MSG" at FIELD's line and column in config.json (|cfgText|
+/// at |cfgPath|); returns false.
+bool fieldError(const std::string &cfgText, const std::string &cfgPath, const char *field,
+                const std::string &msg, DirError &err);
+
 /// What LlamaConfig derives, into |cfg| (models/hf/llama.yaml's computed values).
 bool llamaValues(nlohmann::json &cfg, const std::string &cfgText, const std::string &cfgPath,
                  DirError &err);

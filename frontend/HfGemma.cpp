@@ -48,9 +48,7 @@ static bool gemmaRope(const json &rope, double theta0, const char *where, double
 bool gemmaValues(json &cfg, const std::string &cfgText, const std::string &cfgPath,
                  DirError &err) {
   auto fail = [&](const char *field, const std::string &msg) {
-    auto [l, c] = keyPos(cfgText, field);
-    err = {cfgPath, l, c, std::string(field) + ": " + msg};
-    return false;
+    return fieldError(cfgText, cfgPath, field, msg, err);
   };
   const std::string type = cfgGet(cfg, "model_type", std::string());
   // Gemma 1 (and CodeGemma): two norms a layer, every layer global, one rope,
@@ -114,17 +112,12 @@ bool gemmaValues(json &cfg, const std::string &cfgText, const std::string &cfgPa
     for (int64_t i = 0; i < layers; ++i)
       global[i] = (i + 1) % pattern == 0;
   }
-  int64_t every = layers + 1; // no global layer at all
-  for (int64_t i = 0; i < layers; ++i)
-    if (global[i]) {
-      every = i + 1;
-      break;
-    }
-  for (int64_t i = 0; i < layers; ++i)
-    if (global[i] != ((i + 1) % every == 0))
-      return fail(cfg.contains("layer_types") ? "layer_types" : "sliding_window_pattern",
-                  "layer " + std::to_string(i) + " breaks the pattern tfc maps (one global "
-                  "layer in every " + std::to_string(every) + ")");
+  int64_t bad;
+  const int64_t every = oneInEvery(global, bad); // layers + 1: no global layer at all
+  if (bad >= 0)
+    return fail(cfg.contains("layer_types") ? "layer_types" : "sliding_window_pattern",
+                "layer " + std::to_string(bad) + " breaks the pattern tfc maps (one global "
+                "layer in every " + std::to_string(every) + ")");
   cfg["global_every"] = every;
   cfg["window"] = 0;
   if (every != 1) {

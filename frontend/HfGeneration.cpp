@@ -182,6 +182,28 @@ bool readGenerationSettings(const std::string &dir, const std::string &family, j
   return true;
 }
 
+int64_t oneInEvery(const std::vector<bool> &marked, int64_t &bad) {
+  const int64_t layers = static_cast<int64_t>(marked.size());
+  int64_t every = layers + 1;
+  for (int64_t i = 0; i < layers; ++i)
+    if (marked[i]) {
+      every = i + 1;
+      break;
+    }
+  bad = -1;
+  for (int64_t i = 0; i < layers && bad < 0; ++i)
+    if (marked[i] != ((i + 1) % every == 0))
+      bad = i;
+  return every;
+}
+
+bool fieldError(const std::string &cfgText, const std::string &cfgPath, const char *field,
+                const std::string &msg, DirError &err) {
+  auto [l, c] = keyPos(cfgText, field);
+  err = {cfgPath, l, c, std::string(field) + ": " + msg};
+  return false;
+}
+
 std::string readLayerTypes(const json &lt, int64_t layers, std::vector<bool> &sliding) {
   if ((int64_t)lt.size() != layers)
     return "has " + std::to_string(lt.size()) + " entries for " + std::to_string(layers) +
@@ -301,9 +323,7 @@ static bool yarnValues(json &cfg, const json &rope, const char *where, Fail fail
 bool llamaValues(json &cfg, const std::string &cfgText, const std::string &cfgPath,
                DirError &err) {
   auto fail = [&](const char *field, const std::string &msg) {
-    auto [l, c] = keyPos(cfgText, field);
-    err = {cfgPath, l, c, std::string(field) + ": " + msg};
-    return false;
+    return fieldError(cfgText, cfgPath, field, msg, err);
   };
   auto number = [](const json &j, const char *k, double dflt) {
     auto it = j.find(k);
@@ -353,7 +373,7 @@ bool llamaValues(json &cfg, const std::string &cfgText, const std::string &cfgPa
   // rotary everywhere).
   cfg["nope_every"] = layers + 1;
   if (type0 == "smollm3") {
-    std::vector<bool> rope(std::max<int64_t>(layers, 0), true);
+    std::vector<bool> nope(std::max<int64_t>(layers, 0), false);
     const char *ropeField = "no_rope_layers";
     if (auto it = cfg.find("no_rope_layers"); it != cfg.end() && !it->is_null()) {
       if (!it->is_array() || (int64_t)it->size() != layers)
@@ -364,30 +384,25 @@ bool llamaValues(json &cfg, const std::string &cfgText, const std::string &cfgPa
         if (!(e.is_boolean() || (e.is_number_integer() && (e == 0 || e == 1))))
           return fail("no_rope_layers", "entry " + std::to_string(i) + " is " + e.dump() +
                                             ", not 0 or 1");
-        rope[i] = e.is_boolean() ? e.get<bool>() : e.get<int64_t>() == 1;
+        nope[i] = e.is_boolean() ? !e.get<bool>() : e.get<int64_t>() == 0;
       }
     } else {
       ropeField = "no_rope_layer_interval";
-      int64_t every = 4;
+      int64_t interval = 4;
       if (auto iv = cfg.find("no_rope_layer_interval"); iv != cfg.end() && !iv->is_null()) {
         if (!iv->is_number_integer() || iv->get<int64_t>() <= 0)
           return fail("no_rope_layer_interval", iv->dump() + " is not a positive integer");
-        every = iv->get<int64_t>();
+        interval = iv->get<int64_t>();
       }
       for (int64_t i = 0; i < layers; ++i)
-        rope[i] = (i + 1) % every != 0;
+        nope[i] = (i + 1) % interval == 0;
     }
-    int64_t every = layers + 1;
-    for (int64_t i = 0; i < layers; ++i)
-      if (!rope[i]) {
-        every = i + 1;
-        break;
-      }
-    for (int64_t i = 0; i < layers; ++i)
-      if (rope[i] != ((i + 1) % every != 0))
-        return fail(ropeField, "layer " + std::to_string(i) + " breaks the pattern tfc maps "
-                               "(no rotary positions on one layer in every " +
-                               std::to_string(every) + ")");
+    int64_t bad;
+    const int64_t every = oneInEvery(nope, bad);
+    if (bad >= 0)
+      return fail(ropeField, "layer " + std::to_string(bad) + " breaks the pattern tfc maps "
+                             "(no rotary positions on one layer in every " +
+                             std::to_string(every) + ")");
     cfg["nope_every"] = every;
   }
   if (from < layers) {
