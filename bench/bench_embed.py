@@ -5,7 +5,7 @@ Setup once (the venv of tests/hf/setup_venv.sh: PyPI torch, transformers, onnxru
 then run:
   bench/peers/run.sh embed [--threads 1 2] [--precision f32 [int8]] [--rounds 11]
       [--runs 3] [--batch 32] [--engines tfc ort ort-fused torch] [--tfc-bin DIR]
-      [--markdown] [--quick] [--keep]
+      [--markdown] [--quick] [--keep] [--isa AVX2]
 --tfc-bin: where tfc and tfrun are (default build/bin of this checkout).
 
 The job is what sentence-transformers' encode() does for all-MiniLM-L6-v2: a batch of
@@ -42,6 +42,9 @@ this process: max abs difference and the smallest cosine similarity over the bat
 Memory: each engine's peak RSS (ru_maxrss of its own process, see jobs_common.py).
 
 --quick: a smoke test (hidden 64, 2 layers, 4 heads, vocabulary 2000, batch 8, 1 round).
+--isa AVX2: cap every engine at AVX2 through its own switch (jobs_common.ISA_CAPS), so
+that an AVX-512 machine runs what an AVX2-only CPU runs; ONNX Runtime has no switch
+and runs the machine's best ISA (the header line says so).
 --markdown: also print the tables as Markdown (for docs/performance.md).
 """
 import argparse
@@ -209,9 +212,13 @@ def main():
     ap.add_argument("--quick", action="store_true", help="smoke test: tiny model, 1 round")
     ap.add_argument("--markdown", action="store_true", help="also print Markdown tables")
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder")
+    ap.add_argument("--isa", choices=sorted(jc.ISA_CAPS),
+                    help="cap every engine at this ISA (jobs_common.ISA_CAPS): what an "
+                         "AVX2-only CPU runs, on an AVX-512 machine")
     a = ap.parse_args()
     if a.worker:
         return jc.worker_main(json.loads(a.worker), setup_worker)
+    cap = jc.cap_isa(a.isa)  # before the peers' libraries load: they read it then
     dims = dict(QUICK if a.quick else FULL)
     a.threads = a.threads or ([1] if a.quick else [1, 2])
     a.rounds = a.rounds or (1 if a.quick else 11)
@@ -230,7 +237,7 @@ def main():
     d, paths, lens, ref, onnx = build(tmp, dims, a.batch, *a.len, a.engines, a.precision)
     log(f"BERT {dims}, random weights, mean pooling + L2; batch {a.batch} sentences of "
         f"{lens.min()}-{lens.max()} tokens (mean {lens.mean():.1f}, padded to {lens.max()}); "
-        f"{jc.cpu_summary()}; onnxruntime {onnxruntime.__version__}, transformers "
+        f"{jc.cpu_summary()}; {cap}; onnxruntime {onnxruntime.__version__}, transformers "
         f"{transformers.__version__}, torch {torch.__version__}; {a.rounds} rounds x "
         f"{a.runs} runs; threads {a.threads}")
     if "fusions" in onnx:

@@ -5,7 +5,7 @@ Setup once (the venv of tests/hf/setup_venv.sh: PyPI torch, transformers, ctrans
 then run:
   bench/peers/run.sh translate [--threads 1 2] [--precision f32 int8] [--rounds 4]
       [--runs 1] [--batch 32] [--beam 4] [--new-tokens 32] [--engines tfc ct2 hf]
-      [--tfc-bin DIR] [--markdown] [--quick] [--keep]
+      [--tfc-bin DIR] [--markdown] [--quick] [--keep] [--isa AVX2]
 --tfc-bin: where tfc and tfrun are (default build/bin of this checkout).
 
 The job is CTranslate2's own translation benchmark setup: beam search with 4 beams
@@ -60,6 +60,9 @@ model and working memory; for tfc the largest over its tfrun processes).
 
 --quick: a smoke test (d_model 64, 2+2 layers, vocabulary 1000, batch 8, 8 new tokens,
 1 round, 1 thread); every engine and check in seconds.
+--isa AVX2: cap every engine at AVX2 through its own switch (jobs_common.ISA_CAPS), so
+that an AVX-512 machine runs what an AVX2-only CPU runs; ONNX Runtime has no switch
+and runs the machine's best ISA (the header line says so).
 --markdown: also print the tables as Markdown (for docs/performance.md).
 """
 import argparse
@@ -244,9 +247,13 @@ def main():
     ap.add_argument("--quick", action="store_true", help="smoke test: tiny model, 1 round")
     ap.add_argument("--markdown", action="store_true", help="also print Markdown tables")
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder")
+    ap.add_argument("--isa", choices=sorted(jc.ISA_CAPS),
+                    help="cap every engine at this ISA (jobs_common.ISA_CAPS): what an "
+                         "AVX2-only CPU runs, on an AVX-512 machine")
     a = ap.parse_args()
     if a.worker:
         return jc.worker_main(json.loads(a.worker), setup_worker)
+    cap = jc.cap_isa(a.isa)  # before the peers' libraries load: they read it then
     dims = dict(QUICK if a.quick else FULL)
     a.threads = a.threads or ([1] if a.quick else [1, 2])
     a.rounds = a.rounds or (1 if a.quick else 4)
@@ -268,7 +275,7 @@ def main():
     (src, mask), lens = make_inputs(tmp, dims, a.batch, *a.src_len)
     log(f"Marian {dims}, random weights; batch {a.batch} sources of {lens.min()}-{lens.max()} "
         f"tokens (mean {lens.mean():.1f}), beam {a.beam}, {n} new tokens each; "
-        f"{jc.cpu_summary()}; ctranslate2 {ctranslate2.__version__}, transformers "
+        f"{jc.cpu_summary()}; {cap}; ctranslate2 {ctranslate2.__version__}, transformers "
         f"{transformers.__version__}, torch {torch.__version__}; {a.rounds} rounds x "
         f"{a.runs} runs; threads {a.threads}")
 

@@ -111,6 +111,34 @@ def cpu_summary():
     return f"{name}, {os.cpu_count()} cores, {' '.join(keep)}"
 
 
+# Every engine's own switch for the x86 ISA it may use, so that a run on an AVX-512
+# machine shows what an AVX2-only CPU (the project's Zen 3) runs: tfc's kernels and its
+# oneDNN (TFC_CPU_ISA), OpenBLAS (OPENBLAS_CORETYPE; Zen 3 gets the Zen kernels, which
+# are AVX2), CTranslate2's own kernels (CT2_FORCE_CPU_ISA), the MKL and oneDNN GEMMs
+# that CTranslate2 and PyTorch call (MKL_ENABLE_INSTRUCTIONS, ONEDNN_MAX_CPU_ISA) and
+# PyTorch's ATen kernels (ATEN_CPU_CAPABILITY). Without MKL's switch CTranslate2's int8
+# GEMM runs VNNI: on the Zen 4 class EPYC a capped tfc against it read 0.54x where the
+# real Zen 3 read 0.82x; with every switch, 0.83x. ONNX Runtime has no such switch
+# (MLAS picks its kernels from cpuid), so it stays at the machine's best ISA.
+ISA_CAPS = {
+    "AVX2": dict(TFC_CPU_ISA="AVX2", OPENBLAS_CORETYPE="Zen", CT2_FORCE_CPU_ISA="AVX2",
+                 MKL_ENABLE_INSTRUCTIONS="AVX2", ONEDNN_MAX_CPU_ISA="AVX2",
+                 DNNL_MAX_CPU_ISA="AVX2", ATEN_CPU_CAPABILITY="avx2"),
+}
+UNCAPPED = {"ort": "ONNX Runtime has no ISA switch: it runs the machine's best"}
+
+
+def cap_isa(isa):
+    """Caps every engine this process starts at |isa| (a key of ISA_CAPS; None: no cap)
+    through the environment, which each worker and tfrun process inherits. Returns the
+    words for the run's header line."""
+    if not isa:
+        return "no ISA cap"
+    os.environ.update(ISA_CAPS[isa])
+    return (f"capped at {isa} (" + " ".join(f"{k}={v}" for k, v in ISA_CAPS[isa].items())
+            + "; " + "; ".join(UNCAPPED.values()) + ")")
+
+
 # -------------------------------------------------------------------------------------
 # tfc: one tfrun process per round.
 # -------------------------------------------------------------------------------------
