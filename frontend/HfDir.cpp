@@ -127,6 +127,10 @@ const std::vector<Family> &families() {
        "model.embed_tokens.weight",
        {"language_model."},
        {{"attention_bias", {"false"}}}},
+      // Phi-1, Phi-1.5 and Phi-2: a parallel block (attention and feed-forward
+      // read one LayerNorm), partial rotary embeddings, biases everywhere;
+      // llamaValues derives head_dim, the key/value heads and rope_dim.
+      {"phi", {"phi"}, "model.embed_tokens.weight", {}, {}},
   };
   return f;
 }
@@ -517,29 +521,8 @@ static bool describe(const std::string &dirIn, DirModel &out, DirError &err,
     cfg["embed_scale"] = cfg["scale_embedding"].get<bool>() ? std::sqrt(d) : 1.0;
   }
 
-  // T5: what T5Config derives from feed_forward_proj ("relu", "gated-gelu",
-  // ...), the decoder depth, and the tied output's d_model^-0.5 rescale.
-  if (std::string(fam->name) == "t5") {
-    std::string ffp = cfgGet(cfg, "feed_forward_proj", std::string("relu"));
-    const bool gated = ffp.compare(0, 6, "gated-") == 0;
-    std::string act = gated ? ffp.substr(6) : ffp;
-    if (act.empty() || act.find('-') != std::string::npos) {
-      auto [l, c] = keyPos(cfgText, "feed_forward_proj");
-      return fail(cfgPath, "feed_forward_proj: \"" + ffp + "\" is not ACT or gated-ACT", l, c);
-    }
-    cfg["is_gated_act"] = gated;
-    cfg["dense_act_fn"] = ffp == "gated-gelu" ? "gelu_new" : act; // as T5Config
-    if (!cfg.contains("num_decoder_layers") || cfg["num_decoder_layers"].is_null())
-      cfg["num_decoder_layers"] = cfgGet<int64_t>(cfg, "num_layers", 6);
-    if (!cfg.contains("tie_word_embeddings") || !cfg["tie_word_embeddings"].is_boolean())
-      cfg["tie_word_embeddings"] = true;
-    // transformers 5 writes scale_decoder_outputs (and always ties); older
-    // configs say untied (v1.1's own lm_head, no rescale) with tie_word_embeddings.
-    bool scaled = cfg["tie_word_embeddings"].get<bool>();
-    if (auto it = cfg.find("scale_decoder_outputs"); it != cfg.end() && it->is_boolean())
-      scaled = it->get<bool>();
-    cfg["out_scale"] = scaled ? 1.0 / std::sqrt(cfgGet(cfg, "d_model", 512.0)) : 1.0;
-  }
+  if (std::string(fam->name) == "t5" && !t5Values(cfg, cfgText, cfgPath, err))
+    return false;
 
   // GPT-2: the feed-forward's width, 4 x n_embd unless n_inner says.
   if (std::string(fam->name) == "gpt2" &&
@@ -553,6 +536,8 @@ static bool describe(const std::string &dirIn, DirModel &out, DirError &err,
       !llamaValues(cfg, cfgText, cfgPath, err))
     return false;
   if (std::string(fam->name) == "gemma" && !gemmaValues(cfg, cfgText, cfgPath, err))
+    return false;
+  if (std::string(fam->name) == "phi" && !phiValues(cfg, cfgText, cfgPath, err))
     return false;
 
   std::string text = bundledFamilyText(fam->name);

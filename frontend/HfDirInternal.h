@@ -83,6 +83,15 @@ bool fieldError(const std::string &cfgText, const std::string &cfgPath, const ch
 /// What LlamaConfig derives, into |cfg| (models/hf/llama.yaml's computed values).
 bool llamaValues(nlohmann::json &cfg, const std::string &cfgText, const std::string &cfgPath,
                  DirError &err);
+/// What T5Config derives, into |cfg| (models/hf/t5.yaml): the activation and
+/// whether it is gated from feed_forward_proj ("relu", "gated-gelu", ...), the
+/// decoder depth, and the tied output's d_model^-0.5 rescale.
+bool t5Values(nlohmann::json &cfg, const std::string &cfgText, const std::string &cfgPath,
+              DirError &err);
+/// Phi-1/1.5/2 (models/hf/phi.yaml): llamaValues, a rope that is default or
+/// linear, and pad = eos when config.json has no pad_token_id.
+bool phiValues(nlohmann::json &cfg, const std::string &cfgText, const std::string &cfgPath,
+               DirError &err);
 
 /// What GemmaConfig, Gemma2Config and Gemma3TextConfig derive, into |cfg|
 /// (HfGemma.cpp): head_dim,

@@ -512,5 +512,45 @@ bool llamaValues(json &cfg, const std::string &cfgText, const std::string &cfgPa
   return true;
 }
 
+bool t5Values(json &cfg, const std::string &cfgText, const std::string &cfgPath,
+              DirError &err) {
+  std::string ffp = cfgGet(cfg, "feed_forward_proj", std::string("relu"));
+  const bool gated = ffp.compare(0, 6, "gated-") == 0;
+  std::string act = gated ? ffp.substr(6) : ffp;
+  if (act.empty() || act.find('-') != std::string::npos)
+    return fieldError(cfgText, cfgPath, "feed_forward_proj",
+                      "\"" + ffp + "\" is not ACT or gated-ACT", err);
+  cfg["is_gated_act"] = gated;
+  cfg["dense_act_fn"] = ffp == "gated-gelu" ? "gelu_new" : act; // as T5Config
+  if (!cfg.contains("num_decoder_layers") || cfg["num_decoder_layers"].is_null())
+    cfg["num_decoder_layers"] = cfgGet<int64_t>(cfg, "num_layers", 6);
+  if (!cfg.contains("tie_word_embeddings") || !cfg["tie_word_embeddings"].is_boolean())
+    cfg["tie_word_embeddings"] = true;
+  // transformers 5 writes scale_decoder_outputs (and always ties); older
+  // configs say untied (v1.1's own lm_head, no rescale) with tie_word_embeddings.
+  bool scaled = cfg["tie_word_embeddings"].get<bool>();
+  if (auto it = cfg.find("scale_decoder_outputs"); it != cfg.end() && it->is_boolean())
+    scaled = it->get<bool>();
+  cfg["out_scale"] = scaled ? 1.0 / std::sqrt(cfgGet(cfg, "d_model", 512.0)) : 1.0;
+  return true;
+}
+
+bool phiValues(json &cfg, const std::string &cfgText, const std::string &cfgPath,
+               DirError &err) {
+  // Llama's derived sizes and rotary embedding (models/hf/phi.yaml reads
+  // head_dim, num_key_value_heads, rope_dim, rope_type and rope_factor).
+  if (!llamaValues(cfg, cfgText, cfgPath, err))
+    return false;
+  if (cfg["rope_type"] != "default" && cfg["rope_type"] != "linear")
+    return fieldError(cfgText, cfgPath,
+                      cfg.contains("rope_parameters") ? "rope_parameters" : "rope_scaling",
+                      "rope type " + cfg["rope_type"].dump() + " is not supported by tfc's "
+                      "phi description (default and linear)", err);
+  // No pad_token_id (Phi-2 has none): pad with eos, as transformers' generate() does.
+  if (auto p = cfg.find("pad_token_id"); p == cfg.end() || p->is_null())
+    cfg["pad_token_id"] = cfgGet<int64_t>(cfg, "eos_token_id", 50256);
+  return true;
+}
+
 } // namespace hf
 } // namespace tfc

@@ -221,6 +221,7 @@ public:
   //===--------------------------------------------------------------------===//
 
   FailureOr<Value> emitBlock(const Node &n, Value x, const StackEnv &env);
+  FailureOr<Value> emitParallelBlock(const Node &n, Value x, const StackEnv &env);
   LogicalResult emitRotaryFrequencies(const Node &n, StackEnv &env);
   LogicalResult emitYarn(const Node &scaling, double factor, int64_t dim, double theta,
                          std::vector<double> &inv, StackEnv &env);

@@ -3,8 +3,8 @@
 // A stack (encoder or decoder) is its embedding (token table, token types,
 // positional encoding, embedding norm), then `layers.count` copies of its blocks
 // under the layer's name, then a final norm. A block wraps one body (attention,
-// feed_forward or an `ops:` list) in its residual and norm. The output head
-// projects to the vocabulary.
+// feed_forward or an `ops:` list) in its residual and norm (ImporterBlocks.cpp).
+// The output head projects to the vocabulary.
 //
 //===----------------------------------------------------------------------------===//
 #include "frontend/ImporterInternal.h"
@@ -18,92 +18,8 @@ namespace td = ::mlir::tfc;
 namespace tfc::detail {
 
 //===----------------------------------------------------------------------===//
-// Blocks, stacks, embeddings, output
+// Stacks, embeddings, output
 //===----------------------------------------------------------------------===//
-
-FailureOr<Value> Importer::emitBlock(const Node &n, Value x, const StackEnv &env) {
-  if (failed(expectMap(n, "block")) ||
-      failed(checkKeys(n, "block",
-                       {"residual", "norm", "post_norm", "scale", "attention", "feed_forward",
-                        "ops", "output"})))
-    return failure();
-  int bodies = (n.get("attention") ? 1 : 0) + (n.get("feed_forward") ? 1 : 0) +
-               (n.get("ops") ? 1 : 0);
-  if (bodies != 1)
-    return error(n, "a block needs exactly one of 'attention', 'feed_forward' or "
-                     "'ops'");
-  std::string residual = "pre";
-  if (const Node *r = n.get("residual")) {
-    auto v = getChoice(*r, "residual", {"pre", "post", "none"});
-    if (failed(v))
-      return failure();
-    residual = *v;
-  }
-  const Node *norm = n.get("norm");
-  const Node *postNorm = n.get("post_norm");
-  // A pre block may norm only the sublayer's output (OLMo 2: x + post_norm(f(x))).
-  if (!norm && residual != "none" && !(residual == "pre" && postNorm))
-    return error(n, "a '" + residual + "' residual block needs a 'norm'");
-
-  auto body = [&](Value in) -> FailureOr<Value> {
-    if (const Node *a = n.get("attention"))
-      return emitAttention(*a, in, env);
-    if (const Node *f = n.get("feed_forward"))
-      return emitFeedForward(*f, in);
-    return emitOps(n, in, env);
-  };
-  if (postNorm && residual != "pre")
-    return error(*n.keyNode("post_norm"), "'post_norm' is for a 'pre' residual block");
-  const Node *scaleNode = n.get("scale");
-  if (scaleNode && residual != "pre")
-    return error(*n.keyNode("scale"), "'scale' is for a 'pre' residual block");
-  if (residual == "pre") {
-    // x + sublayer(norm(x)), or with post_norm (Gemma 2 and 3's sandwich)
-    // x + post_norm(sublayer(norm(x))), the norm before the sublayer optional
-    // then; `scale` multiplies what is added (Granite's residual_multiplier).
-    FailureOr<Value> xn = x;
-    if (norm)
-      xn = emitNorm(*norm, x, "norm");
-    if (failed(xn))
-      return failure();
-    auto y = body(*xn);
-    if (failed(y))
-      return failure();
-    if (postNorm) {
-      y = emitNorm(*postNorm, *y, "post_norm");
-      if (failed(y))
-        return failure();
-    }
-    if (scaleNode) {
-      auto f = evalNum(*scaleNode, "scale");
-      if (failed(f))
-        return failure();
-      if (!std::isfinite(f->value))
-        return error(*scaleNode, "'scale' must be a finite number");
-      if (f->value != 1.0) {
-        Location sl = loc(*scaleNode);
-        y = make<td::MulOp>(sl, {*y, constF(sl, f->value)});
-        if (failed(y))
-          return failure();
-      }
-    }
-    return make<td::AddOp>(loc(n), {x, *y});
-  }
-  if (residual == "post") {
-    // norm(sublayer(x) + x)
-    auto y = body(x);
-    if (failed(y))
-      return failure();
-    auto s = make<td::AddOp>(loc(n), {*y, x});
-    if (failed(s))
-      return failure();
-    return emitNorm(*norm, *s, "norm");
-  }
-  auto y = body(x);
-  if (failed(y) || !norm)
-    return y;
-  return emitNorm(*norm, *y, "norm");
-}
 
 FailureOr<Value> Importer::emitEmbedding(const Node &stack, Value tokens) {
   auto en = require(stack, "embedding", "a stack");

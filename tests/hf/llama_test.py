@@ -53,6 +53,11 @@ Builds small random-weight decoder-only models with save_pretrained:
     rather than before, q/k RMSNorm over the whole projection, grouped-query);
   - granite: a GraniteForCausalLM (Granite 3: embedding, residual and attention
     multipliers and a logits divisor, a tied head);
+  - phi: a PhiForCausalLM (Phi-2's layout: attention and feed-forward in parallel
+    on one LayerNorm, rotary embeddings on 2/5 of each head, biases on every
+    projection and the lm_head, GELU-tanh; grouped-query here, 4 heads over 2), and
+    phi-qk-norm: per-head q/k LayerNorms (qk_layernorm), half of each head rotated,
+    a tied head with its own bias, and no pad_token_id (tfc pads with eos);
   - gpt2: a GPT2LMHeadModel (learned positions, packed Conv1D c_attn, GELU-tanh,
     a tied head; padded with eos);
 with non-trivial norms and biases, compiles each directory with tfc and checks:
@@ -95,7 +100,8 @@ from transformers import (GemmaConfig, GemmaForCausalLM, Gemma2Config, Gemma2For
                           Gemma3ForCausalLM, Gemma3ForConditionalGeneration, Gemma3TextConfig,
                           GPT2Config, GPT2LMHeadModel,
                           LlamaConfig, LlamaForCausalLM,
-                          MistralConfig, MistralForCausalLM, Phi3Config, Phi3ForCausalLM,
+                          MistralConfig, MistralForCausalLM, PhiConfig, PhiForCausalLM,
+                          Phi3Config, Phi3ForCausalLM,
                           Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM,
                           SmolLM3Config, SmolLM3ForCausalLM)
 
@@ -557,6 +563,22 @@ family("granite", perturb(GraniteForCausalLM(GraniteConfig(
     logits_scaling=8.0, tie_word_embeddings=True, initializer_range=0.1, bos_token_id=BOS,
     eos_token_id=EOS, pad_token_id=PAD)).eval()))
 
+torch.manual_seed(22)
+# Phi-2's layout: x + attention(ln(x)) + mlp(ln(x)), partial rotary embeddings.
+family("phi", perturb(PhiForCausalLM(PhiConfig(
+    vocab_size=V, hidden_size=80, intermediate_size=96, num_hidden_layers=2,
+    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+    partial_rotary_factor=0.4, initializer_range=0.1, bos_token_id=BOS, eos_token_id=EOS,
+    pad_token_id=PAD)).eval()))
+torch.manual_seed(23)
+# qk_layernorm, a tied head (its bias is lm_head.bias still), no pad_token_id:
+# tfc pads with eos, as generate() does.
+family("phi-qk-norm", perturb(PhiForCausalLM(PhiConfig(
+    vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+    num_attention_heads=4, max_position_embeddings=128, partial_rotary_factor=0.5,
+    qk_layernorm=True, tie_word_embeddings=True, initializer_range=0.1, bos_token_id=BOS,
+    eos_token_id=EOS)).eval()), pad=EOS)
+
 torch.manual_seed(8)
 # GPT-2 has no pad token: tfc pads with eos, as transformers does.
 family("gpt2", perturb(GPT2LMHeadModel(GPT2Config(
@@ -626,6 +648,16 @@ expect_error("granite-logits-scaling", GraniteForCausalLM(GraniteConfig(
     num_attention_heads=4, num_key_value_heads=2, pad_token_id=PAD)).eval(),
     lambda c: c.update(logits_scaling=0),
     'logits_scaling: 0 is not a finite number other than zero')
+# Phi: the rotary embeddings its description implements.
+expect_error("phi-rope-type", PhiForCausalLM(PhiConfig(
+    vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+    num_attention_heads=4, pad_token_id=PAD)).eval(),
+    lambda c: c.update(rope_parameters={
+        "rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0, "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0, "original_max_position_embeddings": 64,
+        "partial_rotary_factor": 0.5}),
+    'rope_parameters: rope type "llama3" is not supported by tfc\'s phi description '
+    '(default and linear)')
 # NoPE layers that are not "one layer in every N".
 expect_error("smollm3-nope-pattern", SmolLM3ForCausalLM(SmolLM3Config(
     vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=4,
