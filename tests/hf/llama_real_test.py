@@ -10,7 +10,8 @@ changes no kernel's shape; Gemma 2's pair is one local and one global layer):
     scaling, 32 heads over 8, vocabulary 128256), qwen3-0.6b (q/k norms,
     head_dim 128 beside hidden 1024), gemma-2-2b (head_dim 256, query scale
     256, soft-caps 50 and 30, GeGLU, vocabulary 256000) and mistral at a
-    quarter of Mistral 7B's width (hidden 1024, head_dim 128, untied);
+    quarter of Mistral 7B's width (hidden 1024, head_dim 128, untied), and phi-2
+    (a parallel block, 32 of 80 dims per head rotated, biases everywhere);
   - saved in bf16, as these models are published: tfc widens the weights to
     f32 and transformers runs the same values in f32.
 Checks, per shape (the issue's "Must match"):
@@ -38,7 +39,8 @@ import numpy as np
 import torch
 from hfcommon import check_cpu_cap, check_padded_logits, run
 from transformers import (Gemma2Config, Gemma2ForCausalLM, LlamaConfig, LlamaForCausalLM,
-                          MistralConfig, MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM,
+                          MistralConfig, MistralForCausalLM, PhiConfig, PhiForCausalLM,
+                          Qwen2Config, Qwen2ForCausalLM,
                           Qwen3Config, Qwen3ForCausalLM)
 
 TOL_REL = 1e-4
@@ -180,6 +182,12 @@ shape("mistral-quarter", lambda: perturb(MistralForCausalLM(MistralConfig(
     vocab_size=32768, hidden_size=1024, intermediate_size=3584, num_attention_heads=8,
     num_key_value_heads=2, max_position_embeddings=32768, rms_norm_eps=1e-5,
     rope_theta=1000000.0, sliding_window=None, tie_word_embeddings=False, **common))))
+
+torch.manual_seed(26)
+shape("phi-2", lambda: perturb(PhiForCausalLM(PhiConfig(
+    vocab_size=51200, hidden_size=2560, intermediate_size=10240, num_attention_heads=32,
+    max_position_embeddings=2048, layer_norm_eps=1e-5, partial_rotary_factor=0.4,
+    rope_theta=10000.0, tie_word_embeddings=False, **common))))
 
 if failures:
     sys.exit("FAILED: " + ", ".join(failures))
