@@ -131,6 +131,8 @@ const std::vector<Family> &families() {
       // read one LayerNorm), partial rotary embeddings, biases everywhere;
       // llamaValues derives head_dim, the key/value heads and rope_dim.
       {"phi", {"phi"}, "model.embed_tokens.weight", {}, {}},
+      // StarCoder2: pre-LayerNorm, GQA, a window on every layer, biases, GELU-tanh.
+      {"starcoder2", {"starcoder2"}, "model.embed_tokens.weight", {}, {}},
   };
   return f;
 }
@@ -537,7 +539,8 @@ static bool describe(const std::string &dirIn, DirModel &out, DirError &err,
     return false;
   if (std::string(fam->name) == "gemma" && !gemmaValues(cfg, cfgText, cfgPath, err))
     return false;
-  if (std::string(fam->name) == "phi" && !phiValues(cfg, cfgText, cfgPath, err))
+  if ((std::string(fam->name) == "phi" || std::string(fam->name) == "starcoder2") &&
+      !layerNormDecoderValues(cfg, cfgText, cfgPath, fam->name, err))
     return false;
 
   std::string text = bundledFamilyText(fam->name);

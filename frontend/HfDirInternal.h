@@ -88,10 +88,12 @@ bool llamaValues(nlohmann::json &cfg, const std::string &cfgText, const std::str
 /// decoder depth, and the tied output's d_model^-0.5 rescale.
 bool t5Values(nlohmann::json &cfg, const std::string &cfgText, const std::string &cfgPath,
               DirError &err);
-/// Phi-1/1.5/2 (models/hf/phi.yaml): llamaValues, a rope that is default or
-/// linear, and pad = eos when config.json has no pad_token_id.
-bool phiValues(nlohmann::json &cfg, const std::string &cfgText, const std::string &cfgPath,
-               DirError &err);
+/// The LayerNorm decoders' values (models/hf/phi.yaml, starcoder2.yaml):
+/// llamaValues, a rope that is default or linear (else an error naming
+/// |family|'s description), and pad = eos when config.json has no pad_token_id.
+bool layerNormDecoderValues(nlohmann::json &cfg, const std::string &cfgText,
+                            const std::string &cfgPath, const std::string &family,
+                            DirError &err);
 
 /// What GemmaConfig, Gemma2Config and Gemma3TextConfig derive, into |cfg|
 /// (HfGemma.cpp): head_dim,

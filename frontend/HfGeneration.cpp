@@ -331,7 +331,7 @@ bool llamaValues(json &cfg, const std::string &cfgText, const std::string &cfgPa
   };
   const std::string type0 = cfgGet(cfg, "model_type", std::string("llama"));
   // The sliding window: which layers have it, as transformers decides. config.json's
-  // layer_types (transformers 5) says so per layer; else Mistral's and Phi-3's
+  // layer_types (transformers 5) says so per layer; else Mistral's, Phi-3's and StarCoder2's
   // sliding_window is on every layer, and Qwen2's and Qwen3's (with
   // use_sliding_window) on the layers from max_window_layers on. tfc maps "every
   // layer from window_from on" (models/hf/llama.yaml).
@@ -344,7 +344,7 @@ bool llamaValues(json &cfg, const std::string &cfgText, const std::string &cfgPa
     windowField = "layer_types";
     if (std::string msg = readLayerTypes(*lt, layers, sliding); !msg.empty())
       return fail("layer_types", msg);
-  } else if (hasWindow && (type0 == "mistral" || type0 == "phi3")) {
+  } else if (hasWindow && (type0 == "mistral" || type0 == "phi3" || type0 == "starcoder2")) {
     std::fill(sliding.begin(), sliding.end(), true);
   } else if (hasWindow && cfgGet(cfg, "use_sliding_window", false)) {
     const int64_t from = cfgGet<int64_t>(cfg, "max_window_layers", layers);
@@ -535,18 +535,20 @@ bool t5Values(json &cfg, const std::string &cfgText, const std::string &cfgPath,
   return true;
 }
 
-bool phiValues(json &cfg, const std::string &cfgText, const std::string &cfgPath,
-               DirError &err) {
-  // Llama's derived sizes and rotary embedding (models/hf/phi.yaml reads
-  // head_dim, num_key_value_heads, rope_dim, rope_type and rope_factor).
+bool layerNormDecoderValues(json &cfg, const std::string &cfgText, const std::string &cfgPath,
+                            const std::string &family, DirError &err) {
+  // Llama's derived sizes, window and rotary embedding (the description reads
+  // head_dim, num_key_value_heads, rope_dim, rope_type, rope_factor and window).
   if (!llamaValues(cfg, cfgText, cfgPath, err))
     return false;
   if (cfg["rope_type"] != "default" && cfg["rope_type"] != "linear")
     return fieldError(cfgText, cfgPath,
                       cfg.contains("rope_parameters") ? "rope_parameters" : "rope_scaling",
-                      "rope type " + cfg["rope_type"].dump() + " is not supported by tfc's "
-                      "phi description (default and linear)", err);
-  // No pad_token_id (Phi-2 has none): pad with eos, as transformers' generate() does.
+                      "rope type " + cfg["rope_type"].dump() + " is not supported by tfc's " +
+                          family + " description (default and linear)",
+                      err);
+  // No pad_token_id (Phi-2 and StarCoder2 have none): pad with eos, as
+  // transformers' generate() does.
   if (auto p = cfg.find("pad_token_id"); p == cfg.end() || p->is_null())
     cfg["pad_token_id"] = cfgGet<int64_t>(cfg, "eos_token_id", 50256);
   return true;

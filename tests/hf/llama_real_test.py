@@ -10,8 +10,9 @@ changes no kernel's shape; Gemma 2's pair is one local and one global layer):
     scaling, 32 heads over 8, vocabulary 128256), qwen3-0.6b (q/k norms,
     head_dim 128 beside hidden 1024), gemma-2-2b (head_dim 256, query scale
     256, soft-caps 50 and 30, GeGLU, vocabulary 256000) and mistral at a
-    quarter of Mistral 7B's width (hidden 1024, head_dim 128, untied), and phi-2
-    (a parallel block, 32 of 80 dims per head rotated, biases everywhere);
+    quarter of Mistral 7B's width (hidden 1024, head_dim 128, untied), phi-2
+    (a parallel block, 32 of 80 dims per head rotated, biases everywhere) and
+    starcoder2-3b (LayerNorm, 24 heads over 2, a window of 4096, biases, tied);
   - saved in bf16, as these models are published: tfc widens the weights to
     f32 and transformers runs the same values in f32.
 Checks, per shape (the issue's "Must match"):
@@ -41,7 +42,8 @@ from hfcommon import check_cpu_cap, check_padded_logits, run
 from transformers import (Gemma2Config, Gemma2ForCausalLM, LlamaConfig, LlamaForCausalLM,
                           MistralConfig, MistralForCausalLM, PhiConfig, PhiForCausalLM,
                           Qwen2Config, Qwen2ForCausalLM,
-                          Qwen3Config, Qwen3ForCausalLM)
+                          Qwen3Config, Qwen3ForCausalLM, Starcoder2Config,
+                          Starcoder2ForCausalLM)
 
 TOL_REL = 1e-4
 N = 32
@@ -188,6 +190,13 @@ shape("phi-2", lambda: perturb(PhiForCausalLM(PhiConfig(
     vocab_size=51200, hidden_size=2560, intermediate_size=10240, num_attention_heads=32,
     max_position_embeddings=2048, layer_norm_eps=1e-5, partial_rotary_factor=0.4,
     rope_theta=10000.0, tie_word_embeddings=False, **common))))
+
+torch.manual_seed(27)
+shape("starcoder2-3b", lambda: perturb(Starcoder2ForCausalLM(Starcoder2Config(
+    vocab_size=49152, hidden_size=3072, intermediate_size=12288, num_attention_heads=24,
+    num_key_value_heads=2, max_position_embeddings=16384, norm_epsilon=1e-5,
+    rope_theta=999999.4420358813, sliding_window=4096, use_bias=True,
+    tie_word_embeddings=True, **common))))
 
 if failures:
     sys.exit("FAILED: " + ", ".join(failures))

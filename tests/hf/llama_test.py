@@ -58,6 +58,10 @@ Builds small random-weight decoder-only models with save_pretrained:
     projection and the lm_head, GELU-tanh; grouped-query here, 4 heads over 2), and
     phi-qk-norm: per-head q/k LayerNorms (qk_layernorm), half of each head rotated,
     a tied head with its own bias, and no pad_token_id (tfc pads with eos);
+  - starcoder2: a Starcoder2ForCausalLM (pre-LayerNorm, grouped-query attention
+    with a sliding window of 3 on every layer, biases on every projection,
+    GELU-tanh, a tied head), and starcoder2-plain: use_bias false, no window, an
+    untied head, no pad_token_id (tfc pads with eos);
   - gpt2: a GPT2LMHeadModel (learned positions, packed Conv1D c_attn, GELU-tanh,
     a tied head; padded with eos);
 with non-trivial norms and biases, compiles each directory with tfc and checks:
@@ -103,7 +107,8 @@ from transformers import (GemmaConfig, GemmaForCausalLM, Gemma2Config, Gemma2For
                           MistralConfig, MistralForCausalLM, PhiConfig, PhiForCausalLM,
                           Phi3Config, Phi3ForCausalLM,
                           Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM,
-                          SmolLM3Config, SmolLM3ForCausalLM)
+                          SmolLM3Config, SmolLM3ForCausalLM, Starcoder2Config,
+                          Starcoder2ForCausalLM)
 
 TOL_REL = 5e-5
 tfc, tfrun, work = sys.argv[1:4]
@@ -577,6 +582,20 @@ family("phi-qk-norm", perturb(PhiForCausalLM(PhiConfig(
     vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
     num_attention_heads=4, max_position_embeddings=128, partial_rotary_factor=0.5,
     qk_layernorm=True, tie_word_embeddings=True, initializer_range=0.1, bos_token_id=BOS,
+    eos_token_id=EOS)).eval()), pad=EOS)
+
+torch.manual_seed(24)
+# StarCoder2: LayerNorm, a window of 3 on every layer (shorter than the prompts).
+family("starcoder2", perturb(Starcoder2ForCausalLM(Starcoder2Config(
+    vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+    sliding_window=3, initializer_range=0.1, bos_token_id=BOS, eos_token_id=EOS,
+    pad_token_id=PAD)).eval()))
+torch.manual_seed(25)
+family("starcoder2-plain", perturb(Starcoder2ForCausalLM(Starcoder2Config(
+    vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+    num_attention_heads=4, num_key_value_heads=1, max_position_embeddings=128,
+    use_bias=False, tie_word_embeddings=False, initializer_range=0.1, bos_token_id=BOS,
     eos_token_id=EOS)).eval()), pad=EOS)
 
 torch.manual_seed(8)
