@@ -133,6 +133,13 @@ const std::vector<Family> &families() {
       {"phi", {"phi"}, "model.embed_tokens.weight", {}, {}},
       // StarCoder2: pre-LayerNorm, GQA, a window on every layer, biases, GELU-tanh.
       {"starcoder2", {"starcoder2"}, "model.embed_tokens.weight", {}, {}},
+      // StableLM: pre-LayerNorm (or a parallel block), a quarter of each head
+      // rotated, SwiGLU; per-head q/k norms with weights of their own are not mapped.
+      {"stablelm",
+       {"stablelm"},
+       "model.embed_tokens.weight",
+       {},
+       {{"qk_layernorm", {"false"}}, {"hidden_act", {"\"silu\""}}}},
   };
   return f;
 }
@@ -539,7 +546,8 @@ static bool describe(const std::string &dirIn, DirModel &out, DirError &err,
     return false;
   if (std::string(fam->name) == "gemma" && !gemmaValues(cfg, cfgText, cfgPath, err))
     return false;
-  if ((std::string(fam->name) == "phi" || std::string(fam->name) == "starcoder2") &&
+  if ((std::string(fam->name) == "phi" || std::string(fam->name) == "starcoder2" ||
+       std::string(fam->name) == "stablelm") &&
       !layerNormDecoderValues(cfg, cfgText, cfgPath, fam->name, err))
     return false;
 

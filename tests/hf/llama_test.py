@@ -62,6 +62,10 @@ Builds small random-weight decoder-only models with save_pretrained:
     with a sliding window of 3 on every layer, biases on every projection,
     GELU-tanh, a tied head), and starcoder2-plain: use_bias false, no window, an
     untied head, no pad_token_id (tfc pads with eos);
+  - stablelm: a StableLmForCausalLM (pre-LayerNorm, a quarter of each head rotated,
+    q/k/v biases, SwiGLU, grouped-query), and stablelm-parallel: use_parallel_residual
+    (one LayerNorm read by the attention and the feed-forward), multi-query, a tied
+    head, no q/k/v biases, no pad_token_id (tfc pads with eos);
   - gpt2: a GPT2LMHeadModel (learned positions, packed Conv1D c_attn, GELU-tanh,
     a tied head; padded with eos);
 with non-trivial norms and biases, compiles each directory with tfc and checks:
@@ -107,8 +111,8 @@ from transformers import (GemmaConfig, GemmaForCausalLM, Gemma2Config, Gemma2For
                           MistralConfig, MistralForCausalLM, PhiConfig, PhiForCausalLM,
                           Phi3Config, Phi3ForCausalLM,
                           Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM,
-                          SmolLM3Config, SmolLM3ForCausalLM, Starcoder2Config,
-                          Starcoder2ForCausalLM)
+                          SmolLM3Config, SmolLM3ForCausalLM, StableLmConfig,
+                          StableLmForCausalLM, Starcoder2Config, Starcoder2ForCausalLM)
 
 TOL_REL = 5e-5
 tfc, tfrun, work = sys.argv[1:4]
@@ -598,6 +602,19 @@ family("starcoder2-plain", perturb(Starcoder2ForCausalLM(Starcoder2Config(
     use_bias=False, tie_word_embeddings=False, initializer_range=0.1, bos_token_id=BOS,
     eos_token_id=EOS)).eval()), pad=EOS)
 
+torch.manual_seed(26)
+family("stablelm", perturb(StableLmForCausalLM(StableLmConfig(
+    vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+    use_qkv_bias=True, initializer_range=0.1, bos_token_id=BOS, eos_token_id=EOS,
+    pad_token_id=PAD)).eval()))
+torch.manual_seed(27)
+family("stablelm-parallel", perturb(StableLmForCausalLM(StableLmConfig(
+    vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+    num_attention_heads=4, num_key_value_heads=1, max_position_embeddings=128,
+    use_parallel_residual=True, tie_word_embeddings=True, initializer_range=0.1,
+    bos_token_id=BOS, eos_token_id=EOS)).eval()), pad=EOS)
+
 torch.manual_seed(8)
 # GPT-2 has no pad token: tfc pads with eos, as transformers does.
 family("gpt2", perturb(GPT2LMHeadModel(GPT2Config(
@@ -677,6 +694,13 @@ expect_error("phi-rope-type", PhiForCausalLM(PhiConfig(
         "partial_rotary_factor": 0.5}),
     'rope_parameters: rope type "llama3" is not supported by tfc\'s phi description '
     '(default and linear)')
+# StableLM 2 12B's q/k LayerNorms have weights of their own per head.
+expect_error("stablelm-qk-layernorm", StableLmForCausalLM(StableLmConfig(
+    vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+    num_attention_heads=4, num_key_value_heads=4, pad_token_id=PAD)).eval(),
+    lambda c: c.update(qk_layernorm=True),
+    "qk_layernorm: true is not supported by tfc's stablelm description (it computes "
+    "qk_layernorm: false); it changes the outputs, so it is not ignored")
 # NoPE layers that are not "one layer in every N".
 expect_error("smollm3-nope-pattern", SmolLM3ForCausalLM(SmolLM3Config(
     vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=4,
