@@ -140,6 +140,9 @@ const std::vector<Family> &families() {
        "model.embed_tokens.weight",
        {},
        {{"qk_layernorm", {"false"}}, {"hidden_act", {"\"silu\""}}}},
+      // GPT-NeoX (Pythia): Q, K and V interleaved by head, a parallel block by
+      // default, exact GELU.
+      {"gpt_neox", {"gpt_neox"}, "gpt_neox.embed_in.weight", {}, {{"hidden_act", {"\"gelu\""}}}},
   };
   return f;
 }
@@ -530,25 +533,13 @@ static bool describe(const std::string &dirIn, DirModel &out, DirError &err,
     cfg["embed_scale"] = cfg["scale_embedding"].get<bool>() ? std::sqrt(d) : 1.0;
   }
 
-  if (std::string(fam->name) == "t5" && !t5Values(cfg, cfgText, cfgPath, err))
-    return false;
-
   // GPT-2: the feed-forward's width, 4 x n_embd unless n_inner says.
   if (std::string(fam->name) == "gpt2" &&
       (!cfg.contains("n_inner") || cfg["n_inner"].is_null()))
     cfg["n_inner"] = 4 * cfgGet<int64_t>(cfg, "n_embd", 768);
 
-  // Llama: head_dim and the key/value heads when config.json leaves them out,
-  // and the rotary embedding from rope_parameters (transformers 5) or
-  // rope_theta and rope_scaling (older configs; `type` an alias of `rope_type`).
-  if (std::string(fam->name) == "llama" &&
-      !llamaValues(cfg, cfgText, cfgPath, err))
-    return false;
-  if (std::string(fam->name) == "gemma" && !gemmaValues(cfg, cfgText, cfgPath, err))
-    return false;
-  if ((std::string(fam->name) == "phi" || std::string(fam->name) == "starcoder2" ||
-       std::string(fam->name) == "stablelm") &&
-      !layerNormDecoderValues(cfg, cfgText, cfgPath, fam->name, err))
+  // What the T5, Llama, Gemma and the LayerNorm decoders' configs derive.
+  if (!familyValues(fam->name, cfg, cfgText, cfgPath, err))
     return false;
 
   std::string text = bundledFamilyText(fam->name);

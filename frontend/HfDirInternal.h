@@ -88,6 +88,18 @@ bool llamaValues(nlohmann::json &cfg, const std::string &cfgText, const std::str
 /// decoder depth, and the tied output's d_model^-0.5 rescale.
 bool t5Values(nlohmann::json &cfg, const std::string &cfgText, const std::string &cfgPath,
               DirError &err);
+/// The derived values of |family|'s description: t5Values, llamaValues,
+/// gemmaValues, layerNormDecoderValues (phi, starcoder2, stablelm) or
+/// gptNeoxValues; true for a family that derives none.
+bool familyValues(const std::string &family, nlohmann::json &cfg, const std::string &cfgText,
+                  const std::string &cfgPath, DirError &err);
+
+/// GPT-NeoX (models/hf/gpt_neox.yaml): transformers 4's rotary_pct and
+/// rotary_emb_base as partial_rotary_factor and rope_theta, then
+/// layerNormDecoderValues.
+bool gptNeoxValues(nlohmann::json &cfg, const std::string &cfgText, const std::string &cfgPath,
+                   DirError &err);
+
 /// The LayerNorm decoders' values (models/hf/phi.yaml, starcoder2.yaml):
 /// llamaValues, a rope that is default or linear (else an error naming
 /// |family|'s description), and pad = eos when config.json has no pad_token_id.

@@ -554,5 +554,37 @@ bool layerNormDecoderValues(json &cfg, const std::string &cfgText, const std::st
   return true;
 }
 
+bool gptNeoxValues(json &cfg, const std::string &cfgText, const std::string &cfgPath,
+                   DirError &err) {
+  // transformers 4's names (Pythia's configs on the Hub), unless rope_parameters
+  // (transformers 5) says.
+  if (!cfg.contains("rope_parameters") || !cfg["rope_parameters"].is_object()) {
+    for (auto [from, to] : {std::pair<const char *, const char *>{"rotary_pct",
+                                                                  "partial_rotary_factor"},
+                            {"rotary_emb_base", "rope_theta"}})
+      if (auto it = cfg.find(from); it != cfg.end() && !it->is_null() && !cfg.contains(to))
+        cfg[to] = *it;
+  }
+  return layerNormDecoderValues(cfg, cfgText, cfgPath, "gpt_neox", err);
+}
+
+bool familyValues(const std::string &family, json &cfg, const std::string &cfgText,
+                  const std::string &cfgPath, DirError &err) {
+  if (family == "t5")
+    return t5Values(cfg, cfgText, cfgPath, err);
+  // Llama: head_dim and the key/value heads when config.json leaves them out,
+  // and the rotary embedding from rope_parameters (transformers 5) or
+  // rope_theta and rope_scaling (older configs; `type` an alias of `rope_type`).
+  if (family == "llama")
+    return llamaValues(cfg, cfgText, cfgPath, err);
+  if (family == "gemma")
+    return gemmaValues(cfg, cfgText, cfgPath, err);
+  if (family == "phi" || family == "starcoder2" || family == "stablelm")
+    return layerNormDecoderValues(cfg, cfgText, cfgPath, family, err);
+  if (family == "gpt_neox")
+    return gptNeoxValues(cfg, cfgText, cfgPath, err);
+  return true;
+}
+
 } // namespace hf
 } // namespace tfc

@@ -1,10 +1,10 @@
-//===- ImporterComponents.cpp - linear specs, norms, attention, FFN -------===//
+//===- ImporterComponents.cpp - norms, attention, FFN ---------------------===//
 //
 // The sublayer components, each expanded into primitive tfc ops exactly as the
 // PyTorch code the description mirrors computes it: attention becomes linear /
 // reshape / transpose / matmul / scale / masked_fill / softmax / matmul, norms
 // become reductions and arithmetic. Fusing them back is the passes' job, so the
-// frontend stays a faithful transcription.
+// frontend stays a faithful transcription. Linear layers: ImporterLinear.cpp.
 //
 //===----------------------------------------------------------------------------===//
 #include "frontend/ImporterInternal.h"
@@ -18,113 +18,6 @@ using namespace mlir;
 namespace td = ::mlir::tfc;
 
 namespace tfc::detail {
-
-//===----------------------------------------------------------------------===//
-// Linear layers
-//===----------------------------------------------------------------------===//
-
-FailureOr<Importer::LinearSpec> Importer::parseLinear(const Node &n, StringRef what) {
-  LinearSpec s;
-  s.node = &n;
-  if (n.isScalar()) {
-    s.weight = qualify(n.scalar + ".weight");
-    s.bias = qualify(n.scalar + ".bias");
-    return s;
-  }
-  if (!n.isMap())
-    return error(n, "'" + what + "' must be a module name or a map, got " +
-                         kindName(n));
-  if (failed(checkKeys(n, what, {"name", "weight", "bias", "layout"})))
-    return failure();
-  std::string prefix;
-  if (const Node *nm = n.get("name")) {
-    auto v = getString(*nm, "name");
-    if (failed(v))
-      return failure();
-    prefix = *v;
-  }
-  if (const Node *w = n.get("weight")) {
-    auto v = getString(*w, "weight");
-    if (failed(v))
-      return failure();
-    s.weight = qualify(*v);
-  } else if (!prefix.empty()) {
-    s.weight = qualify(prefix + ".weight");
-  } else {
-    return error(n, what + " needs 'name' or 'weight'");
-  }
-  s.bias = prefix.empty() ? "" : qualify(prefix + ".bias");
-  if (const Node *bn = n.get("bias")) {
-    static const std::set<std::string> kBools = {"true", "false", "yes", "no",
-                                                 "on", "off"};
-    if (bn->isScalar() && kBools.count(bn->scalar)) {
-      if (bn->scalar == "false" || bn->scalar == "no" || bn->scalar == "off")
-        s.bias.clear();
-      else if (prefix.empty())
-        return error(*bn, "'bias: true' needs 'name' to derive the bias tensor; "
-                           "give the bias tensor's name instead");
-    } else {
-      auto v = getString(*bn, "bias");
-      if (failed(v))
-        return failure();
-      s.bias = qualify(*v);
-    }
-  }
-  if (const Node *ln = n.get("layout")) {
-    auto v = getChoice(*ln, "layout", {"out_in", "in_out"});
-    if (failed(v))
-      return failure();
-    s.inOut = *v == "in_out";
-  }
-  return s;
-}
-
-FailureOr<Value> Importer::applyLinear(const LinearSpec &s, Value x, int64_t in,
-                                       int64_t out, int64_t rowOffset,
-                                       int64_t rowsTotal) {
-  const Node &at = *s.node;
-  Location l = loc(at);
-  int64_t total = rowsTotal < 0 ? out : rowsTotal;
-  std::vector<int64_t> wshape =
-      s.inOut ? std::vector<int64_t>{in, total} : std::vector<int64_t>{total, in};
-  auto w = weight(at, s.weight, wshape, WeightRole::Matrix);
-  if (failed(w))
-    return failure();
-  Value wv = *w;
-  if (total != out) {
-    auto sl = make<td::SliceOp>(l, {wv},
-                                 {i64("axis", s.inOut ? 1 : 0),
-                                  i64("start", rowOffset), i64("size", out)});
-    if (failed(sl))
-      return failure();
-    wv = *sl;
-  }
-  Value bv;
-  if (!s.bias.empty()) {
-    auto bw = weight(at, s.bias, {total}, WeightRole::Bias);
-    if (failed(bw))
-      return failure();
-    bv = *bw;
-    if (total != out) {
-      auto sl = make<td::SliceOp>(
-          l, {bv}, {i64("axis", 0), i64("start", rowOffset), i64("size", out)});
-      if (failed(sl))
-        return failure();
-      bv = *sl;
-    }
-  }
-  if (s.inOut) {
-    // Conv1D (GPT-2): y = x @ W + b with W stored [in, out].
-    auto y = make<td::MatmulOp>(l, {x, wv});
-    if (failed(y) || !bv)
-      return y;
-    return make<td::AddOp>(l, {*y, bv});
-  }
-  SmallVector<Value, 3> ops{x, wv};
-  if (bv)
-    ops.push_back(bv);
-  return make<td::LinearOp>(l, ops);
-}
 
 //===----------------------------------------------------------------------===//
 // Norms
@@ -263,7 +156,7 @@ FailureOr<Value> Importer::emitAttention(const Node &n, Value x,
   const StackEnv &env = ownRotary ? own : stackEnv;
   if (failed(expectMap(n, "attention")) ||
       failed(checkKeys(n, "attention",
-                       {"type", "mask", "q", "k", "v", "qkv", "out", "heads",
+                       {"type", "mask", "q", "k", "v", "qkv", "qkv_order", "out", "heads",
                         "head_dim", "scale", "divide_by", "mask_value", "mask_mode",
                         "position_bias", "name", "kv_heads", "rotary", "q_norm",
                         "k_norm", "qk_norm_over", "window", "softcap"})))
@@ -402,11 +295,25 @@ FailureOr<Value> Importer::emitAttention(const Node &n, Value x,
     if (failed(spec))
       return failure();
     // Q, K and V packed along the output, in that order (GPT-2's c_attn, Phi-3's
-    // qkv_proj): heads * head_dim rows of Q, then kv_heads * head_dim of K and V.
+    // qkv_proj): heads * head_dim rows of Q, then kv_heads * head_dim of K and V;
+    // with `qkv_order: heads` (GPT-NeoX) head by head, each head's q, k and v rows
+    // side by side.
+    bool byHead = false;
+    if (const Node *on = n.get("qkv_order")) {
+      auto o = getChoice(*on, "qkv_order", {"projections", "heads"});
+      if (failed(o))
+        return failure();
+      byHead = *o == "heads";
+      if (byHead && kvHeads != heads)
+        return error(*on, "'qkv_order: heads' needs as many key/value heads as heads");
+    }
     const int64_t total = inner + 2 * kvInner;
-    auto pq = applyLinear(*spec, x, dModel, inner, 0, total);
-    auto pk = applyLinear(*spec, kvIn, dModel, kvInner, inner, total);
-    auto pv = applyLinear(*spec, kvIn, dModel, kvInner, inner + kvInner, total);
+    const int64_t count = byHead ? heads : 1, stride = byHead ? 3 * dk : 0;
+    auto pq = applyLinearStrided(*spec, x, dModel, inner, 0, total, count, stride);
+    auto pk = applyLinearStrided(*spec, kvIn, dModel, kvInner, byHead ? dk : inner, total,
+                                 count, stride);
+    auto pv = applyLinearStrided(*spec, kvIn, dModel, kvInner,
+                                 byHead ? 2 * dk : inner + kvInner, total, count, stride);
     if (failed(pq) || failed(pk) || failed(pv))
       return failure();
     q = *pq, k = *pk, v = *pv;

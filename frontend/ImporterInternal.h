@@ -204,6 +204,12 @@ public:
   FailureOr<Value> applyLinear(const LinearSpec &s, Value x, int64_t in,
                                int64_t out, int64_t rowOffset = 0,
                                int64_t rowsTotal = -1);
+  /// The same for outputs in |blocks| rows apart: |count| blocks of |out| / |count|
+  /// rows, block j at rowOffset + j * stride (GPT-NeoX's query_key_value, whose
+  /// rows go head by head, q, k and v of each head side by side).
+  FailureOr<Value> applyLinearStrided(const LinearSpec &s, Value x, int64_t in, int64_t out,
+                                      int64_t rowOffset, int64_t rowsTotal, int64_t count,
+                                      int64_t stride);
   /// A norm over the last |width| features (0: d_model).
   FailureOr<Value> emitNorm(const Node &n, Value x, StringRef what, int64_t width = 0);
   /// The index of the layer whose blocks are being emitted (-1 outside a

@@ -66,6 +66,12 @@ Builds small random-weight decoder-only models with save_pretrained:
     q/k/v biases, SwiGLU, grouped-query), and stablelm-parallel: use_parallel_residual
     (one LayerNorm read by the attention and the feed-forward), multi-query, a tied
     head, no q/k/v biases, no pad_token_id (tfc pads with eos);
+  - gpt-neox: a GPTNeoXForCausalLM (Pythia's layout: Q, K and V in one projection
+    whose rows go head by head, a parallel block with a LayerNorm for each
+    sublayer, a quarter of each head rotated, exact GELU, biases, embed_out), and
+    gpt-neox-sequential: use_parallel_residual false, no attention biases, half of
+    each head rotated, no pad_token_id, its config.json in transformers 4's layout
+    (rotary_pct and rotary_emb_base, no rope_parameters);
   - gpt2: a GPT2LMHeadModel (learned positions, packed Conv1D c_attn, GELU-tanh,
     a tied head; padded with eos);
 with non-trivial norms and biases, compiles each directory with tfc and checks:
@@ -106,7 +112,7 @@ from transformers import (GemmaConfig, GemmaForCausalLM, Gemma2Config, Gemma2For
                           Gemma3Config, GraniteConfig, GraniteForCausalLM, Olmo2Config,
                           Olmo2ForCausalLM,
                           Gemma3ForCausalLM, Gemma3ForConditionalGeneration, Gemma3TextConfig,
-                          GPT2Config, GPT2LMHeadModel,
+                          GPT2Config, GPT2LMHeadModel, GPTNeoXConfig, GPTNeoXForCausalLM,
                           LlamaConfig, LlamaForCausalLM,
                           MistralConfig, MistralForCausalLM, PhiConfig, PhiForCausalLM,
                           Phi3Config, Phi3ForCausalLM,
@@ -614,6 +620,30 @@ family("stablelm-parallel", perturb(StableLmForCausalLM(StableLmConfig(
     num_attention_heads=4, num_key_value_heads=1, max_position_embeddings=128,
     use_parallel_residual=True, tie_word_embeddings=True, initializer_range=0.1,
     bos_token_id=BOS, eos_token_id=EOS)).eval()), pad=EOS)
+
+torch.manual_seed(28)
+family("gpt-neox", perturb(GPTNeoXForCausalLM(GPTNeoXConfig(
+    vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+    num_attention_heads=4, max_position_embeddings=128, initializer_range=0.1,
+    bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD)).eval()))
+
+
+def neox_old_layout(cfg):
+    # transformers 4's GPT-NeoX config: rotary_pct and rotary_emb_base only.
+    rope = cfg.pop("rope_parameters")
+    for k in ("partial_rotary_factor", "rope_theta"):
+        cfg.pop(k, None)
+    cfg.update(rotary_pct=rope["partial_rotary_factor"], rotary_emb_base=rope["rope_theta"])
+
+
+torch.manual_seed(29)
+family("gpt-neox-sequential", perturb(GPTNeoXForCausalLM(GPTNeoXConfig(
+    vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+    num_attention_heads=4, max_position_embeddings=128, use_parallel_residual=False,
+    attention_bias=False, rope_parameters={"rope_type": "default", "rope_theta": 1000.0,
+                                           "partial_rotary_factor": 0.5},
+    initializer_range=0.1, bos_token_id=BOS, eos_token_id=EOS)).eval()),
+    rewrite=neox_old_layout, pad=EOS)
 
 torch.manual_seed(8)
 # GPT-2 has no pad token: tfc pads with eos, as transformers does.
