@@ -143,6 +143,13 @@ const std::vector<Family> &families() {
       // GPT-NeoX (Pythia): Q, K and V interleaved by head, a parallel block by
       // default, exact GELU.
       {"gpt_neox", {"gpt_neox"}, "gpt_neox.embed_in.weight", {}, {{"hidden_act", {"\"gelu\""}}}},
+      // Cohere: a parallel block on a LayerNorm without a bias, interleaved rotary
+      // pairs, scaled logits; per-head q/k norm weights are not mapped.
+      {"cohere",
+       {"cohere"},
+       "model.embed_tokens.weight",
+       {},
+       {{"use_qk_norm", {"false"}}, {"hidden_act", {"\"silu\""}}}},
   };
   return f;
 }

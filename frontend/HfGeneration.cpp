@@ -171,7 +171,7 @@ bool readGenerationSettings(const std::string &dir, const std::string &family, j
       if (!e.is_number_integer() || e.get<int64_t>() < 0)
         return fail(where, "eos_token_id: " + ids.dump() + " holds " + e.dump() +
                                ", not a token id", l, c);
-    if (ids.size() > 1 && family != "llama" && family != "gemma")
+    if (ids.size() > 1 && family != "llama" && family != "gemma" && family != "cohere")
       return fail(where, "eos_token_id: " + ids.dump() + " is not supported by tfc's " +
                              family + " description (it takes one token id)", l, c);
     cfg["eos_token_id"] = ids[0];
@@ -581,6 +581,15 @@ bool familyValues(const std::string &family, json &cfg, const std::string &cfgTe
     return gemmaValues(cfg, cfgText, cfgPath, err);
   if (family == "phi" || family == "starcoder2" || family == "stablelm")
     return layerNormDecoderValues(cfg, cfgText, cfgPath, family, err);
+  if (family == "cohere") {
+    // Cohere's logits times logit_scale: a finite number other than zero (the
+    // description divides by its inverse).
+    if (auto it = cfg.find("logit_scale"); it != cfg.end() && !it->is_null() &&
+        (!it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() == 0))
+      return fieldError(cfgText, cfgPath, "logit_scale",
+                        it->dump() + " is not a finite number other than zero", err);
+    return layerNormDecoderValues(cfg, cfgText, cfgPath, family, err);
+  }
   if (family == "gpt_neox")
     return gptNeoxValues(cfg, cfgText, cfgPath, err);
   return true;

@@ -56,9 +56,12 @@ FailureOr<Value> Importer::emitNorm(const Node &n, Value x, StringRef what, int6
   }
   std::string gain = stdNorm ? "alpha" : "weight";
   std::string shift = "bias";
+  // `shift: false`: a LayerNorm without a bias (Cohere's, OLMo's).
+  const Node *sn = n.get("shift");
+  const bool noShift = sn && sn->isScalar() && sn->scalar == "false";
   for (auto [key, dst] : {std::pair<const char *, std::string *>{"gain", &gain},
                           {"shift", &shift}})
-    if (const Node *g = n.get(key)) {
+    if (const Node *g = n.get(key); g && !(g == sn && noShift)) {
       auto v = getString(*g, key);
       if (failed(v))
         return failure();
@@ -106,7 +109,13 @@ FailureOr<Value> Importer::emitNorm(const Node &n, Value x, StringRef what, int6
     Value xn = *make<td::DivOp>(l, {x, sd});
     return make<td::MulOp>(l, {xn, *g});
   }
-  auto s = weight(n, prefix + shift, {dModel}, WeightRole::Shift);
+  FailureOr<Value> s = failure();
+  if (noShift) { // zeros, so that the norm fuses as any layer_norm does
+    auto t = RankedTensorType::get({dModel}, b.getF32Type());
+    s = make<td::ConstantOp>(l, {}, {attr("value", DenseElementsAttr::get(t, 0.0f))});
+  } else {
+    s = weight(n, prefix + shift, {dModel}, WeightRole::Shift);
+  }
   if (failed(s))
     return failure();
   // mean, centered input.

@@ -72,6 +72,10 @@ Builds small random-weight decoder-only models with save_pretrained:
     gpt-neox-sequential: use_parallel_residual false, no attention biases, half of
     each head rotated, no pad_token_id, its config.json in transformers 4's layout
     (rotary_pct and rotary_emb_base, no rope_parameters);
+  - cohere: a CohereForCausalLM (Aya Expanse's layout: a parallel block on a
+    LayerNorm without a bias, rotary pairs interleaved, grouped-query, a tied head,
+    the logits times logit_scale 0.0625), and cohere-bias-untied: attention
+    biases, an untied head, logit_scale 0.3;
   - gpt2: a GPT2LMHeadModel (learned positions, packed Conv1D c_attn, GELU-tanh,
     a tied head; padded with eos);
 with non-trivial norms and biases, compiles each directory with tfc and checks:
@@ -108,7 +112,7 @@ import sys
 import numpy as np
 import torch
 from hfcommon import check_cpu_cap, check_padded_logits, run
-from transformers import (GemmaConfig, GemmaForCausalLM, Gemma2Config, Gemma2ForCausalLM,
+from transformers import (CohereConfig, CohereForCausalLM, GemmaConfig, GemmaForCausalLM, Gemma2Config, Gemma2ForCausalLM,
                           Gemma3Config, GraniteConfig, GraniteForCausalLM, Olmo2Config,
                           Olmo2ForCausalLM,
                           Gemma3ForCausalLM, Gemma3ForConditionalGeneration, Gemma3TextConfig,
@@ -645,6 +649,18 @@ family("gpt-neox-sequential", perturb(GPTNeoXForCausalLM(GPTNeoXConfig(
     initializer_range=0.1, bos_token_id=BOS, eos_token_id=EOS)).eval()),
     rewrite=neox_old_layout, pad=EOS)
 
+torch.manual_seed(30)
+family("cohere", perturb(CohereForCausalLM(CohereConfig(
+    vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+    initializer_range=0.1, bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD)).eval()))
+torch.manual_seed(31)
+family("cohere-bias-untied", perturb(CohereForCausalLM(CohereConfig(
+    vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+    num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=128,
+    attention_bias=True, tie_word_embeddings=False, logit_scale=0.3, initializer_range=0.1,
+    bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD)).eval()))
+
 torch.manual_seed(8)
 # GPT-2 has no pad token: tfc pads with eos, as transformers does.
 family("gpt2", perturb(GPT2LMHeadModel(GPT2Config(
@@ -731,6 +747,17 @@ expect_error("stablelm-qk-layernorm", StableLmForCausalLM(StableLmConfig(
     lambda c: c.update(qk_layernorm=True),
     "qk_layernorm: true is not supported by tfc's stablelm description (it computes "
     "qk_layernorm: false); it changes the outputs, so it is not ignored")
+# Cohere: per-head q/k norm weights (Command R+), and a logit_scale of 0.
+for tag, change, want in (
+        ("cohere-qk-norm", dict(use_qk_norm=True),
+         "use_qk_norm: true is not supported by tfc's cohere description (it computes "
+         "use_qk_norm: false); it changes the outputs, so it is not ignored"),
+        ("cohere-logit-scale", dict(logit_scale=0),
+         "logit_scale: 0 is not a finite number other than zero")):
+    expect_error(tag, CohereForCausalLM(CohereConfig(
+        vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=4, pad_token_id=PAD)).eval(),
+        lambda c, change=change: c.update(change), want)
 # NoPE layers that are not "one layer in every N".
 expect_error("smollm3-nope-pattern", SmolLM3ForCausalLM(SmolLM3Config(
     vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=4,
