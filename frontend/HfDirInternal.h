@@ -75,6 +75,10 @@ std::string readLayerTypes(const nlohmann::json &lt, int64_t layers, std::vector
 /// pattern, -1 when none does.
 int64_t oneInEvery(const std::vector<bool> &marked, int64_t &bad);
 
+/// Whether |family|'s description is decoder-only: it reads generation_config.json's
+/// sampling defaults, and (but GPT-2's) up to eight end-of-sequence ids.
+bool isDecoderOnly(const std::string &family);
+
 /// Sets |err| to "FIELD: MSG" at FIELD's line and column in config.json (|cfgText|
 /// at |cfgPath|); returns false.
 bool fieldError(const std::string &cfgText, const std::string &cfgPath, const char *field,

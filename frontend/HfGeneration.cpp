@@ -104,7 +104,7 @@ bool readGenerationSettings(const std::string &dir, const std::string &family, j
     }
     // Sampling defaults: the decoder-only descriptions read do_sample (0 or 1),
     // temperature, top_k and top_p (docs/generation.md); the others cannot sample.
-    const bool decoderOnly = family == "llama" || family == "gemma" || family == "gpt2";
+    const bool decoderOnly = isDecoderOnly(family);
     if (decoderOnly) {
       if (auto it = cfg.find("do_sample"); it != cfg.end() && !it->is_null()) {
         if (!it->is_boolean())
@@ -171,7 +171,7 @@ bool readGenerationSettings(const std::string &dir, const std::string &family, j
       if (!e.is_number_integer() || e.get<int64_t>() < 0)
         return fail(where, "eos_token_id: " + ids.dump() + " holds " + e.dump() +
                                ", not a token id", l, c);
-    if (ids.size() > 1 && family != "llama" && family != "gemma" && family != "cohere")
+    if (ids.size() > 1 && (!isDecoderOnly(family) || family == "gpt2"))
       return fail(where, "eos_token_id: " + ids.dump() + " is not supported by tfc's " +
                              family + " description (it takes one token id)", l, c);
     cfg["eos_token_id"] = ids[0];
@@ -180,6 +180,14 @@ bool readGenerationSettings(const std::string &dir, const std::string &family, j
   }
 
   return true;
+}
+
+bool isDecoderOnly(const std::string &family) {
+  for (const char *f : {"llama", "gemma", "gpt2", "phi", "starcoder2", "stablelm", "gpt_neox",
+                        "cohere"})
+    if (family == f)
+      return true;
+  return false;
 }
 
 int64_t oneInEvery(const std::vector<bool> &marked, int64_t &bad) {

@@ -60,7 +60,7 @@ Builds small random-weight decoder-only models with save_pretrained:
     a tied head with its own bias, and no pad_token_id (tfc pads with eos);
   - starcoder2: a Starcoder2ForCausalLM (pre-LayerNorm, grouped-query attention
     with a sliding window of 3 on every layer, biases on every projection,
-    GELU-tanh, a tied head), and starcoder2-plain: use_bias false, no window, an
+    GELU-tanh, a tied head; three eos ids), and starcoder2-plain: use_bias false, no window, an
     untied head, no pad_token_id (tfc pads with eos);
   - stablelm: a StableLmForCausalLM (pre-LayerNorm, a quarter of each head rotated,
     q/k/v biases, SwiGLU, grouped-query), and stablelm-parallel: use_parallel_residual
@@ -96,7 +96,7 @@ with non-trivial norms and biases, compiles each directory with tfc and checks:
     `--activation-bits 8`) within relative L2
     0.01 and 0.03 of the float64 model's;
 that generation_config.json's do_sample, temperature, top_k and top_p are the
-model's sampling defaults (tfrun --generate samples with them; --greedy does not);
+model's sampling defaults (a Llama and a StableLM) (tfrun --generate samples with them; --greedy does not);
 and that config values tfc does not implement are errors that name them: a
 dynamic rope scaling, a negative soft-cap, a sliding window that is not on every
 layer from one on, and longrope factor lists of the wrong length.
@@ -604,7 +604,7 @@ family("starcoder2", perturb(Starcoder2ForCausalLM(Starcoder2Config(
     vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
     sliding_window=3, initializer_range=0.1, bos_token_id=BOS, eos_token_id=EOS,
-    pad_token_id=PAD)).eval()))
+    pad_token_id=PAD)).eval()), eos=(EOS, 60, 13))
 torch.manual_seed(25)
 family("starcoder2-plain", perturb(Starcoder2ForCausalLM(Starcoder2Config(
     vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
@@ -704,6 +704,12 @@ def sampling_defaults(tag, m):
 
 
 sampling_defaults("llama-sampling", llama(initializer_range=0.2))
+# The LayerNorm decoders read the sampling defaults too.
+torch.manual_seed(32)
+sampling_defaults("stablelm-sampling", StableLmForCausalLM(StableLmConfig(
+    vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+    num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=128,
+    initializer_range=0.2, bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD)).eval())
 
 expect_error("llama-dynamic", llama(), lambda c: c.update(
     rope_parameters={"rope_type": "dynamic", "rope_theta": 10000.0, "factor": 2.0}),
