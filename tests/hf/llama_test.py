@@ -96,7 +96,8 @@ with non-trivial norms and biases, compiles each directory with tfc and checks:
     `--activation-bits 8`) within relative L2
     0.01 and 0.03 of the float64 model's;
 that generation_config.json's do_sample, temperature, top_k and top_p are the
-model's sampling defaults (a Llama and a StableLM) (tfrun --generate samples with them; --greedy does not);
+model's sampling defaults, for a Llama and a StableLM (tfrun --generate samples with
+them; --greedy does not);
 and that config values tfc does not implement are errors that name them: a
 dynamic rope scaling, a negative soft-cap, a sliding window that is not on every
 layer from one on, and longrope factor lists of the wrong length.
