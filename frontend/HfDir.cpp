@@ -143,6 +143,13 @@ const std::vector<Family> &families() {
       // GPT-NeoX (Pythia): Q, K and V interleaved by head, a parallel block by
       // default, exact GELU.
       {"gpt_neox", {"gpt_neox"}, "gpt_neox.embed_in.weight", {}, {{"hidden_act", {"\"gelu\""}}}},
+      // GPT-BigCode (StarCoder, Granite Code 20B/34B): GPT-2 with nn.Linear layers
+      // and multi-query attention.
+      {"gpt_bigcode",
+       {"gpt_bigcode"},
+       "wte.weight",
+       {"transformer."},
+       {{"add_cross_attention", {"false"}}}},
       // Cohere: a parallel block on a LayerNorm without a bias, interleaved rotary
       // pairs, scaled logits; per-head q/k norm weights are not mapped.
       {"cohere",
@@ -540,12 +547,7 @@ static bool describe(const std::string &dirIn, DirModel &out, DirError &err,
     cfg["embed_scale"] = cfg["scale_embedding"].get<bool>() ? std::sqrt(d) : 1.0;
   }
 
-  // GPT-2: the feed-forward's width, 4 x n_embd unless n_inner says.
-  if (std::string(fam->name) == "gpt2" &&
-      (!cfg.contains("n_inner") || cfg["n_inner"].is_null()))
-    cfg["n_inner"] = 4 * cfgGet<int64_t>(cfg, "n_embd", 768);
-
-  // What the T5, Llama, Gemma and the LayerNorm decoders' configs derive.
+  // What the T5, GPT-2, Llama, Gemma and the LayerNorm decoders' configs derive.
   if (!familyValues(fam->name, cfg, cfgText, cfgPath, err))
     return false;
 

@@ -184,7 +184,7 @@ bool readGenerationSettings(const std::string &dir, const std::string &family, j
 
 bool isDecoderOnly(const std::string &family) {
   for (const char *f : {"llama", "gemma", "gpt2", "phi", "starcoder2", "stablelm", "gpt_neox",
-                        "cohere"})
+                        "cohere", "gpt_bigcode"})
     if (family == f)
       return true;
   return false;
@@ -580,6 +580,18 @@ bool familyValues(const std::string &family, json &cfg, const std::string &cfgTe
                   const std::string &cfgPath, DirError &err) {
   if (family == "t5")
     return t5Values(cfg, cfgText, cfgPath, err);
+  // GPT-2 and GPT-BigCode: the feed-forward's width, 4 x n_embd unless n_inner says.
+  if ((family == "gpt2" || family == "gpt_bigcode") &&
+      (!cfg.contains("n_inner") || cfg["n_inner"].is_null()))
+    cfg["n_inner"] = 4 * cfgGet<int64_t>(cfg, "n_embd", 768);
+  if (family == "gpt_bigcode") {
+    // One key/value head with multi_query (the default), else one per head; no
+    // pad_token_id pads with eos.
+    cfg["kv_heads"] = cfgGet(cfg, "multi_query", true) ? 1 : cfgGet<int64_t>(cfg, "n_head", 12);
+    if (auto p = cfg.find("pad_token_id"); p == cfg.end() || p->is_null())
+      cfg["pad_token_id"] = cfgGet<int64_t>(cfg, "eos_token_id", 50256);
+    return true;
+  }
   // Llama: head_dim and the key/value heads when config.json leaves them out,
   // and the rotary embedding from rope_parameters (transformers 5) or
   // rope_theta and rope_scaling (older configs; `type` an alias of `rope_type`).

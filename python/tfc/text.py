@@ -501,15 +501,15 @@ class Encoder:
 #: The decoder-only families `tfc compile DIR` describes (docs/hf.md).
 #: gemma3 (Gemma 3's image-text checkpoints) compiles as its text model.
 _DECODER_TYPES = {"gpt2", "llama", "mistral", "qwen2", "qwen3", "phi", "phi3", "smollm3",
-                  "olmo2", "granite", "starcoder2", "stablelm", "gpt_neox", "cohere", "gemma",
-                  "gemma2", "gemma3_text", "gemma3"}
+                  "olmo2", "granite", "starcoder2", "stablelm", "gpt_neox", "cohere",
+                  "gpt_bigcode", "gemma", "gemma2", "gemma3_text", "gemma3"}
 
 
 class Generator:
     """Text generation with a decoder-only model: GPT-2, Llama, Mistral, Qwen2, Qwen3,
     Phi-2, Phi-3, SmolLM3, OLMo 2, Granite 3, StarCoder2, StableLM, GPT-NeoX (Pythia),
-    Cohere (Command R, Aya), Gemma, Gemma 2 and Gemma 3 (an image-text Gemma 3 as its
-    text model).
+    Cohere (Command R, Aya), GPT-BigCode (StarCoder), Gemma, Gemma 2 and Gemma 3 (an
+    image-text Gemma 3 as its text model).
 
     ``dir_or_bin``: a Hugging Face directory (compiled as ``tfc compile DIR`` does:
     docs/hf.md) or a model.bin with ``tokenizer`` the directory that has

@@ -76,6 +76,10 @@ Builds small random-weight decoder-only models with save_pretrained:
     LayerNorm without a bias, rotary pairs interleaved, grouped-query, a tied head,
     the logits times logit_scale 0.0625), and cohere-bias-untied: attention
     biases, an untied head, logit_scale 0.3;
+  - gpt-bigcode: a GPTBigCodeForCausalLM (StarCoder's layout: GPT-2's with nn.Linear
+    layers and multi-query attention, Q then one head's K and V in c_attn; padded
+    with eos), and gpt-bigcode-mha: multi_query false (each head's q, k and v side by
+    side), scale_attn_weights false, an untied head, n_inner 80;
   - gpt2: a GPT2LMHeadModel (learned positions, packed Conv1D c_attn, GELU-tanh,
     a tied head; padded with eos);
 with non-trivial norms and biases, compiles each directory with tfc and checks:
@@ -117,7 +121,8 @@ from transformers import (CohereConfig, CohereForCausalLM, GemmaConfig, GemmaFor
                           Gemma3Config, GraniteConfig, GraniteForCausalLM, Olmo2Config,
                           Olmo2ForCausalLM,
                           Gemma3ForCausalLM, Gemma3ForConditionalGeneration, Gemma3TextConfig,
-                          GPT2Config, GPT2LMHeadModel, GPTNeoXConfig, GPTNeoXForCausalLM,
+                          GPT2Config, GPT2LMHeadModel, GPTBigCodeConfig, GPTBigCodeForCausalLM,
+                          GPTNeoXConfig, GPTNeoXForCausalLM,
                           LlamaConfig, LlamaForCausalLM,
                           MistralConfig, MistralForCausalLM, PhiConfig, PhiForCausalLM,
                           Phi3Config, Phi3ForCausalLM,
@@ -661,6 +666,16 @@ family("cohere-bias-untied", perturb(CohereForCausalLM(CohereConfig(
     num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=128,
     attention_bias=True, tie_word_embeddings=False, logit_scale=0.3, initializer_range=0.1,
     bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD)).eval()))
+
+torch.manual_seed(33)
+family("gpt-bigcode", perturb(GPTBigCodeForCausalLM(GPTBigCodeConfig(
+    vocab_size=V, n_embd=64, n_head=4, n_layer=2, n_positions=128, initializer_range=0.1,
+    bos_token_id=BOS, eos_token_id=EOS)).eval()), pad=EOS)
+torch.manual_seed(34)
+family("gpt-bigcode-mha", perturb(GPTBigCodeForCausalLM(GPTBigCodeConfig(
+    vocab_size=V, n_embd=64, n_head=4, n_layer=2, n_positions=128, n_inner=80,
+    multi_query=False, scale_attn_weights=False, tie_word_embeddings=False,
+    initializer_range=0.1, bos_token_id=BOS, eos_token_id=EOS)).eval()), pad=EOS)
 
 torch.manual_seed(8)
 # GPT-2 has no pad token: tfc pads with eos, as transformers does.
