@@ -309,6 +309,16 @@ def expect_error(tag, m, rewrite, want):
         failures.append(tag)
 
 
+def small(model, config, **kw):
+    """A small |model| (|config| with the shared test sizes; |kw| overrides them; a
+    value of None leaves the config's default), with non-trivial norms and biases."""
+    base = dict(vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                num_attention_heads=4, max_position_embeddings=128, initializer_range=0.1,
+                bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD)
+    base.update(kw)
+    return perturb(model(config(**{k: v for k, v in base.items() if v is not None})).eval())
+
+
 def llama(**kw):
     base = dict(vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
                 num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
@@ -590,52 +600,34 @@ family("granite", perturb(GraniteForCausalLM(GraniteConfig(
 
 torch.manual_seed(22)
 # Phi-2's layout: x + attention(ln(x)) + mlp(ln(x)), partial rotary embeddings.
-family("phi", perturb(PhiForCausalLM(PhiConfig(
-    vocab_size=V, hidden_size=80, intermediate_size=96, num_hidden_layers=2,
-    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
-    partial_rotary_factor=0.4, initializer_range=0.1, bos_token_id=BOS, eos_token_id=EOS,
-    pad_token_id=PAD)).eval()))
+family("phi", small(PhiForCausalLM, PhiConfig, hidden_size=80, num_key_value_heads=2,
+                    partial_rotary_factor=0.4))
 torch.manual_seed(23)
 # qk_layernorm, a tied head (its bias is lm_head.bias still), no pad_token_id:
 # tfc pads with eos, as generate() does.
-family("phi-qk-norm", perturb(PhiForCausalLM(PhiConfig(
-    vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-    num_attention_heads=4, max_position_embeddings=128, partial_rotary_factor=0.5,
-    qk_layernorm=True, tie_word_embeddings=True, initializer_range=0.1, bos_token_id=BOS,
-    eos_token_id=EOS)).eval()), pad=EOS)
+family("phi-qk-norm", small(PhiForCausalLM, PhiConfig, partial_rotary_factor=0.5,
+                            qk_layernorm=True, tie_word_embeddings=True, pad_token_id=None),
+       pad=EOS)
 
 torch.manual_seed(24)
 # StarCoder2: LayerNorm, a window of 3 on every layer (shorter than the prompts).
-family("starcoder2", perturb(Starcoder2ForCausalLM(Starcoder2Config(
-    vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
-    sliding_window=3, initializer_range=0.1, bos_token_id=BOS, eos_token_id=EOS,
-    pad_token_id=PAD)).eval()), eos=(EOS, 60, 13))
+family("starcoder2", small(Starcoder2ForCausalLM, Starcoder2Config, num_key_value_heads=2,
+                           sliding_window=3), eos=(EOS, 60, 13))
 torch.manual_seed(25)
-family("starcoder2-plain", perturb(Starcoder2ForCausalLM(Starcoder2Config(
-    vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-    num_attention_heads=4, num_key_value_heads=1, max_position_embeddings=128,
-    use_bias=False, tie_word_embeddings=False, initializer_range=0.1, bos_token_id=BOS,
-    eos_token_id=EOS)).eval()), pad=EOS)
+family("starcoder2-plain", small(Starcoder2ForCausalLM, Starcoder2Config, num_key_value_heads=1,
+                                 use_bias=False, tie_word_embeddings=False, pad_token_id=None),
+       pad=EOS)
 
 torch.manual_seed(26)
-family("stablelm", perturb(StableLmForCausalLM(StableLmConfig(
-    vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
-    use_qkv_bias=True, initializer_range=0.1, bos_token_id=BOS, eos_token_id=EOS,
-    pad_token_id=PAD)).eval()))
+family("stablelm", small(StableLmForCausalLM, StableLmConfig, num_key_value_heads=2,
+                         use_qkv_bias=True))
 torch.manual_seed(27)
-family("stablelm-parallel", perturb(StableLmForCausalLM(StableLmConfig(
-    vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-    num_attention_heads=4, num_key_value_heads=1, max_position_embeddings=128,
-    use_parallel_residual=True, tie_word_embeddings=True, initializer_range=0.1,
-    bos_token_id=BOS, eos_token_id=EOS)).eval()), pad=EOS)
+family("stablelm-parallel", small(StableLmForCausalLM, StableLmConfig, num_key_value_heads=1,
+                                  use_parallel_residual=True, tie_word_embeddings=True,
+                                  pad_token_id=None), pad=EOS)
 
 torch.manual_seed(28)
-family("gpt-neox", perturb(GPTNeoXForCausalLM(GPTNeoXConfig(
-    vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-    num_attention_heads=4, max_position_embeddings=128, initializer_range=0.1,
-    bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD)).eval()))
+family("gpt-neox", small(GPTNeoXForCausalLM, GPTNeoXConfig))
 
 
 def neox_old_layout(cfg):
@@ -647,25 +639,17 @@ def neox_old_layout(cfg):
 
 
 torch.manual_seed(29)
-family("gpt-neox-sequential", perturb(GPTNeoXForCausalLM(GPTNeoXConfig(
-    vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-    num_attention_heads=4, max_position_embeddings=128, use_parallel_residual=False,
-    attention_bias=False, rope_parameters={"rope_type": "default", "rope_theta": 1000.0,
-                                           "partial_rotary_factor": 0.5},
-    initializer_range=0.1, bos_token_id=BOS, eos_token_id=EOS)).eval()),
-    rewrite=neox_old_layout, pad=EOS)
+family("gpt-neox-sequential", small(
+    GPTNeoXForCausalLM, GPTNeoXConfig, use_parallel_residual=False, attention_bias=False,
+    rope_parameters={"rope_type": "default", "rope_theta": 1000.0, "partial_rotary_factor": 0.5},
+    pad_token_id=None), rewrite=neox_old_layout, pad=EOS)
 
 torch.manual_seed(30)
-family("cohere", perturb(CohereForCausalLM(CohereConfig(
-    vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
-    initializer_range=0.1, bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD)).eval()))
+family("cohere", small(CohereForCausalLM, CohereConfig, num_key_value_heads=2))
 torch.manual_seed(31)
-family("cohere-bias-untied", perturb(CohereForCausalLM(CohereConfig(
-    vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-    num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=128,
-    attention_bias=True, tie_word_embeddings=False, logit_scale=0.3, initializer_range=0.1,
-    bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD)).eval()))
+family("cohere-bias-untied", small(CohereForCausalLM, CohereConfig, num_key_value_heads=4,
+                                   attention_bias=True, tie_word_embeddings=False,
+                                   logit_scale=0.3))
 
 torch.manual_seed(33)
 family("gpt-bigcode", perturb(GPTBigCodeForCausalLM(GPTBigCodeConfig(
@@ -722,10 +706,8 @@ def sampling_defaults(tag, m):
 sampling_defaults("llama-sampling", llama(initializer_range=0.2))
 # The LayerNorm decoders read the sampling defaults too.
 torch.manual_seed(32)
-sampling_defaults("stablelm-sampling", StableLmForCausalLM(StableLmConfig(
-    vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-    num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=128,
-    initializer_range=0.2, bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD)).eval())
+sampling_defaults("stablelm-sampling", small(StableLmForCausalLM, StableLmConfig,
+                                             num_key_value_heads=4, initializer_range=0.2))
 
 expect_error("llama-dynamic", llama(), lambda c: c.update(
     rope_parameters={"rope_type": "dynamic", "rope_theta": 10000.0, "factor": 2.0}),
