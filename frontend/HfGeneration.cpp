@@ -543,6 +543,12 @@ bool t5Values(json &cfg, const std::string &cfgText, const std::string &cfgPath,
   return true;
 }
 
+/// No pad_token_id: pad with eos, as transformers' generate() does.
+static void padWithEos(json &cfg) {
+  if (auto p = cfg.find("pad_token_id"); p == cfg.end() || p->is_null())
+    cfg["pad_token_id"] = cfgGet<int64_t>(cfg, "eos_token_id", 50256);
+}
+
 bool layerNormDecoderValues(json &cfg, const std::string &cfgText, const std::string &cfgPath,
                             const std::string &family, DirError &err) {
   // Llama's derived sizes, window and rotary embedding (the description reads
@@ -555,10 +561,7 @@ bool layerNormDecoderValues(json &cfg, const std::string &cfgText, const std::st
                       "rope type " + cfg["rope_type"].dump() + " is not supported by tfc's " +
                           family + " description (default and linear)",
                       err);
-  // No pad_token_id (Phi-2 and StarCoder2 have none): pad with eos, as
-  // transformers' generate() does.
-  if (auto p = cfg.find("pad_token_id"); p == cfg.end() || p->is_null())
-    cfg["pad_token_id"] = cfgGet<int64_t>(cfg, "eos_token_id", 50256);
+  padWithEos(cfg); // Phi-2 and StarCoder2 have no pad_token_id
   return true;
 }
 
@@ -588,8 +591,7 @@ bool familyValues(const std::string &family, json &cfg, const std::string &cfgTe
     // One key/value head with multi_query (the default), else one per head; no
     // pad_token_id pads with eos.
     cfg["kv_heads"] = cfgGet(cfg, "multi_query", true) ? 1 : cfgGet<int64_t>(cfg, "n_head", 12);
-    if (auto p = cfg.find("pad_token_id"); p == cfg.end() || p->is_null())
-      cfg["pad_token_id"] = cfgGet<int64_t>(cfg, "eos_token_id", 50256);
+    padWithEos(cfg);
     return true;
   }
   // Llama: head_dim and the key/value heads when config.json leaves them out,

@@ -318,10 +318,10 @@ FailureOr<Value> Importer::emitAttention(const Node &n, Value x,
     }
     const int64_t total = inner + 2 * kvInner;
     const int64_t count = byHead ? heads : 1, stride = byHead ? 3 * dk : 0;
-    auto pq = applyLinearStrided(*spec, x, dModel, inner, 0, total, count, stride);
-    auto pk = applyLinearStrided(*spec, kvIn, dModel, kvInner, byHead ? dk : inner, total,
+    auto pq = applyLinear(*spec, x, dModel, inner, 0, total, count, stride);
+    auto pk = applyLinear(*spec, kvIn, dModel, kvInner, byHead ? dk : inner, total,
                                  count, stride);
-    auto pv = applyLinearStrided(*spec, kvIn, dModel, kvInner,
+    auto pv = applyLinear(*spec, kvIn, dModel, kvInner,
                                  byHead ? 2 * dk : inner + kvInner, total, count, stride);
     if (failed(pq) || failed(pk) || failed(pv))
       return failure();

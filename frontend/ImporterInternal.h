@@ -200,16 +200,14 @@ public:
   FailureOr<LinearSpec> parseLinear(const Node &n, StringRef what);
   /// Applies a linear layer. For a packed weight (QKV in one tensor),
   /// |rowOffset| and |rowsTotal| select the output features
-  /// [rowOffset, rowOffset + out) of a weight that has |rowsTotal| outputs in all.
+  /// [rowOffset, rowOffset + out) of a weight that has |rowsTotal| outputs in all;
+  /// with |count| > 1, |count| blocks of out / count features, block j at
+  /// rowOffset + j * stride (GPT-NeoX's query_key_value, whose rows go head by
+  /// head, each head's q, k and v side by side).
   FailureOr<Value> applyLinear(const LinearSpec &s, Value x, int64_t in,
                                int64_t out, int64_t rowOffset = 0,
-                               int64_t rowsTotal = -1);
-  /// The same for outputs in |blocks| rows apart: |count| blocks of |out| / |count|
-  /// rows, block j at rowOffset + j * stride (GPT-NeoX's query_key_value, whose
-  /// rows go head by head, q, k and v of each head side by side).
-  FailureOr<Value> applyLinearStrided(const LinearSpec &s, Value x, int64_t in, int64_t out,
-                                      int64_t rowOffset, int64_t rowsTotal, int64_t count,
-                                      int64_t stride);
+                               int64_t rowsTotal = -1, int64_t count = 1,
+                               int64_t stride = 0);
   /// A norm over the last |width| features (0: d_model).
   FailureOr<Value> emitNorm(const Node &n, Value x, StringRef what, int64_t width = 0);
   /// The index of the layer whose blocks are being emitted (-1 outside a

@@ -77,91 +77,59 @@ FailureOr<Importer::LinearSpec> Importer::parseLinear(const Node &n, StringRef w
 
 FailureOr<Value> Importer::applyLinear(const LinearSpec &s, Value x, int64_t in,
                                        int64_t out, int64_t rowOffset,
-                                       int64_t rowsTotal) {
+                                       int64_t rowsTotal, int64_t count,
+                                       int64_t stride) {
   const Node &at = *s.node;
   Location l = loc(at);
   int64_t total = rowsTotal < 0 ? out : rowsTotal;
+  if (count > 1 && s.inOut)
+    return error(at, "a packed projection whose heads interleave needs the [out, in] layout");
+  // The outputs this layer keeps along |axis| of a packed weight or bias: one
+  // slice, or (heads interleaved) count slices concatenated, constants the plan
+  // writer evaluates, so model.bin holds the rows in order.
+  auto select = [&](Value t, int64_t axis) -> FailureOr<Value> {
+    if (total == out)
+      return t;
+    SmallVector<Value> parts;
+    for (int64_t j = 0; j < count; ++j) {
+      auto sl = make<td::SliceOp>(l, {t}, {i64("axis", axis), i64("start", rowOffset + j * stride),
+                                           i64("size", out / count)});
+      if (failed(sl))
+        return failure();
+      parts.push_back(*sl);
+    }
+    if (count == 1)
+      return parts.front();
+    return make<td::ConcatOp>(l, parts, {i64("axis", axis)});
+  };
   std::vector<int64_t> wshape =
       s.inOut ? std::vector<int64_t>{in, total} : std::vector<int64_t>{total, in};
   auto w = weight(at, s.weight, wshape, WeightRole::Matrix);
   if (failed(w))
     return failure();
-  Value wv = *w;
-  if (total != out) {
-    auto sl = make<td::SliceOp>(l, {wv},
-                                 {i64("axis", s.inOut ? 1 : 0),
-                                  i64("start", rowOffset), i64("size", out)});
-    if (failed(sl))
-      return failure();
-    wv = *sl;
-  }
+  auto wv = select(*w, s.inOut ? 1 : 0);
+  if (failed(wv))
+    return failure();
   Value bv;
   if (!s.bias.empty()) {
     auto bw = weight(at, s.bias, {total}, WeightRole::Bias);
     if (failed(bw))
       return failure();
-    bv = *bw;
-    if (total != out) {
-      auto sl = make<td::SliceOp>(
-          l, {bv}, {i64("axis", 0), i64("start", rowOffset), i64("size", out)});
-      if (failed(sl))
-        return failure();
-      bv = *sl;
-    }
+    auto b = select(*bw, 0);
+    if (failed(b))
+      return failure();
+    bv = *b;
   }
   if (s.inOut) {
     // Conv1D (GPT-2): y = x @ W + b with W stored [in, out].
-    auto y = make<td::MatmulOp>(l, {x, wv});
+    auto y = make<td::MatmulOp>(l, {x, *wv});
     if (failed(y) || !bv)
       return y;
     return make<td::AddOp>(l, {*y, bv});
   }
-  SmallVector<Value, 3> ops{x, wv};
+  SmallVector<Value, 3> ops{x, *wv};
   if (bv)
     ops.push_back(bv);
-  return make<td::LinearOp>(l, ops);
-}
-
-FailureOr<Value> Importer::applyLinearStrided(const LinearSpec &s, Value x, int64_t in,
-                                              int64_t out, int64_t rowOffset,
-                                              int64_t rowsTotal, int64_t count,
-                                              int64_t stride) {
-  if (count == 1)
-    return applyLinear(s, x, in, out, rowOffset, rowsTotal);
-  const Node &at = *s.node;
-  Location l = loc(at);
-  if (s.inOut)
-    return error(at, "a packed projection whose heads interleave needs the [out, in] layout");
-  const int64_t block = out / count;
-  // Each block's rows sliced out, then concatenated: constants the plan writer
-  // evaluates, so model.bin holds the reordered rows.
-  auto gather = [&](Value t, int64_t axis) -> FailureOr<Value> {
-    SmallVector<Value> parts;
-    for (int64_t j = 0; j < count; ++j) {
-      auto sl = make<td::SliceOp>(l, {t}, {i64("axis", axis), i64("start", rowOffset + j * stride),
-                                           i64("size", block)});
-      if (failed(sl))
-        return failure();
-      parts.push_back(*sl);
-    }
-    return make<td::ConcatOp>(l, parts, {i64("axis", 0)});
-  };
-  auto w = weight(at, s.weight, {rowsTotal, in}, WeightRole::Matrix);
-  if (failed(w))
-    return failure();
-  auto wv = gather(*w, 0);
-  if (failed(wv))
-    return failure();
-  SmallVector<Value, 3> ops{x, *wv};
-  if (!s.bias.empty()) {
-    auto bw = weight(at, s.bias, {rowsTotal}, WeightRole::Bias);
-    if (failed(bw))
-      return failure();
-    auto bv = gather(*bw, 0);
-    if (failed(bv))
-      return failure();
-    ops.push_back(*bv);
-  }
   return make<td::LinearOp>(l, ops);
 }
 
